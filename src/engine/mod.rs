@@ -1,0 +1,342 @@
+//! The engine: spawns the workers, runs the control loop, and aggregates.
+//!
+//! The thread that calls [`run`] becomes the control thread. It owns no
+//! connection; it waits on signals (a signal-hook-mio source in its own
+//! `Poll`), drains the workers' mailboxes every 250 ms into [`Totals`],
+//! drives the status line, and decides when the run stops: duration over,
+//! `--requests` done, or SIGINT/SIGTERM. Stopping has two phases so that
+//! responses already owed are still measured: *drain* (no new requests or
+//! connections, up to the drain timeout) and *exit* (close everything).
+//!
+//! Connection slots are dealt to workers round-robin by slot index, which
+//! keeps each worker's share of every workload (and of the schedule's phases)
+//! even.
+
+mod socket;
+pub mod worker;
+
+use std::io::Write as _;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use mio::{Events, Interest, Poll, Token, Waker};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+use signal_hook_mio::v1_0::Signals;
+
+use crate::plan::Plan;
+use crate::report::Report;
+use crate::stats::{Delta, Gauges, WorkloadStats};
+use crate::status::StatusLine;
+use crate::{Error, preflight};
+use worker::{PHASE_DRAIN, PHASE_EXIT, PHASE_RUN, Shared, WAKER, Worker, WorkerSpec, WorkloadRt};
+
+const TICK: Duration = Duration::from_millis(250);
+
+/// Running totals over all workers, per workload. Owned by the control
+/// thread; workers never touch it.
+#[derive(Debug)]
+pub struct Totals {
+    /// Workload names, in plan order.
+    pub names: Vec<String>,
+    /// Cumulative counters and histograms.
+    pub stats: Vec<WorkloadStats>,
+    /// What arrived since [`Totals::take_interval`] was last called.
+    pub interval: Vec<WorkloadStats>,
+    /// Current connection levels (sum over workers).
+    pub gauges: Vec<Gauges>,
+    /// Most connections seen open at once (sampled each tick).
+    pub peak_open: Vec<u64>,
+    /// Time from start until every slot of the workload was first open.
+    pub ramp: Vec<Option<Duration>>,
+    /// Open connections when the stop began.
+    pub open_at_stop: Option<Vec<u64>>,
+    /// Per worker: loop iterations seen in its last flush.
+    pub heartbeats: Vec<u64>,
+}
+
+impl Totals {
+    fn new(names: Vec<String>, workers: usize) -> Totals {
+        let n = names.len();
+        Totals {
+            names,
+            stats: (0..n).map(|_| WorkloadStats::default()).collect(),
+            interval: (0..n).map(|_| WorkloadStats::default()).collect(),
+            gauges: vec![Gauges::default(); n],
+            peak_open: vec![0; n],
+            ramp: vec![None; n],
+            open_at_stop: None,
+            heartbeats: vec![0; workers],
+        }
+    }
+
+    /// Drains every mailbox. Returns (all workers idle, all budgets done).
+    fn collect(&mut self, shared: &Shared) -> (bool, bool) {
+        let n = self.names.len();
+        let mut gauges = vec![Gauges::default(); n];
+        let mut ramp_done: Vec<Option<Duration>> = vec![Some(Duration::ZERO); n];
+        let mut at_stop: Option<Vec<u64>> = None;
+        let (mut all_idle, mut all_budget) = (true, true);
+        for (i, mb) in shared.mailboxes.iter().enumerate() {
+            let mut d = mb.lock().unwrap_or_else(|p| p.into_inner());
+            let Delta {
+                stats,
+                gauges: g,
+                full_at,
+                open_at_stop,
+                idle,
+                budget_done,
+                heartbeat,
+            } = &mut *d;
+            for wi in 0..n {
+                self.stats[wi].add(&stats[wi]);
+                self.interval[wi].add(&stats[wi]);
+                stats[wi].clear();
+                gauges[wi].add(&g[wi]);
+                if g[wi].desired > 0 {
+                    ramp_done[wi] = match (ramp_done[wi], full_at[wi]) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        _ => None,
+                    };
+                }
+            }
+            if let Some(v) = open_at_stop {
+                let acc = at_stop.get_or_insert_with(|| vec![0; n]);
+                for (a, b) in acc.iter_mut().zip(v.iter()) {
+                    *a += b;
+                }
+            }
+            all_idle &= *idle;
+            all_budget &= *budget_done;
+            self.heartbeats[i] = *heartbeat;
+        }
+        for wi in 0..n {
+            self.peak_open[wi] = self.peak_open[wi].max(gauges[wi].open);
+            if self.ramp[wi].is_none() && gauges[wi].desired > 0 {
+                self.ramp[wi] = ramp_done[wi];
+            }
+        }
+        self.gauges = gauges;
+        if self.open_at_stop.is_none() {
+            self.open_at_stop = at_stop;
+        }
+        (all_idle, all_budget)
+    }
+
+    /// Everything that arrived since the last call, merged over workloads,
+    /// and the interval restarted.
+    pub fn take_interval(&mut self) -> WorkloadStats {
+        let mut sum = WorkloadStats::default();
+        for s in &mut self.interval {
+            sum.add(s);
+            s.clear();
+        }
+        sum
+    }
+}
+
+/// Builds the per-workload constants the workers share.
+fn runtime(plan: &Plan) -> Vec<WorkloadRt> {
+    plan.workloads
+        .iter()
+        .map(|w| {
+            let req = &w.target.request;
+            WorkloadRt {
+                addr: w.target.addr,
+                sources: w.source_addrs.clone(),
+                wire: req.repeat(w.pipeline as usize),
+                req_len: req.len(),
+                head: w.target.head,
+                interval_ns: w.model.per_connection_interval(w.connections).map(|d| d.as_nanos() as u64),
+                connections: w.connections,
+                pipeline: w.pipeline,
+                max_requests: if w.close { Some(1) } else { w.max_requests_per_conn },
+                close: w.close,
+                max_lifetime_ns: w.max_conn_lifetime.map(|d| d.as_nanos() as u64),
+                connect_timeout_ns: w.connect_timeout.as_nanos() as u64,
+                request_timeout_ns: w.request_timeout.as_nanos() as u64,
+            }
+        })
+        .collect()
+}
+
+/// Deals the slots of every workload to `threads` workers and splits the
+/// request budget and ramp rates in proportion.
+fn deal(plan: &Plan, threads: usize) -> Vec<(Vec<(u16, u32)>, Option<u64>, Vec<f64>)> {
+    let mut slots: Vec<Vec<(u16, u32)>> = vec![Vec::new(); threads];
+    for (wi, w) in plan.workloads.iter().enumerate() {
+        for s in 0..w.connections {
+            slots[s as usize % threads].push((wi as u16, s));
+        }
+    }
+    let total: u64 = slots.iter().map(|s| s.len() as u64).sum();
+    let mut budgets: Vec<Option<u64>> = vec![None; threads];
+    if let Some(n) = plan.max_requests {
+        let mut given = 0;
+        for (i, b) in budgets.iter_mut().enumerate() {
+            let share = if i + 1 == threads { n - given } else { n * slots[i].len() as u64 / total.max(1) };
+            given += share;
+            *b = Some(share);
+        }
+    }
+    slots
+        .into_iter()
+        .zip(budgets)
+        .map(|(s, b)| {
+            let ramp = plan
+                .workloads
+                .iter()
+                .enumerate()
+                .map(|(wi, w)| {
+                    let mine = s.iter().filter(|(x, _)| *x as usize == wi).count() as f64;
+                    w.ramp as f64 * mine / w.connections.max(1) as f64
+                })
+                .collect();
+            (s, b, ramp)
+        })
+        .collect()
+}
+
+/// Hooks the caller can attach to the control loop (the exporter and the
+/// demo use them).
+#[derive(Default)]
+pub struct Hooks {
+    /// Called after each aggregation tick with the current totals.
+    pub on_tick: Option<Box<dyn FnMut(&Totals, Duration) + Send>>,
+}
+
+/// Runs a plan to the end. See [`crate::run`].
+pub fn run(plan: Plan) -> Result<Report, Error> {
+    run_with_hooks(plan, Hooks::default())
+}
+
+/// [`run`], with hooks into the control loop.
+pub fn run_with_hooks(plan: Plan, mut hooks: Hooks) -> Result<Report, Error> {
+    preflight::check(&plan)?;
+    let total = plan.total_connections().max(1);
+    let threads = plan.threads.clamp(1, total as usize);
+    let names: Vec<String> = plan.workloads.iter().map(|w| w.name.clone()).collect();
+    let wl: Arc<[WorkloadRt]> = runtime(&plan).into();
+
+    let mut control = Poll::new().map_err(|e| Error::io("creating the control poll", e))?;
+    let mut signals =
+        Signals::new([SIGINT, SIGTERM, SIGUSR1, SIGHUP]).map_err(|e| Error::io("installing signal handlers", e))?;
+    control
+        .registry()
+        .register(&mut signals, Token(0), Interest::READABLE)
+        .map_err(|e| Error::io("registering signals", e))?;
+
+    let shared = Arc::new(Shared {
+        phase: AtomicU8::new(PHASE_RUN),
+        mailboxes: (0..threads).map(|_| Mutex::new(Delta::new(names.len()))).collect(),
+        start: Instant::now(),
+    });
+    let mut wakers = Vec::with_capacity(threads);
+    let mut handles: Vec<JoinHandle<std::io::Result<()>>> = Vec::with_capacity(threads);
+    for (index, (slots, budget, ramp)) in deal(&plan, threads).into_iter().enumerate() {
+        let poll = Poll::new().map_err(|e| Error::io("creating a worker poll", e))?;
+        wakers.push(Waker::new(poll.registry(), WAKER).map_err(|e| Error::io("creating a waker", e))?);
+        let spec = WorkerSpec {
+            index,
+            poll,
+            slots,
+            budget,
+            ramp,
+        };
+        let worker = Worker::new(spec, shared.clone(), wl.clone());
+        let handle = std::thread::Builder::new()
+            .name(format!("soakd-worker-{index}"))
+            .spawn(move || worker.run())
+            .map_err(|e| Error::io("starting a worker thread", e))?;
+        handles.push(handle);
+    }
+
+    let mut totals = Totals::new(names, threads);
+    let mut status = StatusLine::new(&plan);
+    let deadline = plan.duration.map(|d| shared.start + d);
+    let mut stop_at: Option<Instant> = None;
+    let mut events = Events::with_capacity(8);
+    let set_phase = |phase: u8| {
+        shared.phase.store(phase, Ordering::Release);
+        for w in &wakers {
+            let _ = w.wake();
+        }
+    };
+    loop {
+        let now = Instant::now();
+        let mut timeout = TICK;
+        if let (Some(d), None) = (deadline, stop_at) {
+            timeout = timeout.min(d.saturating_duration_since(now));
+        }
+        if stop_at.is_some() {
+            timeout = timeout.min(Duration::from_millis(20));
+        }
+        if let Err(e) = control.poll(&mut events, Some(timeout))
+            && e.kind() != std::io::ErrorKind::Interrupted
+        {
+            return Err(Error::io("waiting for signals", e));
+        }
+        let mut exit_now = false;
+        for sig in signals.pending() {
+            match sig {
+                SIGINT | SIGTERM if stop_at.is_none() => {
+                    status.note("stopping: finishing requests in flight (signal again to exit at once)");
+                    stop_at = Some(Instant::now());
+                    set_phase(PHASE_DRAIN);
+                }
+                SIGINT | SIGTERM => exit_now = true,
+                SIGUSR1 => {
+                    let report = Report::build(&plan, &totals, shared.start.elapsed());
+                    status.clear();
+                    let _ = std::io::stderr().write_all(report.summary().as_bytes());
+                }
+                SIGHUP => status.note("SIGHUP: nothing to reload (soakd run was not started with a config file)"),
+                _ => {}
+            }
+        }
+        let (idle, budget_done) = totals.collect(&shared);
+        let elapsed = shared.start.elapsed();
+        if let Some(hook) = hooks.on_tick.as_mut() {
+            hook(&totals, elapsed);
+        }
+        status.tick(&mut totals, elapsed);
+        if stop_at.is_none() {
+            let timed_out = deadline.is_some_and(|d| Instant::now() >= d);
+            let counted = plan.max_requests.is_some() && budget_done;
+            if timed_out || counted {
+                stop_at = Some(Instant::now());
+                set_phase(PHASE_DRAIN);
+            }
+        }
+        if handles.iter().any(|h| h.is_finished()) {
+            // A worker only returns on its own when it failed.
+            exit_now = true;
+        }
+        if let Some(t) = stop_at
+            && (exit_now || idle || t.elapsed() >= plan.drain_timeout)
+        {
+            break;
+        }
+        if exit_now {
+            stop_at.get_or_insert_with(Instant::now);
+            break;
+        }
+    }
+    let stopped = stop_at.map_or_else(|| shared.start.elapsed(), |t| t.duration_since(shared.start));
+    set_phase(PHASE_EXIT);
+    let mut failure = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failure = Some(Error::io("worker event loop", e)),
+            Err(_) => failure = Some(Error::Internal("a worker thread panicked".into())),
+        }
+    }
+    totals.collect(&shared);
+    status.finish();
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    Ok(Report::build(&plan, &totals, stopped))
+}

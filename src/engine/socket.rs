@@ -1,0 +1,138 @@
+//! Socket setup and error classification.
+//!
+//! Connections are created with socket2 so every option is set before the
+//! connect: non-blocking from birth (one syscall), `TCP_NODELAY` (requests
+//! are small and must not wait for Nagle), and, with `--source-addr`,
+//! `IP_BIND_ADDRESS_NO_PORT` before binding, so the kernel picks the local
+//! port at connect time per 4-tuple instead of reserving one port per socket
+//! at bind time. That is what lets several source addresses go past the
+//! ephemeral-port limit of one address.
+//!
+//! Each OS error is mapped to exactly one [`ErrorKind`] here, so the
+//! taxonomy lives in one place.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use crate::stats::ErrorKind;
+
+/// A socket whose non-blocking connect has been started.
+pub enum Connecting {
+    /// Still in progress: wait for WRITABLE.
+    InProgress(mio::net::TcpStream),
+    /// Connected at once (can happen on loopback).
+    Done(mio::net::TcpStream),
+}
+
+/// Starts a non-blocking connect to `addr`, bound to `source` when given.
+pub fn connect(addr: SocketAddr, source: Option<IpAddr>) -> Result<Connecting, ErrorKind> {
+    let domain = Domain::for_address(addr);
+    let socket = Socket::new(domain, Type::STREAM.nonblocking().cloexec(), Some(Protocol::TCP)).map_err(|e| classify_connect(&e))?;
+    socket.set_tcp_nodelay(true).map_err(|e| classify_connect(&e))?;
+    if let Some(ip) = source {
+        bind_no_port(&socket).map_err(|e| classify_connect(&e))?;
+        socket.bind(&SockAddr::from(SocketAddr::new(ip, 0))).map_err(|e| classify_connect(&e))?;
+    }
+    let done = match socket.connect(&SockAddr::from(addr)) {
+        Ok(()) => true,
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => false,
+        Err(e) => return Err(classify_connect(&e)),
+    };
+    let stream = mio::net::TcpStream::from_std(std::net::TcpStream::from(socket));
+    Ok(if done { Connecting::Done(stream) } else { Connecting::InProgress(stream) })
+}
+
+/// Checks whether a connect that reported WRITABLE finished.
+/// `Ok(true)`: connected; `Ok(false)`: not yet (a spurious event).
+pub fn finish_connect(stream: &mio::net::TcpStream) -> Result<bool, ErrorKind> {
+    match stream.take_error() {
+        Ok(Some(e)) | Err(e) => return Err(classify_connect(&e)),
+        Ok(None) => {}
+    }
+    match stream.peer_addr() {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotConnected || e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(false),
+        Err(e) => Err(classify_connect(&e)),
+    }
+}
+
+/// The kind of a failure while establishing a connection.
+pub fn classify_connect(e: &io::Error) -> ErrorKind {
+    match e.raw_os_error() {
+        Some(libc::ECONNREFUSED) => ErrorKind::ConnectRefused,
+        Some(libc::ETIMEDOUT) => ErrorKind::ConnectTimeout,
+        // Without IP_BIND_ADDRESS_NO_PORT an exhausted source address shows
+        // up as EADDRINUSE at bind time; with it, as EADDRNOTAVAIL at connect.
+        Some(libc::EADDRNOTAVAIL) | Some(libc::EADDRINUSE) => ErrorKind::AddrUnavailable,
+        Some(libc::EMFILE) | Some(libc::ENFILE) => ErrorKind::FdLimit,
+        _ => ErrorKind::ConnectOther,
+    }
+}
+
+/// The kind of a failure on an established connection. Anything that is not
+/// a timeout breaks the connection under the request, which is what `reset`
+/// means to the operator.
+pub fn classify_established(e: &io::Error) -> ErrorKind {
+    match e.raw_os_error() {
+        Some(libc::ETIMEDOUT) => ErrorKind::Timeout,
+        _ => ErrorKind::Reset,
+    }
+}
+
+/// Sets `IP_BIND_ADDRESS_NO_PORT` (Linux 4.2+): bind the address now, pick
+/// the port at connect time. socket2 does not expose this option.
+#[allow(unsafe_code)]
+fn bind_no_port(socket: &Socket) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let one: libc::c_int = 1;
+    // SAFETY: `socket` is a valid open descriptor for the duration of the
+    // call, and the option value points at a live c_int of the given size.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification() {
+        let e = |n| io::Error::from_raw_os_error(n);
+        assert_eq!(classify_connect(&e(libc::ECONNREFUSED)), ErrorKind::ConnectRefused);
+        assert_eq!(classify_connect(&e(libc::ETIMEDOUT)), ErrorKind::ConnectTimeout);
+        assert_eq!(classify_connect(&e(libc::EADDRNOTAVAIL)), ErrorKind::AddrUnavailable);
+        assert_eq!(classify_connect(&e(libc::EMFILE)), ErrorKind::FdLimit);
+        assert_eq!(classify_connect(&e(libc::ENFILE)), ErrorKind::FdLimit);
+        assert_eq!(classify_connect(&e(libc::ENETUNREACH)), ErrorKind::ConnectOther);
+        assert_eq!(classify_established(&e(libc::ECONNRESET)), ErrorKind::Reset);
+        assert_eq!(classify_established(&e(libc::EPIPE)), ErrorKind::Reset);
+    }
+
+    #[test]
+    fn refused_connect_is_classified() {
+        // A port that was just free: bind, read the port, close.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        let mut poll = mio::Poll::new().unwrap();
+        let mut events = mio::Events::with_capacity(4);
+        match connect(addr, Some("127.0.0.1".parse().unwrap())) {
+            Err(kind) => assert_eq!(kind, ErrorKind::ConnectRefused),
+            Ok(Connecting::Done(_)) => panic!("connected to a closed port"),
+            Ok(Connecting::InProgress(mut s)) => {
+                poll.registry().register(&mut s, mio::Token(0), mio::Interest::WRITABLE).unwrap();
+                poll.poll(&mut events, Some(std::time::Duration::from_secs(5))).unwrap();
+                assert_eq!(finish_connect(&s), Err(ErrorKind::ConnectRefused));
+            }
+        }
+    }
+}

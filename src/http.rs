@@ -1,0 +1,654 @@
+//! HTTP/1.1 on the wire: request bytes rendered once, responses framed
+//! incrementally.
+//!
+//! The engine sends the same request millions of times, so the bytes are
+//! rendered once per workload ([`render_request`]) and written straight from
+//! that buffer. Responses are never stored: soakd only needs each response's
+//! status, whether the connection stays open, and where it ends. [`Framer`]
+//! is a per-connection state machine fed whatever the socket returned; it
+//! parses heads with `httparse` and then walks bodies (Content-Length,
+//! chunked with trailers, close-delimited, or none) without copying them.
+//!
+//! "Need more bytes" and "bad bytes" are different outcomes: only a complete
+//! head is handed to `httparse`, a head that keeps growing past
+//! [`MAX_HEAD_BYTES`] is an error, and a split anywhere in the stream frames
+//! exactly like the unsplit stream (property-tested below).
+
+use std::fmt::Write as _;
+
+/// Largest response head soakd accepts; anything longer is a protocol error.
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+
+/// Most header fields parsed in one response head.
+const MAX_HEADERS: usize = 100;
+
+/// Why a response could not be framed. Cheap to copy: it is counted on the
+/// hot path, never formatted there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProtocolError {
+    /// The head grew past [`MAX_HEAD_BYTES`] without ending.
+    #[error("response head larger than 64 KiB")]
+    HeadTooLarge,
+    /// `httparse` rejected the head (bad status line, header syntax, too
+    /// many header fields).
+    #[error("malformed response head: {0}")]
+    BadHead(httparse::Error),
+    /// A Content-Length that is not a number, or several that disagree.
+    #[error("invalid Content-Length")]
+    BadContentLength,
+    /// A chunk size line or chunk terminator that is not valid.
+    #[error("invalid chunked encoding")]
+    BadChunk,
+    /// 101 Switching Protocols: soakd never asks for an upgrade.
+    #[error("unexpected 101 Switching Protocols")]
+    UnexpectedUpgrade,
+}
+
+/// What the request to render looks like.
+#[derive(Clone, Debug)]
+pub struct RequestSpec {
+    /// Method, e.g. `GET`.
+    pub method: String,
+    /// Origin-form target: path plus query, e.g. `/index.html?x=1`.
+    pub target: String,
+    /// Value of the Host header (`host` or `host:port`).
+    pub host: String,
+    /// Extra header fields, in order. A `Host` or `User-Agent` here replaces
+    /// soakd's own.
+    pub headers: Vec<(String, String)>,
+    /// Request body; a Content-Length is added when it is not empty.
+    pub body: Vec<u8>,
+    /// Add `Connection: close` (one request per connection).
+    pub close: bool,
+}
+
+/// Renders `spec` into the exact bytes written for every request.
+pub fn render_request(spec: &RequestSpec) -> Vec<u8> {
+    let has = |name: &str| spec.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+    let mut head = String::with_capacity(128);
+    // Writing into a String cannot fail.
+    let _ = write!(head, "{} {} HTTP/1.1\r\n", spec.method, spec.target);
+    if !has("host") {
+        let _ = write!(head, "Host: {}\r\n", spec.host);
+    }
+    if !has("user-agent") {
+        let _ = write!(head, "User-Agent: soakd/{}\r\n", env!("CARGO_PKG_VERSION"));
+    }
+    for (name, value) in &spec.headers {
+        let _ = write!(head, "{name}: {value}\r\n");
+    }
+    let wants_length = !spec.body.is_empty() || matches!(spec.method.as_str(), "POST" | "PUT" | "PATCH");
+    if wants_length && !has("content-length") {
+        let _ = write!(head, "Content-Length: {}\r\n", spec.body.len());
+    }
+    if spec.close && !has("connection") {
+        head.push_str("Connection: close\r\n");
+    }
+    head.push_str("\r\n");
+    let mut bytes = head.into_bytes();
+    bytes.extend_from_slice(&spec.body);
+    bytes
+}
+
+/// The outcome of feeding bytes to a [`Framer`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framed {
+    /// All of `consumed` bytes belonged to the current response, which is
+    /// not complete yet. When `consumed` is less than what was fed, the rest
+    /// is an incomplete head: keep it and feed it again with more bytes.
+    Partial {
+        /// Bytes used.
+        consumed: usize,
+    },
+    /// A response ended after `consumed` bytes; any further bytes belong to
+    /// the next response.
+    Complete {
+        /// Bytes used by the end of this response.
+        consumed: usize,
+        /// Final status code (interim 1xx responses are skipped).
+        status: u16,
+        /// Whether the server keeps the connection open after it.
+        keep_alive: bool,
+    },
+}
+
+/// How the response at EOF ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtEof {
+    /// Nothing of a response had arrived: a clean close between responses.
+    Idle,
+    /// A close-delimited body ended: the response is complete.
+    Complete {
+        /// Final status code.
+        status: u16,
+    },
+    /// The peer closed in the middle of a response.
+    Truncated,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Chunk {
+    Size { value: u64, digits: u8 },
+    Extension { value: u64 },
+    SizeLf { value: u64 },
+    Data { remaining: u64 },
+    DataCr,
+    DataLf,
+    TrailerStart,
+    TrailerLine,
+    TrailerLf,
+    EndLf,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Head,
+    Length { remaining: u64 },
+    Chunked(Chunk),
+    UntilClose,
+}
+
+/// Incremental response framer for one connection.
+#[derive(Clone, Debug)]
+pub struct Framer {
+    state: State,
+    head_request: bool,
+    status: u16,
+    keep_alive: bool,
+}
+
+impl Framer {
+    /// A framer for responses to requests of the given method; responses to
+    /// HEAD never have a body.
+    pub fn new(head_request: bool) -> Framer {
+        Framer {
+            state: State::Head,
+            head_request,
+            status: 0,
+            keep_alive: true,
+        }
+    }
+
+    /// True between responses (no byte of the next one seen yet).
+    pub fn is_idle(&self) -> bool {
+        self.state == State::Head
+    }
+
+    /// Forgets any response in progress (after the connection is replaced).
+    pub fn reset(&mut self) {
+        self.state = State::Head;
+        self.status = 0;
+        self.keep_alive = true;
+    }
+
+    /// Feeds bytes that arrived. `buf` must start with whatever an earlier
+    /// call left unconsumed in the head state.
+    pub fn feed(&mut self, buf: &[u8]) -> Result<Framed, ProtocolError> {
+        let mut pos = 0;
+        loop {
+            match self.state {
+                State::Head => {
+                    let Some(used) = self.parse_head(&buf[pos..])? else {
+                        return Ok(Framed::Partial { consumed: pos });
+                    };
+                    pos += used;
+                    if let Some(done) = self.finish_if_bodiless(pos) {
+                        return Ok(done);
+                    }
+                }
+                State::Length { remaining } => {
+                    let take = remaining.min((buf.len() - pos) as u64);
+                    pos += take as usize;
+                    if take == remaining {
+                        return Ok(self.complete(pos));
+                    }
+                    self.state = State::Length {
+                        remaining: remaining - take,
+                    };
+                    return Ok(Framed::Partial { consumed: pos });
+                }
+                State::Chunked(chunk) => {
+                    let (used, next) = walk_chunks(chunk, &buf[pos..])?;
+                    pos += used;
+                    match next {
+                        Some(c) => {
+                            self.state = State::Chunked(c);
+                            return Ok(Framed::Partial { consumed: pos });
+                        }
+                        None => return Ok(self.complete(pos)),
+                    }
+                }
+                State::UntilClose => {
+                    return Ok(Framed::Partial {
+                        consumed: buf.len(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// The peer closed the connection; `leftover` is the number of unconsumed
+    /// head bytes the caller still holds.
+    pub fn eof(&mut self, leftover: usize) -> AtEof {
+        let out = match self.state {
+            State::Head if leftover == 0 => AtEof::Idle,
+            State::UntilClose => AtEof::Complete {
+                status: self.status,
+            },
+            _ => AtEof::Truncated,
+        };
+        self.reset();
+        out
+    }
+
+    /// Parses one head from the start of `buf`: `Ok(None)` when incomplete,
+    /// otherwise the head's length, with the body state set up. Interim 1xx
+    /// heads are consumed and the next head is parsed.
+    fn parse_head(&mut self, buf: &[u8]) -> Result<Option<usize>, ProtocolError> {
+        let mut pos = 0;
+        loop {
+            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut resp = httparse::Response::new(&mut headers);
+            let used = match resp.parse(&buf[pos..]) {
+                Ok(httparse::Status::Complete(n)) => n,
+                Ok(httparse::Status::Partial) => {
+                    if buf.len() - pos > MAX_HEAD_BYTES {
+                        return Err(ProtocolError::HeadTooLarge);
+                    }
+                    // The interim heads already seen are re-parsed with the
+                    // rest: they are tiny and this keeps the caller's buffer
+                    // handling to one rule.
+                    return Ok(None);
+                }
+                Err(e) => return Err(ProtocolError::BadHead(e)),
+            };
+            if used > MAX_HEAD_BYTES {
+                return Err(ProtocolError::HeadTooLarge);
+            }
+            let status = resp.code.unwrap_or(0);
+            if status == 101 {
+                return Err(ProtocolError::UnexpectedUpgrade);
+            }
+            if (100..200).contains(&status) {
+                pos += used;
+                continue;
+            }
+            let http10 = resp.version == Some(0);
+            let mut keep_alive = !http10;
+            let mut length: Option<u64> = None;
+            let mut chunked = false;
+            let mut other_coding = false;
+            for h in resp.headers.iter() {
+                if h.name.eq_ignore_ascii_case("content-length") {
+                    let v = parse_length(h.value).ok_or(ProtocolError::BadContentLength)?;
+                    if length.is_some_and(|l| l != v) {
+                        return Err(ProtocolError::BadContentLength);
+                    }
+                    length = Some(v);
+                } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+                    // Only the final coding decides the framing (RFC 9112 6.3).
+                    let last = h.value.rsplit(|b| *b == b',').next().unwrap_or(b"");
+                    chunked = trim(last).eq_ignore_ascii_case(b"chunked");
+                    other_coding = !chunked;
+                } else if h.name.eq_ignore_ascii_case("connection") {
+                    for token in h.value.split(|b| *b == b',') {
+                        let token = trim(token);
+                        if token.eq_ignore_ascii_case(b"close") {
+                            keep_alive = false;
+                        } else if token.eq_ignore_ascii_case(b"keep-alive") && http10 {
+                            keep_alive = true;
+                        }
+                    }
+                }
+            }
+            self.status = status;
+            self.keep_alive = keep_alive;
+            self.state = if self.head_request || status == 204 || status == 304 {
+                State::Length { remaining: 0 }
+            } else if chunked {
+                State::Chunked(Chunk::Size { value: 0, digits: 0 })
+            } else if other_coding {
+                State::UntilClose
+            } else if let Some(remaining) = length {
+                State::Length { remaining }
+            } else {
+                State::UntilClose
+            };
+            if self.state == State::UntilClose {
+                self.keep_alive = false;
+            }
+            return Ok(Some(pos + used));
+        }
+    }
+
+    fn finish_if_bodiless(&mut self, pos: usize) -> Option<Framed> {
+        (self.state == State::Length { remaining: 0 }).then(|| self.complete(pos))
+    }
+
+    fn complete(&mut self, consumed: usize) -> Framed {
+        let done = Framed::Complete {
+            consumed,
+            status: self.status,
+            keep_alive: self.keep_alive,
+        };
+        self.reset();
+        done
+    }
+}
+
+/// Walks chunked framing over `buf`. Returns the bytes used and the state to
+/// continue in, or `None` when the message (with its trailers) ended.
+fn walk_chunks(mut state: Chunk, buf: &[u8]) -> Result<(usize, Option<Chunk>), ProtocolError> {
+    let mut pos = 0;
+    while pos < buf.len() {
+        if let Chunk::Data { remaining } = state {
+            let take = remaining.min((buf.len() - pos) as u64);
+            pos += take as usize;
+            state = if take == remaining {
+                Chunk::DataCr
+            } else {
+                Chunk::Data {
+                    remaining: remaining - take,
+                }
+            };
+            continue;
+        }
+        let b = buf[pos];
+        pos += 1;
+        state = match state {
+            Chunk::Size { value, digits } => match (b as char).to_digit(16) {
+                Some(d) => {
+                    // 15 hex digits is far beyond any real chunk; refusing more
+                    // keeps the arithmetic from overflowing.
+                    if digits >= 15 {
+                        return Err(ProtocolError::BadChunk);
+                    }
+                    Chunk::Size {
+                        value: value * 16 + d as u64,
+                        digits: digits + 1,
+                    }
+                }
+                None if digits == 0 => return Err(ProtocolError::BadChunk),
+                None => match b {
+                    b'\r' => Chunk::SizeLf { value },
+                    // Chunk extensions (and stray whitespace) are skipped to
+                    // the end of the line.
+                    b';' | b' ' | b'\t' => Chunk::Extension { value },
+                    _ => return Err(ProtocolError::BadChunk),
+                },
+            },
+            Chunk::Extension { value } => match b {
+                b'\r' => Chunk::SizeLf { value },
+                _ => Chunk::Extension { value },
+            },
+            Chunk::SizeLf { value } => match (b, value) {
+                (b'\n', 0) => Chunk::TrailerStart,
+                (b'\n', v) => Chunk::Data { remaining: v },
+                _ => return Err(ProtocolError::BadChunk),
+            },
+            Chunk::Data { .. } => unreachable!("handled above"),
+            Chunk::DataCr => match b {
+                b'\r' => Chunk::DataLf,
+                _ => return Err(ProtocolError::BadChunk),
+            },
+            Chunk::DataLf => match b {
+                b'\n' => Chunk::Size { value: 0, digits: 0 },
+                _ => return Err(ProtocolError::BadChunk),
+            },
+            Chunk::TrailerStart => match b {
+                b'\r' => Chunk::EndLf,
+                _ => Chunk::TrailerLine,
+            },
+            Chunk::TrailerLine => match b {
+                b'\r' => Chunk::TrailerLf,
+                _ => Chunk::TrailerLine,
+            },
+            Chunk::TrailerLf => match b {
+                b'\n' => Chunk::TrailerStart,
+                _ => return Err(ProtocolError::BadChunk),
+            },
+            Chunk::EndLf => match b {
+                b'\n' => return Ok((pos, None)),
+                _ => return Err(ProtocolError::BadChunk),
+            },
+        };
+    }
+    Ok((pos, Some(state)))
+}
+
+fn parse_length(v: &[u8]) -> Option<u64> {
+    let v = trim(v);
+    if v.is_empty() || v.len() > 18 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(v.iter().fold(0u64, |acc, d| acc * 10 + (d - b'0') as u64))
+}
+
+fn trim(mut v: &[u8]) -> &[u8] {
+    while let [first, rest @ ..] = v {
+        if first.is_ascii_whitespace() {
+            v = rest;
+        } else {
+            break;
+        }
+    }
+    while let [rest @ .., last] = v {
+        if last.is_ascii_whitespace() {
+            v = rest;
+        } else {
+            break;
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Frames a whole stream the way the engine does: feed, keep any
+    /// unconsumed head bytes, feed again with more. Returns the responses
+    /// (status, keep_alive) and how the stream ended.
+    fn frame_split(stream: &[u8], splits: &[usize], head: bool) -> Result<(Vec<(u16, bool)>, AtEof), ProtocolError> {
+        let mut f = Framer::new(head);
+        let mut pending: Vec<u8> = Vec::new();
+        let mut out = Vec::new();
+        let mut cuts: Vec<usize> = splits.iter().map(|s| s % (stream.len() + 1)).collect();
+        cuts.push(0);
+        cuts.push(stream.len());
+        cuts.sort_unstable();
+        for w in cuts.windows(2) {
+            pending.extend_from_slice(&stream[w[0]..w[1]]);
+            let mut pos = 0;
+            loop {
+                match f.feed(&pending[pos..])? {
+                    Framed::Complete { consumed, status, keep_alive } => {
+                        pos += consumed;
+                        out.push((status, keep_alive));
+                        if pos == pending.len() {
+                            break;
+                        }
+                    }
+                    Framed::Partial { consumed } => {
+                        pos += consumed;
+                        break;
+                    }
+                }
+            }
+            pending.drain(..pos);
+        }
+        let end = f.eof(pending.len());
+        if let AtEof::Complete { status } = end {
+            out.push((status, false));
+        }
+        Ok((out, end))
+    }
+
+    fn frame(stream: &[u8]) -> Result<(Vec<(u16, bool)>, AtEof), ProtocolError> {
+        frame_split(stream, &[], false)
+    }
+
+    #[test]
+    fn framing_table() {
+        let cases: &[(&str, &[u8], Vec<(u16, bool)>, AtEof)] = &[
+            ("content-length", b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\npong", vec![(200, true)], AtEof::Idle),
+            ("zero length", b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", vec![(200, true)], AtEof::Idle),
+            (
+                "chunked with trailer",
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\npo\r\n2;ext=1\r\nng\r\n0\r\nX-T: 1\r\n\r\n",
+                vec![(200, true)],
+                AtEof::Idle,
+            ),
+            (
+                "chunked uppercase hex",
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\nA\r\n0123456789\r\n0\r\n\r\n",
+                vec![(200, true)],
+                AtEof::Idle,
+            ),
+            ("close delimited 1.0", b"HTTP/1.0 200 OK\r\n\r\npong", vec![(200, false)], AtEof::Complete { status: 200 }),
+            (
+                "close delimited 1.1",
+                b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\npong",
+                vec![(200, false)],
+                AtEof::Complete { status: 200 },
+            ),
+            ("connection close", b"HTTP/1.1 503 X\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx", vec![(503, false)], AtEof::Idle),
+            (
+                "1.0 keep-alive",
+                b"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 1\r\n\r\nx",
+                vec![(200, true)],
+                AtEof::Idle,
+            ),
+            ("204 no body", b"HTTP/1.1 204 No Content\r\n\r\n", vec![(204, true)], AtEof::Idle),
+            ("304 no body", b"HTTP/1.1 304 Not Modified\r\nContent-Length: 99\r\n\r\n", vec![(304, true)], AtEof::Idle),
+            (
+                "interim 100 skipped",
+                b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early\r\nLink: x\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+                vec![(200, true)],
+                AtEof::Idle,
+            ),
+            (
+                "pipelined",
+                b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\naHTTP/1.1 404 N\r\nContent-Length: 2\r\n\r\nbbHTTP/1.1 500 E\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+                vec![(200, true), (404, true), (500, true)],
+                AtEof::Idle,
+            ),
+            ("truncated body", b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", vec![], AtEof::Truncated),
+            ("truncated head", b"HTTP/1.1 200 OK\r\nContent-Len", vec![], AtEof::Truncated),
+            ("truncated chunked", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", vec![], AtEof::Truncated),
+        ];
+        for (name, stream, want, end) in cases {
+            let got = frame(stream).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(&got.0, want, "{name}");
+            assert_eq!(got.1, *end, "{name}");
+        }
+    }
+
+    #[test]
+    fn head_responses_have_no_body() {
+        let stream = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n";
+        let (got, end) = frame_split(stream, &[], true).unwrap();
+        assert_eq!(got, vec![(200, true), (200, true)]);
+        assert_eq!(end, AtEof::Idle);
+    }
+
+    #[test]
+    fn protocol_errors_table() {
+        let big = {
+            let mut v = b"HTTP/1.1 200 OK\r\n".to_vec();
+            v.extend_from_slice(b"Set-Cookie: ");
+            v.resize(MAX_HEAD_BYTES + 10, b'a');
+            v
+        };
+        let cases: &[(&str, &[u8], ProtocolError)] = &[
+            ("garbage status line", b"HTTZ/1.1 200 OK\r\n\r\n", ProtocolError::BadHead(httparse::Error::Version)),
+            ("bad length", b"HTTP/1.1 200 OK\r\nContent-Length: x1\r\n\r\n", ProtocolError::BadContentLength),
+            (
+                "conflicting lengths",
+                b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+                ProtocolError::BadContentLength,
+            ),
+            ("bad chunk size", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", ProtocolError::BadChunk),
+            (
+                "missing chunk crlf",
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc",
+                ProtocolError::BadChunk,
+            ),
+            ("upgrade", b"HTTP/1.1 101 Switching\r\n\r\n", ProtocolError::UnexpectedUpgrade),
+            ("oversized head", &big, ProtocolError::HeadTooLarge),
+        ];
+        for (name, stream, want) in cases {
+            assert_eq!(frame(stream).unwrap_err(), *want, "{name}");
+        }
+    }
+
+    #[test]
+    fn renders_request_once() {
+        let spec = RequestSpec {
+            method: "POST".into(),
+            target: "/a?b=1".into(),
+            host: "example.test:8080".into(),
+            headers: vec![("X-Test".into(), "1".into())],
+            body: b"hi".to_vec(),
+            close: true,
+        };
+        let text = String::from_utf8(render_request(&spec)).unwrap();
+        assert!(text.starts_with("POST /a?b=1 HTTP/1.1\r\nHost: example.test:8080\r\n"), "{text}");
+        assert!(text.contains("X-Test: 1\r\n"));
+        assert!(text.contains("Content-Length: 2\r\n"));
+        assert!(text.ends_with("Connection: close\r\n\r\nhi"));
+        let mut own_host = spec.clone();
+        own_host.headers = vec![("host".into(), "other".into())];
+        let text = String::from_utf8(render_request(&own_host)).unwrap();
+        assert!(!text.contains("Host: example.test"));
+        assert!(text.contains("host: other\r\n"));
+    }
+
+    fn response() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            Just(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\npong".to_vec()),
+            Just(b"HTTP/1.1 204 No Content\r\nServer: x\r\n\r\n".to_vec()),
+            Just(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n".to_vec()),
+            proptest::collection::vec(1usize..40, 0..4).prop_map(|sizes| {
+                let mut v = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+                for s in sizes {
+                    v.extend_from_slice(format!("{s:x};e=v\r\n").as_bytes());
+                    v.extend(std::iter::repeat_n(b'z', s));
+                    v.extend_from_slice(b"\r\n");
+                }
+                v.extend_from_slice(b"0\r\nTrailer-A: 1\r\n\r\n");
+                v
+            }),
+            (0usize..3000).prop_map(|n| {
+                let mut v = format!("HTTP/1.1 404 Not Found\r\nContent-Length: {n}\r\n\r\n").into_bytes();
+                v.extend(std::iter::repeat_n(b'H', n));
+                v
+            }),
+        ]
+    }
+
+    proptest! {
+        /// Any stream of responses, split at arbitrary points across reads,
+        /// frames exactly like the unsplit stream, and pipelined responses
+        /// never bleed into each other (each one is seen exactly once).
+        #[test]
+        fn splits_frame_like_the_whole(
+            responses in proptest::collection::vec(response(), 1..6),
+            splits in proptest::collection::vec(any::<usize>(), 0..12),
+        ) {
+            let stream: Vec<u8> = responses.concat();
+            let whole = frame(&stream).unwrap();
+            prop_assert_eq!(whole.0.len(), responses.len());
+            prop_assert_eq!(whole.1, AtEof::Idle);
+            let split = frame_split(&stream, &splits, false).unwrap();
+            prop_assert_eq!(split, whole);
+        }
+
+        /// Arbitrary bytes never panic the framer.
+        #[test]
+        fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512), splits in proptest::collection::vec(any::<usize>(), 0..4)) {
+            let _ = frame_split(&bytes, &splits, false);
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! The `soakd` binary: parse the command line, run, map errors to exit
+//! codes (0 completed, 2 bad input or preflight, 1 internal failure).
+//! Everything else lives in the library.
+
+use clap::Parser;
+
+fn main() {
+    // clap exits with code 2 on bad flags, matching soakd's contract.
+    let cli = soakd::cli::Cli::parse();
+    if let Err(e) = soakd::cli::execute(cli) {
+        eprintln!("soakd: error: {e}");
+        std::process::exit(e.exit_code());
+    }
+}

@@ -1,0 +1,264 @@
+//! The validated plan: what to load, how hard, for how long.
+//!
+//! Flags (and, later, config files) are turned into a [`Plan`] in one place,
+//! and everything past that point can trust it: numbers are in range, URLs
+//! are resolved, the request bytes are rendered. Internally the engine runs a
+//! list of [`Workload`]s even though the command line defines one, so a
+//! config file with several workloads needs no engine change.
+//!
+//! Helpers here ([`parse_duration`], [`parse_url`]) produce the one-line
+//! messages the operator sees for bad input: each names the offending value
+//! and what is expected.
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::Error;
+
+/// How requests are paced on each connection.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LoadModel {
+    /// Next request as soon as a response is in (latency from write).
+    Closed,
+    /// Each connection sends one request every interval (latency from the
+    /// time the request was due).
+    Interval(Duration),
+    /// Requests per second in total, spread evenly over the connections
+    /// (latency from the time the request was due).
+    Rate(f64),
+}
+
+impl LoadModel {
+    /// The schedule interval of one connection out of `connections`, or
+    /// `None` in closed loop.
+    pub fn per_connection_interval(&self, connections: u32) -> Option<Duration> {
+        match *self {
+            LoadModel::Closed => None,
+            LoadModel::Interval(d) => Some(d),
+            LoadModel::Rate(r) => Some(Duration::from_secs_f64(connections as f64 / r)),
+        }
+    }
+}
+
+/// Where the target lives and how requests to it look.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The URL as given.
+    pub url: String,
+    /// Address connections are opened to (first resolved address).
+    pub addr: SocketAddr,
+    /// Request bytes, rendered once.
+    pub request: Vec<u8>,
+    /// True for HEAD requests: responses have no body.
+    pub head: bool,
+}
+
+/// One load: a target, a connection count and a load model.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    /// Name used in reports and as the `target` metric label (`host:port`
+    /// unless a config file names it).
+    pub name: String,
+    /// What to connect to and send.
+    pub target: Target,
+    /// Connections to open and hold.
+    pub connections: u32,
+    /// At most this many new connections per second while ramping up.
+    pub ramp: u32,
+    /// How requests are paced.
+    pub model: LoadModel,
+    /// Requests in flight per connection.
+    pub pipeline: u16,
+    /// Close after one response (HTTP/1.0-style churn).
+    pub close: bool,
+    /// Connect timeout.
+    pub connect_timeout: Duration,
+    /// Time a request may wait for its complete response.
+    pub request_timeout: Duration,
+    /// Local addresses to bind; connections are spread over them.
+    pub source_addrs: Vec<IpAddr>,
+    /// Planned churn: close after about this many requests (±10%).
+    pub max_requests_per_conn: Option<u32>,
+    /// Planned churn: close after about this long (±10%).
+    pub max_conn_lifetime: Option<Duration>,
+}
+
+/// Where the final JSON report goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReportDest {
+    /// Standard output (`--report -`).
+    Stdout,
+    /// A file.
+    File(PathBuf),
+}
+
+/// A validated run.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// The loads to run side by side.
+    pub workloads: Vec<Workload>,
+    /// Worker threads.
+    pub threads: usize,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Stop after this many completed requests (over all workloads).
+    pub max_requests: Option<u64>,
+    /// Where to write the JSON report.
+    pub report: Option<ReportDest>,
+    /// Prometheus endpoint address; `None` is off.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Time allowed for responses in flight after a stop.
+    pub drain_timeout: Duration,
+}
+
+impl Plan {
+    /// Connections over all workloads.
+    pub fn total_connections(&self) -> u64 {
+        self.workloads.iter().map(|w| w.connections as u64).sum()
+    }
+}
+
+/// Parses a duration such as `250ms`, `5s`, `10m`, `2h` or `1d` (units may
+/// be combined, `1m30s`). `what` names the flag in the error message.
+pub fn parse_duration(what: &str, value: &str) -> Result<Duration, Error> {
+    let v = value.trim();
+    let bad = || {
+        Error::Usage(format!(
+            "{what}: invalid duration {value:?}; expected a number with a unit: ms, s, m, h or d (e.g. 250ms, 5s, 10m)"
+        ))
+    };
+    if v.is_empty() || v.starts_with('-') || v.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(bad());
+    }
+    humantime::parse_duration(v).map_err(|_| bad())
+}
+
+/// Like [`parse_duration`], but zero is refused.
+pub fn parse_positive_duration(what: &str, value: &str) -> Result<Duration, Error> {
+    let d = parse_duration(what, value)?;
+    if d.is_zero() {
+        return Err(Error::Usage(format!("{what}: {value:?} is zero; expected a duration greater than 0")));
+    }
+    Ok(d)
+}
+
+/// A parsed `http://` URL.
+#[derive(Clone, Debug)]
+pub struct ParsedUrl {
+    /// Host as written (name or literal address).
+    pub host: String,
+    /// Port (80 when absent).
+    pub port: u16,
+    /// Value for the Host header: host, plus `:port` when not 80.
+    pub host_header: String,
+    /// Path and query, at least `/`.
+    pub target: String,
+}
+
+/// Parses and checks a target URL: `http://` only, no user info, a host.
+pub fn parse_url(value: &str) -> Result<ParsedUrl, Error> {
+    let url = url::Url::parse(value).map_err(|e| {
+        Error::Usage(format!(
+            "URL {value:?} is not valid ({e}); expected something like http://127.0.0.1:8080/path"
+        ))
+    })?;
+    match url.scheme() {
+        "http" => {}
+        "https" => {
+            return Err(Error::Usage(format!(
+                "URL {value:?}: https is not supported yet; use an http:// URL (terminate TLS in front of the target if needed)"
+            )));
+        }
+        other => {
+            return Err(Error::Usage(format!(
+                "URL {value:?}: scheme {other:?} is not supported; expected http://"
+            )));
+        }
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(Error::Usage(format!(
+            "URL {value:?} contains user info; remove it and send credentials with -H \"Authorization: ...\""
+        )));
+    }
+    if url.fragment().is_some() {
+        return Err(Error::Usage(format!(
+            "URL {value:?} has a fragment (#...), which is never sent; remove it"
+        )));
+    }
+    let host = match url.host() {
+        Some(url::Host::Ipv6(a)) => a.to_string(),
+        Some(h) => h.to_string(),
+        None => return Err(Error::Usage(format!("URL {value:?} has no host"))),
+    };
+    let port = url.port().unwrap_or(80);
+    let host_header = match (url.host(), url.port()) {
+        (Some(url::Host::Ipv6(a)), Some(p)) => format!("[{a}]:{p}"),
+        (Some(url::Host::Ipv6(a)), None) => format!("[{a}]"),
+        (_, Some(p)) => format!("{host}:{p}"),
+        (_, None) => host.clone(),
+    };
+    let mut target = url.path().to_string();
+    if let Some(q) = url.query() {
+        target.push('?');
+        target.push_str(q);
+    }
+    Ok(ParsedUrl {
+        host,
+        port,
+        host_header,
+        target,
+    })
+}
+
+/// Resolves a parsed URL to the address connections go to.
+pub fn resolve(url: &ParsedUrl, original: &str) -> Result<SocketAddr, Error> {
+    let mut addrs = (url.host.as_str(), url.port).to_socket_addrs().map_err(|e| {
+        Error::Usage(format!(
+            "URL {original:?}: cannot resolve host {:?} ({e}); check the name or use an IP address",
+            url.host
+        ))
+    })?;
+    addrs
+        .next()
+        .ok_or_else(|| Error::Usage(format!("URL {original:?}: host {:?} resolved to no address", url.host)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("-d", "250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("-d", "5s").unwrap(), Duration::from_secs(5));
+        assert_eq!(parse_duration("-d", "10m").unwrap(), Duration::from_secs(600));
+        assert_eq!(parse_duration("-d", "2h").unwrap(), Duration::from_secs(7200));
+        assert_eq!(parse_duration("-d", "1d").unwrap(), Duration::from_secs(86400));
+        for bad in ["", "5", "-5s", "abc", "5 parsecs", "1.5"] {
+            let e = parse_duration("--duration", bad).unwrap_err().to_string();
+            assert!(e.contains("--duration") && e.contains("ms, s, m, h or d"), "{bad}: {e}");
+        }
+        assert!(parse_positive_duration("-i", "0s").unwrap_err().to_string().contains("greater than 0"));
+    }
+
+    #[test]
+    fn urls() {
+        let u = parse_url("http://127.0.0.1:8080/a/b?x=1").unwrap();
+        assert_eq!((u.host.as_str(), u.port, u.host_header.as_str(), u.target.as_str()), ("127.0.0.1", 8080, "127.0.0.1:8080", "/a/b?x=1"));
+        let u = parse_url("http://localhost").unwrap();
+        assert_eq!((u.port, u.host_header.as_str(), u.target.as_str()), (80, "localhost", "/"));
+        let u = parse_url("http://[::1]:9000/").unwrap();
+        assert_eq!((u.host.as_str(), u.host_header.as_str()), ("::1", "[::1]:9000"));
+        for (bad, says) in [
+            ("https://127.0.0.1/", "not supported yet"),
+            ("ftp://127.0.0.1/", "scheme"),
+            ("http://user:pw@127.0.0.1/", "user info"),
+            ("127.0.0.1:80", "not valid"),
+            ("not a url", "not valid"),
+        ] {
+            let e = parse_url(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+}

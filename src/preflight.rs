@@ -1,0 +1,132 @@
+//! Preflight: make sure the plan fits this machine before opening anything.
+//!
+//! A soak that dies of EMFILE after 40 minutes of ramping, or that can never
+//! get past the ephemeral-port range, wastes the operator's time. So before
+//! the first connect soakd raises its soft open-file limit to the hard
+//! limit, and refuses (exit 2) when the connections plus a margin still do
+//! not fit, or when one target would need more local ports than the port
+//! range gives its source addresses. Each message names the limit and what
+//! to change.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+
+use crate::{Error, Plan};
+
+/// Descriptors soakd needs besides connections: stdio, one epoll and waker
+/// per thread, signals, the metrics listener and its scrapers, files.
+pub fn fd_margin(threads: usize) -> u64 {
+    64 + 4 * threads as u64
+}
+
+/// Raises the soft open-file limit to the hard limit; returns (soft, hard)
+/// as in force afterwards.
+pub fn raise_nofile() -> Result<(u64, u64), Error> {
+    let (soft, hard) = rlimit::Resource::NOFILE
+        .get()
+        .map_err(|e| Error::io("reading the open-file limit", e))?;
+    if soft < hard {
+        rlimit::Resource::NOFILE
+            .set(hard, hard)
+            .map_err(|e| Error::io("raising the open-file limit", e))?;
+    }
+    Ok((hard, hard))
+}
+
+/// The local (ephemeral) port range, from
+/// `/proc/sys/net/ipv4/ip_local_port_range`.
+pub fn local_port_range() -> Option<(u32, u32)> {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    let mut it = text.split_whitespace().map(|v| v.parse::<u32>().ok());
+    Some((it.next()??, it.next()??))
+}
+
+/// Runs every check; on success the soft open-file limit has been raised.
+pub fn check(plan: &Plan) -> Result<(), Error> {
+    let (soft, hard) = raise_nofile()?;
+    check_fds(plan.total_connections(), plan.threads, soft, hard)?;
+    if let Some((lo, hi)) = local_port_range() {
+        check_ports(plan, lo, hi)?;
+    }
+    check_sources(plan)
+}
+
+/// The open-file check, separated for testing.
+pub fn check_fds(connections: u64, threads: usize, soft: u64, hard: u64) -> Result<(), Error> {
+    let needed = connections + fd_margin(threads);
+    if needed > soft {
+        return Err(Error::Preflight(format!(
+            "--connections {connections} needs about {needed} open files, but the open-file limit (RLIMIT_NOFILE) is {soft} (hard limit {hard}); \
+             lower --connections, raise the limit (ulimit -n, or LimitNOFILE= in the systemd unit), or split the load over several soakd processes"
+        )));
+    }
+    Ok(())
+}
+
+/// Each target gets `ports × source addresses` connections at most.
+fn check_ports(plan: &Plan, lo: u32, hi: u32) -> Result<(), Error> {
+    let per_addr = (hi.saturating_sub(lo) + 1) as u64;
+    let mut by_target: HashMap<SocketAddr, (u64, usize)> = HashMap::new();
+    for w in &plan.workloads {
+        let e = by_target.entry(w.target.addr).or_insert((0, usize::MAX));
+        e.0 += w.connections as u64;
+        e.1 = e.1.min(w.source_addrs.len().max(1));
+    }
+    for (addr, (conns, sources)) in by_target {
+        let fit = per_addr * sources as u64;
+        if conns > fit {
+            return Err(Error::Preflight(format!(
+                "{conns} connections to {addr} need {conns} local ports, but net.ipv4.ip_local_port_range ({lo}-{hi}) gives {per_addr} per source address \
+                 and {sources} source address(es) give {fit}; add --source-addr addresses (any of 127.0.0.0/8 on loopback), \
+                 widen ip_local_port_range, or lower --connections"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Every source address must be local and of the target's family.
+fn check_sources(plan: &Plan) -> Result<(), Error> {
+    for w in &plan.workloads {
+        for ip in &w.source_addrs {
+            if ip.is_ipv4() != w.target.addr.is_ipv4() {
+                return Err(Error::Usage(format!(
+                    "--source-addr {ip} is {} but the target {} is {}; use source addresses of the target's family",
+                    family(*ip),
+                    w.target.addr,
+                    family(w.target.addr.ip())
+                )));
+            }
+            std::net::TcpListener::bind(SocketAddr::new(*ip, 0)).map_err(|e| {
+                Error::Preflight(format!(
+                    "--source-addr {ip} cannot be bound ({e}); use an address assigned to this machine (see `ip addr`)"
+                ))
+            })?;
+        }
+    }
+    Ok(())
+}
+
+fn family(ip: IpAddr) -> &'static str {
+    if ip.is_ipv4() { "IPv4" } else { "IPv6" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fd_check_names_the_limit() {
+        assert!(check_fds(15_000, 2, 20_000, 20_000).is_ok());
+        let e = check_fds(100_000, 2, 20_000, 20_000).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let msg = e.to_string();
+        assert!(msg.contains("open-file limit") && msg.contains("20000") && msg.contains("100000"), "{msg}");
+    }
+
+    #[test]
+    fn reads_the_port_range() {
+        let (lo, hi) = local_port_range().expect("linux has the port range");
+        assert!(lo > 0 && hi >= lo);
+    }
+}

@@ -1,0 +1,419 @@
+//! The final report: JSON for machines, a text summary for people.
+//!
+//! The JSON field names are a contract (tests, dashboards and scripts read
+//! them). Top-level figures sum every workload; `workloads` repeats them per
+//! workload. Percentiles come from the HdrHistograms (µs resolution, 0.1%
+//! precision) and are `null` when nothing was measured, so "no data" can
+//! never be mistaken for "zero latency".
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::engine::Totals;
+use crate::plan::Plan;
+use crate::stats::{CloseReason, ErrorKind, Gauges, WorkloadStats};
+
+/// Percentiles of one histogram, in seconds.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Percentiles {
+    /// Number of samples.
+    pub count: u64,
+    /// Smallest sample.
+    pub min: Option<f64>,
+    /// Mean.
+    pub mean: Option<f64>,
+    /// Median.
+    pub p50: Option<f64>,
+    /// 90th percentile.
+    pub p90: Option<f64>,
+    /// 99th percentile.
+    pub p99: Option<f64>,
+    /// 99.9th percentile.
+    pub p999: Option<f64>,
+    /// Largest sample.
+    pub max: Option<f64>,
+}
+
+impl Percentiles {
+    /// Reads a µs histogram.
+    pub fn of(h: &Histogram<u64>) -> Percentiles {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        let s = |us: u64| Some(us as f64 / 1e6);
+        Percentiles {
+            count: h.len(),
+            min: s(h.min()),
+            mean: Some(h.mean() / 1e6),
+            p50: s(h.value_at_quantile(0.5)),
+            p90: s(h.value_at_quantile(0.9)),
+            p99: s(h.value_at_quantile(0.99)),
+            p999: s(h.value_at_quantile(0.999)),
+            max: s(h.max()),
+        }
+    }
+}
+
+/// Connection figures.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Connections {
+    /// Connections the plan holds.
+    pub desired: u64,
+    /// Most open at once (sampled every 250 ms).
+    pub peak_open: u64,
+    /// Open when the run stopped.
+    pub open_at_end: u64,
+    /// Successful connects.
+    pub opened: u64,
+    /// Closes of established connections (all reasons, including the
+    /// shutdown).
+    pub closed: u64,
+    /// Time from start until all desired connections were first open;
+    /// `null` if that never happened.
+    pub ramp_seconds: Option<f64>,
+    /// Closes by reason.
+    pub closed_by_reason: Closes,
+}
+
+/// Closes by reason.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Closes {
+    /// Server closed without owing a response.
+    pub server_close: u64,
+    /// Closed because of an error.
+    pub error: u64,
+    /// Planned churn.
+    pub churn: u64,
+    /// Closed at the end of the run.
+    pub shutdown: u64,
+}
+
+/// Request figures. `sent = completed + failed + in_flight_at_end`.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Requests {
+    /// Requests issued on a connection.
+    pub sent: u64,
+    /// Complete final responses.
+    pub completed: u64,
+    /// Sent, then lost to an error.
+    pub failed: u64,
+    /// Scheduled but never sent: already older than the request timeout
+    /// when a connection became free.
+    pub missed: u64,
+    /// Still owed a response when the run ended.
+    pub in_flight_at_end: u64,
+    /// Completed per second of run time.
+    pub per_second: f64,
+}
+
+/// Complete responses by status class.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Responses {
+    /// 100-199 (interim responses are skipped; only a final 1xx counts).
+    #[serde(rename = "1xx")]
+    pub c1xx: u64,
+    /// 200-299.
+    #[serde(rename = "2xx")]
+    pub c2xx: u64,
+    /// 300-399.
+    #[serde(rename = "3xx")]
+    pub c3xx: u64,
+    /// 400-499.
+    #[serde(rename = "4xx")]
+    pub c4xx: u64,
+    /// 500-599 and anything out of range.
+    #[serde(rename = "5xx")]
+    pub c5xx: u64,
+}
+
+/// Errors by kind (see [`ErrorKind`]).
+#[derive(Clone, Debug, Default, Serialize)]
+#[allow(missing_docs)]
+pub struct Errors {
+    pub connect_refused: u64,
+    pub connect_timeout: u64,
+    pub connect_other: u64,
+    pub addr_unavailable: u64,
+    pub fd_limit: u64,
+    pub reset: u64,
+    pub eof: u64,
+    pub timeout: u64,
+    pub protocol: u64,
+}
+
+/// Bytes on the wire.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Bytes {
+    /// Written.
+    pub sent: u64,
+    /// Read.
+    pub received: u64,
+}
+
+/// Every figure of one workload (or of all of them summed).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Figures {
+    /// Connection figures.
+    pub connections: Connections,
+    /// Request figures.
+    pub requests: Requests,
+    /// Completed requests per opened connection.
+    pub requests_per_connection: f64,
+    /// Responses by class.
+    pub responses: Responses,
+    /// Errors by kind.
+    pub errors: Errors,
+    /// Request latency: from the due time in paced and open-loop modes, from
+    /// the write in closed loop.
+    pub latency_seconds: Percentiles,
+    /// Due time → written (paced and open-loop modes): the generator's own
+    /// health.
+    pub schedule_lag_seconds: Percentiles,
+    /// TCP connect time.
+    pub connect_seconds: Percentiles,
+    /// Bytes on the wire.
+    pub bytes: Bytes,
+}
+
+/// One workload's figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkloadReport {
+    /// Workload name (the metrics' `target` label).
+    pub name: String,
+    /// Target URL.
+    pub url: String,
+    /// Its figures.
+    #[serde(flatten)]
+    pub figures: Figures,
+}
+
+/// The final report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Run time until the stop began.
+    pub duration_seconds: f64,
+    /// Figures over all workloads.
+    #[serde(flatten)]
+    pub all: Figures,
+    /// Per-workload figures.
+    pub workloads: Vec<WorkloadReport>,
+}
+
+fn figures(stats: &WorkloadStats, g: &Gauges, peak: u64, at_end: u64, ramp: Option<Duration>, secs: f64) -> Figures {
+    let c = &stats.counters;
+    let e = |k: ErrorKind| c.errors_of(k);
+    let r = |r: CloseReason| c.closed[r as usize];
+    Figures {
+        connections: Connections {
+            desired: g.desired,
+            peak_open: peak,
+            open_at_end: at_end,
+            opened: c.opened,
+            closed: c.total_closed(),
+            ramp_seconds: ramp.map(|d| d.as_secs_f64()),
+            closed_by_reason: Closes {
+                server_close: r(CloseReason::ServerClose),
+                error: r(CloseReason::Error),
+                churn: r(CloseReason::Churn),
+                shutdown: r(CloseReason::Shutdown),
+            },
+        },
+        requests: Requests {
+            sent: c.sent,
+            completed: c.completed,
+            failed: c.failed,
+            missed: c.missed,
+            in_flight_at_end: g.in_flight,
+            per_second: if secs > 0.0 { c.completed as f64 / secs } else { 0.0 },
+        },
+        requests_per_connection: if c.opened > 0 { c.completed as f64 / c.opened as f64 } else { 0.0 },
+        responses: Responses {
+            c1xx: c.responses[0],
+            c2xx: c.responses[1],
+            c3xx: c.responses[2],
+            c4xx: c.responses[3],
+            c5xx: c.responses[4],
+        },
+        errors: Errors {
+            connect_refused: e(ErrorKind::ConnectRefused),
+            connect_timeout: e(ErrorKind::ConnectTimeout),
+            connect_other: e(ErrorKind::ConnectOther),
+            addr_unavailable: e(ErrorKind::AddrUnavailable),
+            fd_limit: e(ErrorKind::FdLimit),
+            reset: e(ErrorKind::Reset),
+            eof: e(ErrorKind::Eof),
+            timeout: e(ErrorKind::Timeout),
+            protocol: e(ErrorKind::Protocol),
+        },
+        latency_seconds: Percentiles::of(&stats.latency),
+        schedule_lag_seconds: Percentiles::of(&stats.lag),
+        connect_seconds: Percentiles::of(&stats.connect),
+        bytes: Bytes {
+            sent: c.bytes_sent,
+            received: c.bytes_received,
+        },
+    }
+}
+
+impl Report {
+    /// Builds the report from the totals; `ran` is the run time until the stop.
+    pub fn build(plan: &Plan, t: &Totals, ran: Duration) -> Report {
+        let secs = ran.as_secs_f64();
+        let at_end = |wi: usize| t.open_at_stop.as_ref().map_or(t.gauges[wi].open, |v| v[wi]);
+        let workloads: Vec<WorkloadReport> = plan
+            .workloads
+            .iter()
+            .enumerate()
+            .map(|(wi, w)| WorkloadReport {
+                name: w.name.clone(),
+                url: w.target.url.clone(),
+                figures: figures(&t.stats[wi], &t.gauges[wi], t.peak_open[wi], at_end(wi), t.ramp[wi], secs),
+            })
+            .collect();
+        let mut sum = WorkloadStats::default();
+        let mut g = Gauges::default();
+        for (s, gw) in t.stats.iter().zip(&t.gauges) {
+            sum.add(s);
+            g.add(gw);
+        }
+        let peak = t.peak_open.iter().sum();
+        let open_at_end = (0..t.names.len()).map(at_end).sum();
+        // The run is ramped up when its slowest workload is.
+        let ramp = t.ramp.iter().try_fold(Duration::ZERO, |acc, r| r.map(|r| acc.max(r)));
+        Report {
+            duration_seconds: secs,
+            all: figures(&sum, &g, peak, open_at_end, ramp, secs),
+            workloads,
+        }
+    }
+
+    /// The JSON form (pretty-printed).
+    pub fn to_json(&self) -> String {
+        // Serializing plain structs of numbers and strings cannot fail.
+        serde_json::to_string_pretty(self).expect("report serializes")
+    }
+
+    /// The human-readable summary printed to stderr at exit.
+    pub fn summary(&self) -> String {
+        let f = &self.all;
+        let c = &f.connections;
+        let r = &f.requests;
+        let mut s = String::new();
+        let _ = writeln!(s, "\nsoakd: {:.1} s, {} workload(s)", self.duration_seconds, self.workloads.len());
+        let _ = writeln!(
+            s,
+            "  connections   desired {}  peak open {}  open at end {}  opened {}  closed {}  ramp {}",
+            c.desired,
+            c.peak_open,
+            c.open_at_end,
+            c.opened,
+            c.closed,
+            c.ramp_seconds.map_or("never complete".to_string(), |v| format!("{v:.2} s"))
+        );
+        let b = &c.closed_by_reason;
+        let _ = writeln!(
+            s,
+            "  closes        server {}  error {}  churn {}  shutdown {}",
+            b.server_close, b.error, b.churn, b.shutdown
+        );
+        let _ = writeln!(
+            s,
+            "  requests      sent {}  completed {}  failed {}  missed {}  in flight {}  {:.1}/s  {:.1} per connection",
+            r.sent, r.completed, r.failed, r.missed, r.in_flight_at_end, r.per_second, f.requests_per_connection
+        );
+        let p = &f.responses;
+        let _ = writeln!(
+            s,
+            "  responses     1xx {}  2xx {}  3xx {}  4xx {}  5xx {}",
+            p.c1xx, p.c2xx, p.c3xx, p.c4xx, p.c5xx
+        );
+        let e = &f.errors;
+        let kinds = [
+            ("connect_refused", e.connect_refused),
+            ("connect_timeout", e.connect_timeout),
+            ("connect_other", e.connect_other),
+            ("addr_unavailable", e.addr_unavailable),
+            ("fd_limit", e.fd_limit),
+            ("reset", e.reset),
+            ("eof", e.eof),
+            ("timeout", e.timeout),
+            ("protocol", e.protocol),
+        ];
+        let listed: Vec<String> = kinds.iter().filter(|(_, n)| *n > 0).map(|(k, n)| format!("{k} {n}")).collect();
+        let _ = writeln!(
+            s,
+            "  errors        {}",
+            if listed.is_empty() { "none".to_string() } else { listed.join("  ") }
+        );
+        let _ = writeln!(
+            s,
+            "  {:<14}{:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "", "min", "mean", "p50", "p90", "p99", "p99.9", "max"
+        );
+        for (name, p) in [
+            ("latency", &f.latency_seconds),
+            ("schedule lag", &f.schedule_lag_seconds),
+            ("connect", &f.connect_seconds),
+        ] {
+            if p.count == 0 {
+                let _ = writeln!(s, "  {name:<14}{:>9}", "-");
+                continue;
+            }
+            let _ = writeln!(
+                s,
+                "  {name:<14}{:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+                human(p.min),
+                human(p.mean),
+                human(p.p50),
+                human(p.p90),
+                human(p.p99),
+                human(p.p999),
+                human(p.max)
+            );
+        }
+        s
+    }
+}
+
+/// Formats seconds with a unit that keeps 3 significant figures readable.
+pub fn human(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(v) if v < 1e-3 => format!("{:.0}µs", v * 1e6),
+        Some(v) if v < 1.0 => format!("{:.2}ms", v * 1e3),
+        Some(v) => format!("{v:.2}s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_histograms_are_null_not_zero() {
+        let p = Percentiles::of(&crate::stats::histogram());
+        assert_eq!(p.count, 0);
+        assert_eq!(p.p99, None);
+        let json = serde_json::to_value(&p).unwrap();
+        assert!(json["p99"].is_null());
+    }
+
+    #[test]
+    fn percentiles_in_seconds() {
+        let mut h = crate::stats::histogram();
+        for ms in 1..=1000u64 {
+            crate::stats::record(&mut h, Duration::from_millis(ms));
+        }
+        let p = Percentiles::of(&h);
+        assert_eq!(p.count, 1000);
+        assert!((p.p50.unwrap() - 0.5).abs() < 0.001, "{p:?}");
+        assert!((p.p99.unwrap() - 0.99).abs() < 0.001, "{p:?}");
+        assert!((p.max.unwrap() - 1.0).abs() < 0.001, "{p:?}");
+        assert_eq!(human(Some(0.000_25)), "250µs");
+        assert_eq!(human(Some(0.0123)), "12.30ms");
+        assert_eq!(human(Some(2.5)), "2.50s");
+    }
+}

@@ -1,0 +1,400 @@
+//! Counting without sharing: per-thread counters and histograms, merged off
+//! the hot path.
+//!
+//! A worker records every request into its own [`WorkloadStats`] (plain
+//! integers and HdrHistograms, no atomics, no locks). A few times a second it
+//! adds those deltas into its [`Mailbox`] under a mutex that only it and the
+//! aggregator ever take, then clears them. The aggregator (the control
+//! thread) drains every mailbox into running totals, which the report, the
+//! status line and the exporter read. So a request costs a few increments
+//! and one histogram record; a lock is taken per flush, not per request.
+//!
+//! Histograms record microseconds from 1 µs to 1 hour with 3 significant
+//! digits (0.1% precision). Values above an hour are clamped to the top so a
+//! week-long run can never fail to record; counts are `u64`, so a bucket
+//! cannot saturate in any run shorter than centuries.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+/// Highest value the histograms track, in microseconds (1 hour).
+pub const HIST_MAX_US: u64 = 3_600_000_000;
+
+/// Why a request or connection failed. The names are a contract shared by
+/// the report, the metrics and the docs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// The target refused the connection (ECONNREFUSED).
+    ConnectRefused,
+    /// The connect did not finish within `--connect-timeout` (or ETIMEDOUT).
+    ConnectTimeout,
+    /// Any other connect failure (unreachable network, reset during connect).
+    ConnectOther,
+    /// No local address/port left (EADDRNOTAVAIL: ephemeral ports exhausted).
+    AddrUnavailable,
+    /// No file descriptor left (EMFILE/ENFILE).
+    FdLimit,
+    /// The established connection was reset (ECONNRESET, EPIPE).
+    Reset,
+    /// The peer closed while a response was still owed.
+    Eof,
+    /// No complete response within `--request-timeout`.
+    Timeout,
+    /// A response that cannot be parsed or framed, or bytes nobody asked for.
+    Protocol,
+}
+
+impl ErrorKind {
+    /// Every kind, in report order.
+    pub const ALL: [ErrorKind; 9] = [
+        ErrorKind::ConnectRefused,
+        ErrorKind::ConnectTimeout,
+        ErrorKind::ConnectOther,
+        ErrorKind::AddrUnavailable,
+        ErrorKind::FdLimit,
+        ErrorKind::Reset,
+        ErrorKind::Eof,
+        ErrorKind::Timeout,
+        ErrorKind::Protocol,
+    ];
+
+    /// The kind's name in reports and metric labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::ConnectRefused => "connect_refused",
+            ErrorKind::ConnectTimeout => "connect_timeout",
+            ErrorKind::ConnectOther => "connect_other",
+            ErrorKind::AddrUnavailable => "addr_unavailable",
+            ErrorKind::FdLimit => "fd_limit",
+            ErrorKind::Reset => "reset",
+            ErrorKind::Eof => "eof",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Protocol => "protocol",
+        }
+    }
+
+    /// True for failures to establish a connection.
+    pub fn is_connect(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::ConnectRefused
+                | ErrorKind::ConnectTimeout
+                | ErrorKind::ConnectOther
+                | ErrorKind::AddrUnavailable
+                | ErrorKind::FdLimit
+        )
+    }
+}
+
+/// Why an established connection was closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CloseReason {
+    /// The server closed it without owing a response (`Connection: close`,
+    /// HTTP/1.0, an idle close, a close-delimited body).
+    ServerClose,
+    /// An error (see [`ErrorKind`]).
+    Error,
+    /// soakd's planned churn: `--close`, `--max-requests-per-conn`,
+    /// `--max-conn-lifetime`.
+    Churn,
+    /// The run stopped.
+    Shutdown,
+}
+
+impl CloseReason {
+    /// Every reason, in report order.
+    pub const ALL: [CloseReason; 4] = [CloseReason::ServerClose, CloseReason::Error, CloseReason::Churn, CloseReason::Shutdown];
+
+    /// The reason's name in reports and metric labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            CloseReason::ServerClose => "server_close",
+            CloseReason::Error => "error",
+            CloseReason::Churn => "churn",
+            CloseReason::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// Plain event counters of one workload.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Successful connects.
+    pub opened: u64,
+    /// Closes of established connections, by [`CloseReason`].
+    pub closed: [u64; 4],
+    /// Connect attempts started.
+    pub connects_started: u64,
+    /// Requests issued on a connection.
+    pub sent: u64,
+    /// Complete final responses.
+    pub completed: u64,
+    /// Requests that were sent and then lost to an error.
+    pub failed: u64,
+    /// Scheduled requests dropped because they were already older than the
+    /// request timeout when a connection became free (open/paced modes).
+    pub missed: u64,
+    /// Responses by class: 1xx .. 5xx (a status outside 100..599 counts as 5xx).
+    pub responses: [u64; 5],
+    /// Errors by [`ErrorKind`], in [`ErrorKind::ALL`] order.
+    pub errors: [u64; 9],
+    /// Bytes written.
+    pub bytes_sent: u64,
+    /// Bytes read.
+    pub bytes_received: u64,
+}
+
+impl Counters {
+    /// Adds `other` into `self`.
+    pub fn add(&mut self, o: &Counters) {
+        self.opened += o.opened;
+        self.connects_started += o.connects_started;
+        self.sent += o.sent;
+        self.completed += o.completed;
+        self.failed += o.failed;
+        self.missed += o.missed;
+        self.bytes_sent += o.bytes_sent;
+        self.bytes_received += o.bytes_received;
+        for (a, b) in self.closed.iter_mut().zip(o.closed) {
+            *a += b;
+        }
+        for (a, b) in self.responses.iter_mut().zip(o.responses) {
+            *a += b;
+        }
+        for (a, b) in self.errors.iter_mut().zip(o.errors) {
+            *a += b;
+        }
+    }
+
+    /// Counts one error of `kind`.
+    #[inline]
+    pub fn error(&mut self, kind: ErrorKind, n: u64) {
+        self.errors[kind as usize] += n;
+    }
+
+    /// Errors of `kind`.
+    pub fn errors_of(&self, kind: ErrorKind) -> u64 {
+        self.errors[kind as usize]
+    }
+
+    /// All errors.
+    pub fn total_errors(&self) -> u64 {
+        self.errors.iter().sum()
+    }
+
+    /// All closes.
+    pub fn total_closed(&self) -> u64 {
+        self.closed.iter().sum()
+    }
+
+    /// Counts one complete response with `status`.
+    #[inline]
+    pub fn response(&mut self, status: u16) {
+        let class = match status {
+            100..=199 => 0,
+            200..=299 => 1,
+            300..=399 => 2,
+            400..=499 => 3,
+            _ => 4,
+        };
+        self.responses[class] += 1;
+    }
+}
+
+/// A new histogram with soakd's bounds (1 µs to 1 h, 3 significant digits).
+pub fn histogram() -> Histogram<u64> {
+    // The bounds are constants that hdrhistogram accepts.
+    Histogram::new_with_bounds(1, HIST_MAX_US, 3).expect("valid histogram bounds")
+}
+
+/// Records a duration in microseconds, clamped into the histogram's range so
+/// recording can never fail.
+#[inline]
+pub fn record(h: &mut Histogram<u64>, d: Duration) {
+    let us = (d.as_micros() as u64).clamp(1, HIST_MAX_US);
+    h.saturating_record(us);
+}
+
+/// Records a nanosecond span (the engine's clock unit).
+#[inline]
+pub fn record_ns(h: &mut Histogram<u64>, ns: u64) {
+    h.saturating_record((ns / 1_000).clamp(1, HIST_MAX_US));
+}
+
+/// Counters and histograms of one workload.
+#[derive(Clone, Debug)]
+pub struct WorkloadStats {
+    /// Event counters.
+    pub counters: Counters,
+    /// Request latency (from due time in paced/open modes, from write in
+    /// closed loop), µs.
+    pub latency: Histogram<u64>,
+    /// Due → written, µs (paced/open modes only).
+    pub lag: Histogram<u64>,
+    /// TCP connect time, µs.
+    pub connect: Histogram<u64>,
+}
+
+impl Default for WorkloadStats {
+    fn default() -> Self {
+        WorkloadStats {
+            counters: Counters::default(),
+            latency: histogram(),
+            lag: histogram(),
+            connect: histogram(),
+        }
+    }
+}
+
+impl WorkloadStats {
+    /// Adds `other` into `self`.
+    pub fn add(&mut self, other: &WorkloadStats) {
+        self.counters.add(&other.counters);
+        // Same bounds on both sides, so addition cannot fail.
+        for (a, b) in [
+            (&mut self.latency, &other.latency),
+            (&mut self.lag, &other.lag),
+            (&mut self.connect, &other.connect),
+        ] {
+            if !b.is_empty() {
+                a.add(b).expect("histograms share bounds");
+            }
+        }
+    }
+
+    /// Clears everything; histograms that are already empty are not touched
+    /// (clearing walks the whole counts array).
+    pub fn clear(&mut self) {
+        self.counters = Counters::default();
+        for h in [&mut self.latency, &mut self.lag, &mut self.connect] {
+            if !h.is_empty() {
+                h.reset();
+            }
+        }
+    }
+}
+
+/// Connection slots of one workload on one worker, by state. These are
+/// levels, not deltas: a flush overwrites them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Gauges {
+    /// Slots the plan wants.
+    pub desired: u64,
+    /// Established connections.
+    pub open: u64,
+    /// Connects in progress.
+    pub connecting: u64,
+    /// Slots waiting: backoff after an error, or a ramp token.
+    pub backoff: u64,
+    /// Requests in flight.
+    pub in_flight: u64,
+}
+
+impl Gauges {
+    /// Adds `other` into `self` (summing workers).
+    pub fn add(&mut self, o: &Gauges) {
+        self.desired += o.desired;
+        self.open += o.open;
+        self.connecting += o.connecting;
+        self.backoff += o.backoff;
+        self.in_flight += o.in_flight;
+    }
+}
+
+/// What a worker hands over at each flush.
+#[derive(Debug, Default)]
+pub struct Delta {
+    /// Per-workload deltas since the aggregator last drained the mailbox.
+    pub stats: Vec<WorkloadStats>,
+    /// Per-workload levels as of the last flush.
+    pub gauges: Vec<Gauges>,
+    /// Per workload: time since the run started at which this worker first
+    /// had all of its share of the workload open.
+    pub full_at: Vec<Option<Duration>>,
+    /// Open connections when the stop began (all workloads), per workload.
+    pub open_at_stop: Option<Vec<u64>>,
+    /// The worker has no request in flight after a stop, or finished its
+    /// share of `--requests`.
+    pub idle: bool,
+    /// The worker finished its share of `--requests`.
+    pub budget_done: bool,
+    /// Worker loop iterations so far; the aggregator watches it move.
+    pub heartbeat: u64,
+}
+
+impl Delta {
+    /// An empty delta for `workloads` workloads.
+    pub fn new(workloads: usize) -> Delta {
+        Delta {
+            stats: (0..workloads).map(|_| WorkloadStats::default()).collect(),
+            gauges: vec![Gauges::default(); workloads],
+            full_at: vec![None; workloads],
+            ..Delta::default()
+        }
+    }
+}
+
+/// One worker's hand-over point to the aggregator.
+pub type Mailbox = Mutex<Delta>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_the_contract() {
+        let names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(
+            names,
+            ["connect_refused", "connect_timeout", "connect_other", "addr_unavailable", "fd_limit", "reset", "eof", "timeout", "protocol"]
+        );
+        for (i, k) in ErrorKind::ALL.iter().enumerate() {
+            assert_eq!(*k as usize, i);
+        }
+        for (i, r) in CloseReason::ALL.iter().enumerate() {
+            assert_eq!(*r as usize, i);
+        }
+    }
+
+    #[test]
+    fn merge_adds_everything() {
+        let mut a = WorkloadStats::default();
+        let mut b = WorkloadStats::default();
+        a.counters.completed = 2;
+        a.counters.response(200);
+        b.counters.response(503);
+        b.counters.response(99);
+        b.counters.error(ErrorKind::Reset, 3);
+        record(&mut a.latency, Duration::from_millis(1));
+        record(&mut b.latency, Duration::from_millis(3));
+        a.add(&b);
+        assert_eq!(a.counters.responses, [0, 1, 0, 0, 2]);
+        assert_eq!(a.counters.errors_of(ErrorKind::Reset), 3);
+        assert_eq!(a.latency.len(), 2);
+        assert!(a.latency.max() >= 2_990);
+        b.clear();
+        assert_eq!(b.counters, Counters::default());
+        assert!(b.latency.is_empty());
+    }
+
+    /// A week of latencies between 1 ms and 60 s at 50,000 requests per
+    /// second fits without saturating a bucket or losing a sample, and
+    /// out-of-range values are clamped rather than dropped.
+    #[test]
+    fn a_week_of_samples_fits() {
+        let mut h = histogram();
+        let per_week: u64 = 50_000 * 7 * 24 * 3600;
+        let values = [1_000u64, 10_000, 250_000, 1_000_000, 60_000_000];
+        for v in values {
+            h.saturating_record_n(v, per_week / values.len() as u64);
+        }
+        assert_eq!(h.len(), per_week / values.len() as u64 * values.len() as u64);
+        assert!(h.value_at_quantile(1.0) >= 59_900_000);
+        record(&mut h, Duration::from_secs(10 * 3600));
+        assert!(h.max() >= HIST_MAX_US);
+        record(&mut h, Duration::ZERO);
+        assert_eq!(h.min(), 1);
+    }
+}

@@ -1,0 +1,113 @@
+//! The live status: one line refreshed every second on a terminal, a plain
+//! log line every 10 s otherwise (journald, files, CI logs).
+//!
+//! Figures are over the interval since the previous line (rates, p50/p99),
+//! plus the current connection levels, so a stall or an error burst shows
+//! within a second instead of being averaged away.
+
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use crate::engine::Totals;
+use crate::plan::Plan;
+use crate::report::human;
+use crate::stats::Gauges;
+
+/// Prints the status line.
+#[derive(Debug)]
+pub struct StatusLine {
+    tty: bool,
+    every: Duration,
+    last: Duration,
+    last_errors: u64,
+    shown: bool,
+}
+
+impl StatusLine {
+    /// A status line for `plan`, in terminal or log form depending on
+    /// whether stderr is a terminal.
+    pub fn new(_plan: &Plan) -> StatusLine {
+        let tty = std::io::stderr().is_terminal();
+        StatusLine {
+            tty,
+            every: if tty { Duration::from_secs(1) } else { Duration::from_secs(10) },
+            last: Duration::ZERO,
+            last_errors: 0,
+            shown: false,
+        }
+    }
+
+    /// Called every aggregation tick; prints when a line is due.
+    pub fn tick(&mut self, totals: &mut Totals, elapsed: Duration) {
+        if elapsed < self.last + self.every {
+            return;
+        }
+        let span = (elapsed - self.last).as_secs_f64();
+        self.last = elapsed;
+        let interval = totals.take_interval();
+        let mut g = Gauges::default();
+        for x in &totals.gauges {
+            g.add(x);
+        }
+        let errors: u64 = totals.stats.iter().map(|s| s.counters.total_errors()).sum();
+        let new_errors = errors - self.last_errors;
+        self.last_errors = errors;
+        let q = |p: f64| {
+            (!interval.latency.is_empty()).then(|| interval.latency.value_at_quantile(p) as f64 / 1e6)
+        };
+        let line = format!(
+            "[{:>6}] open {}/{}  connecting {}  waiting {}  req/s {:.1}  p50 {}  p99 {}  errors +{} ({} total)",
+            format_elapsed(elapsed),
+            g.open,
+            g.desired,
+            g.connecting,
+            g.backoff,
+            interval.counters.completed as f64 / span,
+            human(q(0.5)),
+            human(q(0.99)),
+            new_errors,
+            errors
+        );
+        let mut err = std::io::stderr().lock();
+        if self.tty {
+            let _ = write!(err, "\r\x1b[2K{line}");
+            self.shown = true;
+        } else {
+            let _ = writeln!(err, "soakd: {line}");
+        }
+        let _ = err.flush();
+    }
+
+    /// Prints a one-off message on its own line.
+    pub fn note(&mut self, msg: &str) {
+        self.clear();
+        eprintln!("soakd: {msg}");
+    }
+
+    /// Removes the status line from the terminal before other output.
+    pub fn clear(&mut self) {
+        if self.tty && self.shown {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "\r\x1b[2K");
+            let _ = err.flush();
+            self.shown = false;
+        }
+    }
+
+    /// Ends the status line (the report follows).
+    pub fn finish(&mut self) {
+        if self.tty && self.shown {
+            eprintln!();
+            self.shown = false;
+        }
+    }
+}
+
+fn format_elapsed(d: Duration) -> String {
+    let s = d.as_secs();
+    if s < 3600 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    }
+}

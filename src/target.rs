@@ -1,0 +1,1533 @@
+//! The built-in HTTP/1.1 target behind `soakd target`.
+//!
+//! A soak test needs something to point at that is predictable, cheap and
+//! never the bottleneck: the demo and most integration tests run soakd
+//! against this server. It answers `pong` on keep-alive connections and has
+//! a few extra routes that exercise the client's HTTP handling (chunked
+//! bodies with trailers, close-delimited bodies, `100 Continue`, any status
+//! code, bodies larger than one read, an optional fixed response delay).
+//!
+//! It has to hold tens of thousands of idle connections on one core, so it
+//! is built for that rather than for generality:
+//!
+//! * one `mio::Poll` per thread, edge-triggered, and each thread owns its own
+//!   `SO_REUSEPORT` listener so the kernel spreads connections and threads
+//!   share nothing but the read-only response table;
+//! * every response's bytes are rendered once at startup, so the hot path
+//!   neither formats nor allocates;
+//! * all reads go through one per-thread buffer. A connection only owns heap
+//!   memory while a request head is split across reads or while the socket
+//!   will not take our output, and gives it back afterwards, so an idle
+//!   connection costs a socket plus a struct of about a hundred bytes.
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use mio::event::Event;
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+use slab::Slab;
+use socket2::{Domain, Socket, Type};
+
+use crate::Error;
+
+/// Settings for the built-in target.
+#[derive(Debug, Clone)]
+pub struct TargetConfig {
+    /// Address to listen on; port 0 picks a free port (see
+    /// [`TargetHandle::local_addr`]).
+    pub listen: SocketAddr,
+    /// Number of server threads, each with its own poll and listener.
+    /// Must be at least 1.
+    pub threads: usize,
+    /// How long after its request arrived each response is sent; zero
+    /// answers at once.
+    pub delay: Duration,
+}
+
+/// A running target; dropping it does not stop it, call [`TargetHandle::stop`].
+#[derive(Debug)]
+pub struct TargetHandle {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    threads: Vec<(Waker, JoinHandle<()>)>,
+}
+
+impl TargetHandle {
+    /// The address the target actually listens on (port 0 resolved).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops every server thread and waits for them; all listeners and
+    /// connections are closed when this returns.
+    ///
+    /// A panic in a server thread is re-raised here once all threads have
+    /// been joined, so tests cannot miss it.
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Release);
+        for (waker, _) in &self.threads {
+            // A failed wake leaves nothing better to do than join anyway;
+            // eventfd writes do not fail in practice.
+            let _ = waker.wake();
+        }
+        let mut panic = None;
+        for (_, thread) in self.threads {
+            if let Err(payload) = thread.join() {
+                panic.get_or_insert(payload);
+            }
+        }
+        if let Some(payload) = panic {
+            std::panic::resume_unwind(payload);
+        }
+    }
+}
+
+/// Binds (before returning, so errors are synchronous) and starts
+/// `cfg.threads` server threads.
+///
+/// Fails with [`Error::Usage`] for zero threads, [`Error::Preflight`] when
+/// the address cannot be bound, and [`Error::Io`] when a poll or thread
+/// cannot be created.
+pub fn spawn(cfg: &TargetConfig) -> Result<TargetHandle, Error> {
+    if cfg.threads == 0 {
+        return Err(Error::Usage(
+            "the target needs at least 1 thread".to_string(),
+        ));
+    }
+    // SO_REUSEPORT only when several of our own listeners must share the
+    // port: on a lone listener it would let another process silently steal
+    // half of the connections.
+    let reuse_port = cfg.threads > 1;
+    let first = bind(cfg.listen, reuse_port)?;
+    let addr = first
+        .local_addr()
+        .map_err(|e| Error::io("reading the target's bound address", e))?;
+    let mut listeners = vec![first];
+    for _ in 1..cfg.threads {
+        listeners.push(bind(addr, reuse_port)?);
+    }
+
+    let responses = Arc::new(Responses::build());
+    let mut handle = TargetHandle {
+        addr,
+        stop: Arc::new(AtomicBool::new(false)),
+        threads: Vec::with_capacity(cfg.threads),
+    };
+    for (index, listener) in listeners.into_iter().enumerate() {
+        match start_thread(index, listener, cfg.delay, &responses, &handle.stop) {
+            Ok(thread) => handle.threads.push(thread),
+            Err(err) => {
+                handle.stop();
+                return Err(err);
+            }
+        }
+    }
+    Ok(handle)
+}
+
+/// Request heads longer than this get `431` and the connection is closed.
+const MAX_HEAD: usize = 16 * 1024;
+/// Most header fields one request may carry; more gets `431`.
+const MAX_HEADERS: usize = 64;
+/// Size of the per-thread read buffer.
+const READ_BUF: usize = 64 * 1024;
+/// Pending output is written out once it reaches this size, which bounds
+/// the per-thread batch buffer when a read holds many pipelined `/big`s.
+const FLUSH_AT: usize = 64 * 1024;
+/// Listen backlog; the kernel clamps it to `net.core.somaxconn`, so asking
+/// for the most means "as large as this machine allows".
+const BACKLOG: i32 = i32::MAX;
+/// How long accepting pauses after running out of file descriptors.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+/// With a delay, a connection may have this many responses waiting before
+/// we stop reading from it, so a client that pipelines without end cannot
+/// grow the delay queue without end.
+const MAX_IN_FLIGHT: u32 = 1024;
+/// Readiness events taken from the poll at once.
+const EVENTS: usize = 1024;
+
+/// Tokens carry the slab key in the low half and a generation in the high
+/// half. Slab keys are reused at once, and an event for a connection that
+/// was closed earlier in the same batch (or a delayed response queued for
+/// it) must not reach the connection that took its slot.
+const KEY_BITS: u32 = usize::BITS / 2;
+const KEY_MASK: usize = (1 << KEY_BITS) - 1;
+/// The two reserved tokens have every key bit set (or all but the lowest),
+/// so connection keys stay below both.
+const LISTENER: Token = Token(usize::MAX);
+const WAKER: Token = Token(usize::MAX - 1);
+const KEY_LIMIT: usize = KEY_MASK - 1;
+
+/// Opens one non-blocking listening socket on `addr`.
+fn bind(addr: SocketAddr, reuse_port: bool) -> Result<TcpListener, Error> {
+    let fail = |err: io::Error| {
+        Error::Preflight(format!(
+            "cannot listen on {addr}: {err}; pick a free address with --listen"
+        ))
+    };
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None).map_err(fail)?;
+    // Tests kill and restart the target on the same port; without
+    // SO_REUSEADDR the old connections in TIME_WAIT would block the bind.
+    socket.set_reuse_address(true).map_err(fail)?;
+    if reuse_port {
+        socket.set_reuse_port(true).map_err(fail)?;
+    }
+    socket.set_nonblocking(true).map_err(fail)?;
+    socket.bind(&addr.into()).map_err(fail)?;
+    socket.listen(BACKLOG).map_err(fail)?;
+    Ok(TcpListener::from_std(socket.into()))
+}
+
+/// Creates a thread's poll and waker and starts the thread.
+fn start_thread(
+    index: usize,
+    mut listener: TcpListener,
+    delay: Duration,
+    responses: &Arc<Responses>,
+    stop: &Arc<AtomicBool>,
+) -> Result<(Waker, JoinHandle<()>), Error> {
+    let poll = Poll::new().map_err(|e| Error::io("creating the target's poll", e))?;
+    let waker = Waker::new(poll.registry(), WAKER)
+        .map_err(|e| Error::io("creating the target's waker", e))?;
+    poll.registry()
+        .register(&mut listener, LISTENER, Interest::READABLE)
+        .map_err(|e| Error::io("registering the target's listener", e))?;
+    let worker = Worker {
+        poll,
+        listener,
+        conns: Slab::new(),
+        generation: 0,
+        buf: vec![0; READ_BUF].into_boxed_slice(),
+        responder: Responder {
+            responses: Arc::clone(responses),
+            delay,
+            batch: Vec::new(),
+            queue: VecDeque::new(),
+        },
+        accept_paused_until: None,
+        stop: Arc::clone(stop),
+    };
+    let thread = std::thread::Builder::new()
+        .name(format!("soakd-target-{index}"))
+        .spawn(move || {
+            // Nobody joins a target that is never stopped, so an error here
+            // can only be reported where an operator will see it.
+            if let Err(err) = worker.run() {
+                eprintln!("soakd target: thread {index} stopped: {err}");
+            }
+        })
+        .map_err(|e| Error::io("starting a target thread", e))?;
+    Ok((waker, thread))
+}
+
+/// One server thread: its poll, listener and connections.
+struct Worker {
+    poll: Poll,
+    listener: TcpListener,
+    conns: Slab<Conn>,
+    /// Bumped on every accept; goes into the high half of the token.
+    generation: usize,
+    /// The one buffer every read of this thread goes through.
+    buf: Box<[u8]>,
+    responder: Responder,
+    /// Set after running out of file descriptors: accepting again right
+    /// away would only fail again and spin the thread.
+    accept_paused_until: Option<Instant>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Worker {
+    fn run(mut self) -> Result<(), Error> {
+        let mut events = Events::with_capacity(EVENTS);
+        loop {
+            let timeout = self.timeout(Instant::now());
+            if let Err(err) = self.poll.poll(&mut events, timeout) {
+                if err.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(Error::io("waiting for target events", err));
+            }
+            for event in events.iter() {
+                match event.token() {
+                    WAKER => {
+                        if self.stop.load(Ordering::Acquire) {
+                            return Ok(());
+                        }
+                    }
+                    LISTENER => self.accept(),
+                    _ => self.conn_event(event),
+                }
+            }
+            let now = Instant::now();
+            if self.accept_paused_until.is_some_and(|until| until <= now) {
+                self.accept_paused_until = None;
+                // Edge-triggered: connections that queued up during the
+                // pause will not produce a new event, so go and get them.
+                self.accept();
+            }
+            self.deliver_due(now);
+        }
+    }
+
+    /// How long the poll may sleep: until the next delayed response or the
+    /// end of an accept pause, or forever, so idle connections cost no CPU.
+    fn timeout(&self, now: Instant) -> Option<Duration> {
+        let due = self.responder.queue.front().map(|d| d.due);
+        let deadline = match (due, self.accept_paused_until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        deadline.map(|d| d.saturating_duration_since(now))
+    }
+
+    fn accept(&mut self) {
+        if self.accept_paused_until.is_some() {
+            return;
+        }
+        loop {
+            match self.listener.accept() {
+                Ok((mut stream, _)) => {
+                    let key = self.conns.vacant_key();
+                    if key >= KEY_LIMIT {
+                        continue; // dropping it refuses the connection
+                    }
+                    // Responses are written whole; Nagle would only hold back
+                    // the next one until the previous one is acknowledged.
+                    let _ = stream.set_nodelay(true);
+                    self.generation = self.generation.wrapping_add(1);
+                    let token = Token(((self.generation & KEY_MASK) << KEY_BITS) | key);
+                    // Register for both directions once: with edge triggering
+                    // a spare writable edge is cheaper than a reregister
+                    // syscall each time a write would block.
+                    let interest = Interest::READABLE | Interest::WRITABLE;
+                    if self
+                        .poll
+                        .registry()
+                        .register(&mut stream, token, interest)
+                        .is_ok()
+                    {
+                        self.conns.insert(Conn::new(stream, token));
+                    }
+                }
+                Err(err) => match err.kind() {
+                    io::ErrorKind::WouldBlock => return,
+                    // The peer gave up before we got to it; others may wait.
+                    io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted => {}
+                    // EMFILE, ENFILE, ENOBUFS and anything unexpected: retrying
+                    // at once would fail the same way, so back off.
+                    _ => {
+                        self.accept_paused_until = Some(Instant::now() + ACCEPT_PAUSE);
+                        return;
+                    }
+                },
+            }
+        }
+    }
+
+    fn conn_event(&mut self, event: &Event) {
+        let token = event.token();
+        let key = token.0 & KEY_MASK;
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
+        if conn.token != token {
+            return; // stale: the slot belongs to a newer connection
+        }
+        let result = self.responder.on_event(conn, &mut self.buf, event);
+        // On error the batch may hold output for this connection only.
+        self.responder.batch.clear();
+        if result.is_err() || conn.finished() {
+            self.conns.remove(key);
+        }
+    }
+
+    /// Sends every delayed response that is due.
+    fn deliver_due(&mut self, now: Instant) {
+        while let Some(front) = self.responder.queue.front() {
+            if front.due > now {
+                break;
+            }
+            let token = front.token;
+            let key = token.0 & KEY_MASK;
+            let conn = match self.conns.get_mut(key) {
+                Some(conn) if conn.token == token => conn,
+                _ => {
+                    // The connection is gone; its responses go with it.
+                    self.responder.queue.pop_front();
+                    continue;
+                }
+            };
+            let result = self.responder.deliver(conn, now, &mut self.buf);
+            self.responder.batch.clear();
+            if result.is_err() || conn.finished() {
+                self.conns.remove(key);
+            }
+        }
+    }
+}
+
+/// One client connection. Kept small on purpose: an idle connection owns
+/// no heap memory.
+struct Conn {
+    stream: TcpStream,
+    token: Token,
+    /// Request body bytes still to be skipped.
+    body_left: u64,
+    /// Output the socket would not take yet; written on WRITABLE.
+    out: Vec<u8>,
+    /// How much of `out` has been written.
+    out_pos: usize,
+    /// Received bytes not handled yet: an incomplete request head, or input
+    /// set aside while our output is blocked.
+    input: Vec<u8>,
+    /// Responses of this connection waiting in the delay queue.
+    in_flight: u32,
+    /// A response that ends the connection has been produced; later input
+    /// is discarded.
+    closing: bool,
+    /// The peer has shut down its sending side.
+    eof: bool,
+    /// Reading stopped because output was blocked. No new edge will come
+    /// for data already in the socket, so reading is resumed by hand.
+    paused: bool,
+}
+
+impl Conn {
+    fn new(stream: TcpStream, token: Token) -> Conn {
+        Conn {
+            stream,
+            token,
+            body_left: 0,
+            out: Vec::new(),
+            out_pos: 0,
+            input: Vec::new(),
+            in_flight: 0,
+            closing: false,
+            eof: false,
+            paused: false,
+        }
+    }
+
+    /// Whether to stop taking requests until output drains: the peer is
+    /// not reading what it asked for.
+    fn blocked(&self) -> bool {
+        !self.out.is_empty() || self.in_flight >= MAX_IN_FLIGHT
+    }
+
+    /// Whether the connection has nothing left to do and can be closed.
+    fn finished(&self) -> bool {
+        (self.closing || self.eof) && self.out.is_empty() && self.in_flight == 0
+    }
+
+    /// Writes `bytes` now, keeping whatever the socket does not take.
+    fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if !self.out.is_empty() {
+            // Earlier output is still waiting; keep the order.
+            self.out.extend_from_slice(bytes);
+            return Ok(());
+        }
+        let mut done = 0;
+        while done < bytes.len() {
+            match self.stream.write(&bytes[done..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => done += n,
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                    self.out = bytes[done..].to_vec();
+                    self.out_pos = 0;
+                    return Ok(());
+                }
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes as much of the kept output as the socket takes.
+    fn write_out(&mut self) -> io::Result<()> {
+        while self.out_pos < self.out.len() {
+            match self.stream.write(&self.out[self.out_pos..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.out_pos += n,
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return Err(err),
+            }
+        }
+        // Give the memory back: this connection may now idle for hours.
+        self.out = Vec::new();
+        self.out_pos = 0;
+        Ok(())
+    }
+}
+
+/// Why [`Responder::consume`] stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// All input used; the rest, if any, is an incomplete request head.
+    NeedMore,
+    /// Output is blocked; the rest waits until it drains.
+    Blocked,
+    /// The connection is closing; the rest is dropped.
+    Discard,
+}
+
+/// A response waiting for its due time.
+struct Delayed {
+    due: Instant,
+    token: Token,
+    id: u16,
+}
+
+/// Per-thread state for turning requests into responses.
+struct Responder {
+    responses: Arc<Responses>,
+    delay: Duration,
+    /// Responses produced by one read, written with one syscall.
+    batch: Vec<u8>,
+    /// Delayed responses in arrival order. All delays are equal, so arrival
+    /// order is due order and a FIFO is all the timer this needs.
+    queue: VecDeque<Delayed>,
+}
+
+impl Responder {
+    fn on_event(&mut self, conn: &mut Conn, buf: &mut [u8], event: &Event) -> io::Result<()> {
+        if event.is_error() {
+            let err = conn.stream.take_error()?;
+            return Err(err.unwrap_or_else(|| io::Error::other("socket error")));
+        }
+        if event.is_writable() && !conn.out.is_empty() {
+            conn.write_out()?;
+            if conn.paused && !conn.blocked() {
+                return self.resume(conn, buf);
+            }
+        }
+        if event.is_readable() || event.is_read_closed() || event.is_write_closed() {
+            // After the peer's FIN no new edge will come, so read to the end.
+            let to_end = event.is_read_closed() || event.is_write_closed();
+            self.read(conn, buf, to_end)?;
+        }
+        Ok(())
+    }
+
+    /// Reads and answers until the socket is drained or output blocks.
+    fn read(&mut self, conn: &mut Conn, buf: &mut [u8], to_would_block: bool) -> io::Result<()> {
+        if conn.blocked() {
+            conn.paused = true;
+            return Ok(());
+        }
+        while !conn.eof {
+            let n = match conn.stream.read(buf) {
+                Ok(0) => {
+                    conn.eof = true;
+                    conn.input = Vec::new();
+                    return Ok(());
+                }
+                Ok(n) => n,
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                Err(err) => return Err(err),
+            };
+            self.feed(conn, &buf[..n], Instant::now())?;
+            self.flush(conn)?;
+            if conn.blocked() {
+                conn.paused = true;
+                return Ok(());
+            }
+            // A short read emptied the socket; asking again would only
+            // return WouldBlock, and new data brings a new edge.
+            if n < buf.len() && !to_would_block {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Continues a connection whose output has drained: first the input
+    /// set aside, then the socket.
+    fn resume(&mut self, conn: &mut Conn, buf: &mut [u8]) -> io::Result<()> {
+        conn.paused = false;
+        if !conn.input.is_empty() {
+            let input = std::mem::take(&mut conn.input);
+            let (used, stop) = self.consume(conn, &input, Instant::now())?;
+            self.flush(conn)?;
+            if stop != Stop::Discard && used < input.len() {
+                conn.input = input[used..].to_vec();
+            }
+        }
+        self.read(conn, buf, true)
+    }
+
+    /// Handles freshly read bytes, joining them to an incomplete head kept
+    /// from earlier reads.
+    fn feed(&mut self, conn: &mut Conn, data: &[u8], now: Instant) -> io::Result<()> {
+        if conn.closing {
+            return Ok(());
+        }
+        let mut data = data;
+        if !conn.input.is_empty() {
+            // Only an incomplete head can be kept while we read, and a head
+            // may not outgrow MAX_HEAD, so copy no more than that.
+            let mut head = std::mem::take(&mut conn.input);
+            let had = head.len();
+            let take = data.len().min((MAX_HEAD + 1).saturating_sub(had));
+            head.extend_from_slice(&data[..take]);
+            let (used, stop) = self.consume(conn, &head, now)?;
+            if used < had {
+                if stop != Stop::Discard {
+                    head.drain(..used);
+                    head.extend_from_slice(&data[take..]);
+                    conn.input = head;
+                }
+                return Ok(());
+            }
+            // The kept head is complete; everything after it is in `data`
+            // too, and parsing it from there avoids copying the rest.
+            data = &data[used - had..];
+            if stop != Stop::NeedMore {
+                set_aside(conn, data, stop);
+                return Ok(());
+            }
+        }
+        let (used, stop) = self.consume(conn, data, now)?;
+        set_aside(conn, &data[used..], stop);
+        Ok(())
+    }
+
+    /// Answers every complete request in `data`, in order. Returns how many
+    /// bytes were used and why it stopped.
+    fn consume(&mut self, conn: &mut Conn, data: &[u8], now: Instant) -> io::Result<(usize, Stop)> {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut pos = 0;
+        loop {
+            if conn.closing {
+                return Ok((data.len(), Stop::Discard));
+            }
+            if conn.body_left > 0 {
+                let skip = conn.body_left.min((data.len() - pos) as u64);
+                pos += skip as usize;
+                conn.body_left -= skip;
+                if conn.body_left > 0 {
+                    return Ok((pos, Stop::NeedMore));
+                }
+            }
+            if pos == data.len() {
+                return Ok((pos, Stop::NeedMore));
+            }
+            if conn.blocked() {
+                return Ok((pos, Stop::Blocked));
+            }
+            let mut req = httparse::Request::new(&mut headers);
+            let (id, body) = match req.parse(&data[pos..]) {
+                Ok(httparse::Status::Complete(n)) if n <= MAX_HEAD => {
+                    pos += n;
+                    classify(&req)
+                }
+                Ok(httparse::Status::Partial) if data.len() - pos <= MAX_HEAD => {
+                    return Ok((pos, Stop::NeedMore));
+                }
+                Ok(_) | Err(httparse::Error::TooManyHeaders) => (TOO_LARGE, 0),
+                Err(_) => (BAD_REQUEST, 0),
+            };
+            conn.body_left = body;
+            self.respond(conn, id, now)?;
+        }
+    }
+
+    /// Sends (or schedules) response `id` on `conn`.
+    fn respond(&mut self, conn: &mut Conn, id: u16, now: Instant) -> io::Result<()> {
+        let response = &self.responses.table[usize::from(id)];
+        conn.closing |= response.close;
+        if self.delay.is_zero() {
+            self.batch.extend_from_slice(&response.bytes);
+            if self.batch.len() >= FLUSH_AT {
+                self.flush(conn)?;
+            }
+        } else {
+            self.queue.push_back(Delayed {
+                due: now + self.delay,
+                token: conn.token,
+                id,
+            });
+            conn.in_flight += 1;
+        }
+        Ok(())
+    }
+
+    /// Sends the due responses at the front of the queue that belong to
+    /// `conn` (consecutive ones go out in one write).
+    fn deliver(&mut self, conn: &mut Conn, now: Instant, buf: &mut [u8]) -> io::Result<()> {
+        while let Some(next) = self.queue.front() {
+            if next.token != conn.token || next.due > now {
+                break;
+            }
+            let id = next.id;
+            self.queue.pop_front();
+            conn.in_flight -= 1;
+            self.batch
+                .extend_from_slice(&self.responses.table[usize::from(id)].bytes);
+            if self.batch.len() >= FLUSH_AT {
+                self.flush(conn)?;
+            }
+        }
+        self.flush(conn)?;
+        if conn.paused && !conn.blocked() {
+            self.resume(conn, buf)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, conn: &mut Conn) -> io::Result<()> {
+        let result = conn.send(&self.batch);
+        self.batch.clear();
+        result
+    }
+}
+
+/// Keeps the input `consume` did not use, unless it is to be dropped.
+fn set_aside(conn: &mut Conn, rest: &[u8], stop: Stop) {
+    if stop != Stop::Discard && !rest.is_empty() {
+        conn.input = rest.to_vec();
+    }
+}
+
+/// Picks the response for a parsed request and the length of its body.
+fn classify(req: &httparse::Request<'_, '_>) -> (u16, u64) {
+    let mut content_length = None;
+    let mut close = false;
+    let mut keep_alive = false;
+    for header in req.headers.iter() {
+        if header.name.eq_ignore_ascii_case("content-length") {
+            let Some(len) = parse_length(header.value) else {
+                return (BAD_REQUEST, 0);
+            };
+            if content_length.is_some_and(|seen| seen != len) {
+                return (BAD_REQUEST, 0);
+            }
+            content_length = Some(len);
+        } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
+            // Chunked request bodies are not needed by anything that talks
+            // to the target; refusing them beats misreading the stream.
+            return (BAD_REQUEST, 0);
+        } else if header.name.eq_ignore_ascii_case("connection") {
+            for option in header.value.split(|&b| b == b',') {
+                let option = option.trim_ascii();
+                close |= option.eq_ignore_ascii_case(b"close");
+                keep_alive |= option.eq_ignore_ascii_case(b"keep-alive");
+            }
+        }
+    }
+    let persist = match req.version {
+        Some(1) if close => Persist::Close,
+        Some(1) => Persist::Default,
+        _ if keep_alive && !close => Persist::KeepAlive,
+        _ => Persist::Close,
+    };
+    let head = req.method == Some("HEAD");
+    let route = Route::of(req.path.unwrap_or("/"));
+    (
+        response_id(route, head, persist),
+        content_length.unwrap_or(0),
+    )
+}
+
+/// Parses a Content-Length value: decimal digits only.
+fn parse_length(value: &[u8]) -> Option<u64> {
+    let value = value.trim_ascii();
+    if value.is_empty() {
+        return None;
+    }
+    value.iter().try_fold(0u64, |acc, &b| {
+        if b.is_ascii_digit() {
+            acc.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+        } else {
+            None
+        }
+    })
+}
+
+/// What the target can answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    Pong,
+    Chunked,
+    Close,
+    Http10,
+    Continue,
+    Big,
+    /// `/status/NNN` for NNN in 200..=599.
+    Status(u16),
+}
+
+/// Routes other than `/status/NNN`.
+const FIXED_ROUTES: usize = 6;
+const FIRST_STATUS: u16 = 200;
+const LAST_STATUS: u16 = 599;
+const ROUTES: usize = FIXED_ROUTES + (LAST_STATUS - FIRST_STATUS + 1) as usize;
+/// Each route is rendered for GET and HEAD times the three [`Persist`]s.
+const VARIANTS: usize = 6;
+const BAD_REQUEST: u16 = (ROUTES * VARIANTS) as u16;
+const TOO_LARGE: u16 = BAD_REQUEST + 1;
+/// Body size of `/big`.
+const BIG_BODY: usize = 64 * 1024;
+
+impl Route {
+    /// Routes by path, ignoring the query string. Anything unknown,
+    /// including `/status/` with a 1xx or out-of-range code, is `pong`.
+    fn of(target: &str) -> Route {
+        let path = target.split_once('?').map_or(target, |(path, _)| path);
+        match path {
+            "/chunked" => Route::Chunked,
+            "/close" => Route::Close,
+            "/http10" => Route::Http10,
+            "/continue" => Route::Continue,
+            "/big" => Route::Big,
+            _ => path
+                .strip_prefix("/status/")
+                .filter(|code| code.len() == 3 && code.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|code| code.parse().ok())
+                .filter(|code| (FIRST_STATUS..=LAST_STATUS).contains(code))
+                .map_or(Route::Pong, Route::Status),
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Route::Pong => 0,
+            Route::Chunked => 1,
+            Route::Close => 2,
+            Route::Http10 => 3,
+            Route::Continue => 4,
+            Route::Big => 5,
+            Route::Status(code) => FIXED_ROUTES + usize::from(code - FIRST_STATUS),
+        }
+    }
+
+    fn from_index(index: usize) -> Route {
+        match index {
+            0 => Route::Pong,
+            1 => Route::Chunked,
+            2 => Route::Close,
+            3 => Route::Http10,
+            4 => Route::Continue,
+            5 => Route::Big,
+            _ => Route::Status(FIRST_STATUS + (index - FIXED_ROUTES) as u16),
+        }
+    }
+}
+
+/// How the response treats the connection, from the request's version and
+/// `Connection` header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Persist {
+    /// HTTP/1.1 keep-alive: no `Connection` header needed.
+    Default = 0,
+    /// HTTP/1.0 client asking for keep-alive: must be told it got it.
+    KeepAlive = 1,
+    /// `Connection: close`, then close.
+    Close = 2,
+}
+
+fn response_id(route: Route, head: bool, persist: Persist) -> u16 {
+    (route.index() * VARIANTS + usize::from(head) * 3 + persist as usize) as u16
+}
+
+/// A response rendered at startup.
+struct Response {
+    bytes: Box<[u8]>,
+    /// Close the connection once this is written.
+    close: bool,
+}
+
+/// Every response the target can send, indexed by [`response_id`].
+struct Responses {
+    table: Vec<Response>,
+}
+
+impl Responses {
+    fn build() -> Responses {
+        let mut table = Vec::with_capacity(ROUTES * VARIANTS + 2);
+        for index in 0..ROUTES {
+            let route = Route::from_index(index);
+            for head in [false, true] {
+                for persist in [Persist::Default, Persist::KeepAlive, Persist::Close] {
+                    debug_assert_eq!(table.len(), usize::from(response_id(route, head, persist)));
+                    table.push(render(route, head, persist));
+                }
+            }
+        }
+        for code in [400, 431] {
+            let text = format!(
+                "HTTP/1.1 {code} {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                reason(code)
+            );
+            table.push(Response {
+                bytes: text.into_bytes().into_boxed_slice(),
+                close: true,
+            });
+        }
+        Responses { table }
+    }
+}
+
+/// Renders one response; only runs at startup.
+fn render(route: Route, head: bool, persist: Persist) -> Response {
+    let persist = match route {
+        Route::Close | Route::Http10 => Persist::Close,
+        _ => persist,
+    };
+    let code = match route {
+        Route::Status(code) => code,
+        _ => 200,
+    };
+    let mut text = String::new();
+    if route == Route::Continue {
+        text.push_str("HTTP/1.1 100 Continue\r\n\r\n");
+    }
+    let version = if route == Route::Http10 {
+        "HTTP/1.0"
+    } else {
+        "HTTP/1.1"
+    };
+    text.push_str(&format!("{version} {code} {}\r\n", reason(code)));
+    let body: Vec<u8> = match route {
+        Route::Status(204 | 304) => Vec::new(),
+        Route::Chunked => {
+            text.push_str("Transfer-Encoding: chunked\r\nTrailer: X-Trailer\r\n");
+            b"2\r\npo\r\n2\r\nng\r\n0\r\nX-Trailer: done\r\n\r\n".to_vec()
+        }
+        // Close-delimited: the end of the body is the end of the connection.
+        Route::Http10 => b"pong".to_vec(),
+        Route::Big => {
+            text.push_str(&format!("Content-Length: {BIG_BODY}\r\n"));
+            vec![b'x'; BIG_BODY]
+        }
+        _ => {
+            text.push_str("Content-Length: 4\r\n");
+            b"pong".to_vec()
+        }
+    };
+    if !matches!(route, Route::Status(204 | 304)) {
+        text.push_str("Content-Type: text/plain\r\n");
+    }
+    match persist {
+        Persist::Default => {}
+        Persist::KeepAlive => text.push_str("Connection: keep-alive\r\n"),
+        // HTTP/1.0 responses close by default; the header would be noise.
+        Persist::Close if route == Route::Http10 => {}
+        Persist::Close => text.push_str("Connection: close\r\n"),
+    }
+    text.push_str("\r\n");
+    let mut bytes = text.into_bytes();
+    if !head {
+        bytes.extend_from_slice(&body);
+    }
+    Response {
+        bytes: bytes.into_boxed_slice(),
+        close: persist == Persist::Close,
+    }
+}
+
+/// A short reason phrase; clients must not depend on it, so uncommon codes
+/// get their class name.
+fn reason(code: u16) -> &'static str {
+    let known = match code {
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        204 => "No Content",
+        206 => "Partial Content",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        304 => "Not Modified",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        413 => "Content Too Large",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "",
+    };
+    if !known.is_empty() {
+        return known;
+    }
+    match code / 100 {
+        2 => "Success",
+        3 => "Redirection",
+        4 => "Client Error",
+        _ => "Server Error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Shutdown, TcpStream};
+    use std::thread;
+
+    const PONG: &str =
+        "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\r\npong";
+
+    fn start_with(threads: usize, delay: Duration) -> TargetHandle {
+        spawn(&TargetConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            threads,
+            delay,
+        })
+        .expect("target starts")
+    }
+
+    fn start() -> TargetHandle {
+        start_with(2, Duration::ZERO)
+    }
+
+    fn connect(target: &TargetHandle) -> TcpStream {
+        let stream = TcpStream::connect(target.local_addr()).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream.set_nodelay(true).unwrap();
+        stream
+    }
+
+    fn get(path: &str) -> String {
+        format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n")
+    }
+
+    /// Reads exactly as many bytes as `want` holds and compares.
+    fn expect(stream: &mut TcpStream, want: &str) {
+        let mut got = vec![0; want.len()];
+        stream.read_exact(&mut got).expect("full response");
+        assert_eq!(String::from_utf8_lossy(&got), want);
+    }
+
+    fn expect_eof(stream: &mut TcpStream) {
+        let mut rest = Vec::new();
+        stream.read_to_end(&mut rest).expect("clean close");
+        assert_eq!(
+            String::from_utf8_lossy(&rest),
+            "",
+            "nothing after the response"
+        );
+    }
+
+    fn status(code: u16, reason: &str) -> String {
+        format!(
+            "HTTP/1.1 {code} {reason}\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\r\npong"
+        )
+    }
+
+    fn big() -> String {
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: 65536\r\nContent-Type: text/plain\r\n\r\n{}",
+            "x".repeat(BIG_BODY)
+        )
+    }
+
+    #[test]
+    fn pong_on_a_kept_alive_connection() {
+        let target = start();
+        let mut s = connect(&target);
+        for _ in 0..3 {
+            s.write_all(get("/").as_bytes()).unwrap();
+            expect(&mut s, PONG);
+        }
+        target.stop();
+    }
+
+    #[test]
+    fn pipelined_requests_are_answered_in_order() {
+        let target = start();
+        let mut s = connect(&target);
+        let requests = format!("{}{}{}", get("/status/201"), get("/"), get("/status/404"));
+        s.write_all(requests.as_bytes()).unwrap();
+        expect(
+            &mut s,
+            &format!(
+                "{}{PONG}{}",
+                status(201, "Created"),
+                status(404, "Not Found")
+            ),
+        );
+        target.stop();
+    }
+
+    #[test]
+    fn request_split_across_writes() {
+        let target = start();
+        let mut s = connect(&target);
+        s.write_all(b"GET /status/202 HT").unwrap();
+        thread::sleep(Duration::from_millis(50));
+        s.write_all(b"TP/1.1\r\nHost: t\r\n").unwrap();
+        thread::sleep(Duration::from_millis(50));
+        // The rest of the head plus a whole second request in one write.
+        s.write_all(format!("\r\n{}", get("/")).as_bytes()).unwrap();
+        expect(&mut s, &format!("{}{PONG}", status(202, "Accepted")));
+        target.stop();
+    }
+
+    #[test]
+    fn request_trickled_byte_by_byte() {
+        let target = start();
+        let mut s = connect(&target);
+        for byte in get("/").bytes() {
+            s.write_all(&[byte]).unwrap();
+            thread::sleep(Duration::from_millis(2));
+        }
+        expect(&mut s, PONG);
+        target.stop();
+    }
+
+    #[test]
+    fn request_bodies_are_skipped() {
+        let target = start();
+        let mut s = connect(&target);
+        // Body and the next request in one write.
+        let post = "POST /status/201 HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123456789";
+        s.write_all(format!("{post}{}", get("/")).as_bytes())
+            .unwrap();
+        expect(&mut s, &format!("{}{PONG}", status(201, "Created")));
+        // A body that spans writes and looks like a request itself.
+        let body = get("/close");
+        s.write_all(format!("PUT / HTTP/1.1\r\nContent-Length: {}\r\n\r\n", body.len()).as_bytes())
+            .unwrap();
+        thread::sleep(Duration::from_millis(30));
+        s.write_all(&body.as_bytes()[..5]).unwrap();
+        thread::sleep(Duration::from_millis(30));
+        s.write_all(format!("{}{}", &body[5..], get("/status/202")).as_bytes())
+            .unwrap();
+        expect(&mut s, &format!("{PONG}{}", status(202, "Accepted")));
+        // Larger than the read buffer.
+        let huge = "y".repeat(3 * READ_BUF + 17);
+        s.write_all(
+            format!(
+                "POST / HTTP/1.1\r\nContent-Length: {}\r\n\r\n{huge}",
+                huge.len()
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        s.write_all(get("/status/201").as_bytes()).unwrap();
+        expect(&mut s, &format!("{PONG}{}", status(201, "Created")));
+        target.stop();
+    }
+
+    #[test]
+    fn chunked_route_sends_chunks_and_a_trailer() {
+        let target = start();
+        let mut s = connect(&target);
+        s.write_all(get("/chunked").as_bytes()).unwrap();
+        expect(
+            &mut s,
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Trailer\r\n\
+             Content-Type: text/plain\r\n\r\n2\r\npo\r\n2\r\nng\r\n0\r\nX-Trailer: done\r\n\r\n",
+        );
+        s.write_all(get("/").as_bytes()).unwrap();
+        expect(&mut s, PONG);
+        target.stop();
+    }
+
+    #[test]
+    fn close_route_closes_after_the_response() {
+        let target = start();
+        let mut s = connect(&target);
+        s.write_all(get("/close?x=1").as_bytes()).unwrap();
+        expect(
+            &mut s,
+            "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\
+             Connection: close\r\n\r\npong",
+        );
+        expect_eof(&mut s);
+        target.stop();
+    }
+
+    #[test]
+    fn http10_route_is_close_delimited() {
+        let target = start();
+        let mut s = connect(&target);
+        s.write_all(get("/http10").as_bytes()).unwrap();
+        expect(
+            &mut s,
+            "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\npong",
+        );
+        expect_eof(&mut s);
+        target.stop();
+    }
+
+    #[test]
+    fn continue_route_sends_100_then_pong() {
+        let target = start();
+        let mut s = connect(&target);
+        s.write_all(get("/continue").as_bytes()).unwrap();
+        expect(&mut s, &format!("HTTP/1.1 100 Continue\r\n\r\n{PONG}"));
+        target.stop();
+    }
+
+    #[test]
+    fn status_route() {
+        let target = start();
+        let mut s = connect(&target);
+        for (code, reason) in [
+            (200, "OK"),
+            (299, "Success"),
+            (404, "Not Found"),
+            (503, "Service Unavailable"),
+            (599, "Server Error"),
+        ] {
+            s.write_all(get(&format!("/status/{code}")).as_bytes())
+                .unwrap();
+            expect(&mut s, &status(code, reason));
+        }
+        s.write_all(get("/status/204").as_bytes()).unwrap();
+        expect(&mut s, "HTTP/1.1 204 No Content\r\n\r\n");
+        s.write_all(get("/status/304").as_bytes()).unwrap();
+        expect(&mut s, "HTTP/1.1 304 Not Modified\r\n\r\n");
+        // Informational and out-of-range codes are not routes: plain pong.
+        for path in ["/status/101", "/status/600", "/status/20", "/status/abc"] {
+            s.write_all(get(path).as_bytes()).unwrap();
+            expect(&mut s, PONG);
+        }
+        target.stop();
+    }
+
+    #[test]
+    fn big_route_spans_many_reads() {
+        let target = start();
+        let mut s = connect(&target);
+        for _ in 0..2 {
+            s.write_all(get("/big").as_bytes()).unwrap();
+            expect(&mut s, &big());
+        }
+        target.stop();
+    }
+
+    #[test]
+    fn head_gets_headers_only() {
+        let target = start();
+        let mut s = connect(&target);
+        s.write_all(
+            b"HEAD / HTTP/1.1\r\n\r\nHEAD /big HTTP/1.1\r\n\r\nHEAD /chunked HTTP/1.1\r\n\r\n",
+        )
+        .unwrap();
+        s.write_all(get("/").as_bytes()).unwrap();
+        expect(
+            &mut s,
+            &format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\r\n\
+                 HTTP/1.1 200 OK\r\nContent-Length: 65536\r\nContent-Type: text/plain\r\n\r\n\
+                 HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Trailer\r\n\
+                 Content-Type: text/plain\r\n\r\n{PONG}"
+            ),
+        );
+        target.stop();
+    }
+
+    #[test]
+    fn connection_close_request_is_honoured() {
+        let target = start();
+        let mut s = connect(&target);
+        // The request after the closing one is never answered.
+        s.write_all(
+            format!(
+                "GET / HTTP/1.1\r\nConnection: Keep-Alive, close\r\n\r\n{}",
+                get("/")
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        expect(
+            &mut s,
+            "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\
+             Connection: close\r\n\r\npong",
+        );
+        expect_eof(&mut s);
+        target.stop();
+    }
+
+    #[test]
+    fn http10_requests_close_unless_kept_alive() {
+        let target = start();
+        let mut s = connect(&target);
+        for _ in 0..2 {
+            s.write_all(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+                .unwrap();
+            expect(
+                &mut s,
+                "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\
+                 Connection: keep-alive\r\n\r\npong",
+            );
+        }
+        s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        expect(
+            &mut s,
+            "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\
+             Connection: close\r\n\r\npong",
+        );
+        expect_eof(&mut s);
+        target.stop();
+    }
+
+    #[test]
+    fn bad_requests_get_400_or_431_and_close() {
+        let target = start();
+        let bad = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+        let large = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n\
+                     Connection: close\r\n\r\n";
+        let many_headers: String = (0..MAX_HEADERS + 1)
+            .map(|i| format!("X-{i}: v\r\n"))
+            .collect();
+        let cases = [
+            ("garbage\0\r\n\r\n".to_string(), bad),
+            (
+                "GET / HTTP/1.1\r\nContent-Length: ten\r\n\r\n".to_string(),
+                bad,
+            ),
+            (
+                "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n".to_string(),
+                bad,
+            ),
+            (format!("GET / HTTP/1.1\r\n{many_headers}\r\n"), large),
+            // Incomplete and already too long.
+            (format!("GET /{} HTTP/1.1\r\n", "a".repeat(MAX_HEAD)), large),
+            // Complete but too long.
+            (
+                format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(MAX_HEAD)),
+                large,
+            ),
+        ];
+        for (request, want) in cases {
+            let mut s = connect(&target);
+            s.write_all(request.as_bytes()).unwrap();
+            expect(&mut s, want);
+            expect_eof(&mut s);
+        }
+        target.stop();
+    }
+
+    #[test]
+    fn half_closed_client_still_gets_its_response() {
+        let target = start();
+        let mut s = connect(&target);
+        s.write_all(format!("{}{}", get("/"), get("/big")).as_bytes())
+            .unwrap();
+        s.shutdown(Shutdown::Write).unwrap();
+        expect(&mut s, &format!("{PONG}{}", big()));
+        expect_eof(&mut s);
+        target.stop();
+    }
+
+    #[test]
+    fn slow_reader_gets_every_pipelined_response() {
+        let target = start_with(1, Duration::ZERO);
+        let mut s = connect(&target);
+        let count = 200;
+        let requests: String = (0..count)
+            .map(|i| get(if i % 2 == 0 { "/big" } else { "/" }))
+            .collect();
+        s.write_all(requests.as_bytes()).unwrap();
+        // Let the server fill the socket buffers and block.
+        thread::sleep(Duration::from_millis(200));
+        for i in 0..count {
+            if i % 2 == 0 {
+                expect(&mut s, &big());
+            } else {
+                expect(&mut s, PONG);
+            }
+        }
+        // Still usable afterwards.
+        s.write_all(get("/status/201").as_bytes()).unwrap();
+        expect(&mut s, &status(201, "Created"));
+        target.stop();
+    }
+
+    #[test]
+    fn delay_holds_each_response() {
+        let delay = Duration::from_millis(100);
+        let target = start_with(1, delay);
+        let mut s = connect(&target);
+        let sent = Instant::now();
+        s.write_all(get("/").as_bytes()).unwrap();
+        expect(&mut s, PONG);
+        assert!(
+            sent.elapsed() >= delay,
+            "answered after {:?}",
+            sent.elapsed()
+        );
+
+        // Pipelined requests keep their order, and a close still closes.
+        let sent = Instant::now();
+        s.write_all(format!("{}{}{}", get("/status/201"), get("/"), get("/close")).as_bytes())
+            .unwrap();
+        expect(&mut s, &format!("{}{PONG}", status(201, "Created")));
+        assert!(
+            sent.elapsed() >= delay,
+            "answered after {:?}",
+            sent.elapsed()
+        );
+        expect(
+            &mut s,
+            "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\
+             Connection: close\r\n\r\npong",
+        );
+        expect_eof(&mut s);
+        target.stop();
+    }
+
+    #[test]
+    fn delay_with_many_pipelined_requests() {
+        let delay = Duration::from_millis(20);
+        let target = start_with(1, delay);
+        let mut s = connect(&target);
+        // More than MAX_IN_FLIGHT, so reading pauses and resumes.
+        let count = MAX_IN_FLIGHT as usize * 3;
+        let requests: String = (0..count).map(|_| get("/")).collect();
+        s.write_all(requests.as_bytes()).unwrap();
+        expect(&mut s, &PONG.repeat(count));
+        target.stop();
+    }
+
+    #[test]
+    fn a_thousand_concurrent_connections() {
+        let target = start();
+        let mut streams: Vec<TcpStream> = (0..1000).map(|_| connect(&target)).collect();
+        for s in &mut streams {
+            s.write_all(get("/").as_bytes()).unwrap();
+        }
+        for s in &mut streams {
+            expect(s, PONG);
+        }
+        target.stop();
+    }
+
+    #[test]
+    fn connection_churn_does_not_confuse_slots() {
+        let target = start_with(1, Duration::ZERO);
+        let mut keeper = connect(&target);
+        for i in 0..300 {
+            let mut s = connect(&target);
+            s.write_all(get("/close").as_bytes()).unwrap();
+            if i % 3 == 0 {
+                drop(s); // gone before it is even answered
+            } else {
+                let mut all = Vec::new();
+                s.read_to_end(&mut all).unwrap();
+                assert!(all.ends_with(b"pong"));
+            }
+            keeper.write_all(get("/").as_bytes()).unwrap();
+            expect(&mut keeper, PONG);
+        }
+        target.stop();
+    }
+
+    #[test]
+    fn stop_is_prompt_and_frees_the_port() {
+        let target = start_with(3, Duration::from_secs(60));
+        let addr = target.local_addr();
+        assert_ne!(addr.port(), 0);
+        let mut idle: Vec<TcpStream> = (0..20).map(|_| connect(&target)).collect();
+        // One response is waiting on the (long) delay timer.
+        idle[0].write_all(get("/").as_bytes()).unwrap();
+        thread::sleep(Duration::from_millis(50));
+        let began = Instant::now();
+        target.stop();
+        assert!(
+            began.elapsed() < Duration::from_secs(5),
+            "stop took {:?}",
+            began.elapsed()
+        );
+        for s in &mut idle {
+            let mut rest = Vec::new();
+            // Closed either way: a FIN, or a reset for unread input.
+            if let Ok(n) = s.read_to_end(&mut rest) {
+                assert_eq!(n, 0);
+            }
+        }
+        // Restart on the same port at once, as the tests of soakd do.
+        let again = spawn(&TargetConfig {
+            listen: addr,
+            threads: 3,
+            delay: Duration::ZERO,
+        })
+        .expect("rebinds the same port");
+        let mut s = connect(&again);
+        s.write_all(get("/").as_bytes()).unwrap();
+        expect(&mut s, PONG);
+        again.stop();
+    }
+
+    #[test]
+    fn zero_threads_is_a_usage_error() {
+        let err = spawn(&TargetConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            threads: 0,
+            delay: Duration::ZERO,
+        })
+        .unwrap_err();
+        assert!(matches!(err, Error::Usage(_)), "{err:?}");
+    }
+
+    #[test]
+    fn busy_address_is_a_preflight_error() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = taken.local_addr().unwrap();
+        for threads in [1, 2] {
+            let err = spawn(&TargetConfig {
+                listen: addr,
+                threads,
+                delay: Duration::ZERO,
+            })
+            .unwrap_err();
+            let Error::Preflight(message) = err else {
+                panic!("expected a preflight error, got {err:?}");
+            };
+            assert!(message.contains(&addr.to_string()), "{message}");
+            assert!(message.contains("--listen"), "{message}");
+        }
+    }
+
+    #[test]
+    fn response_table_matches_ids() {
+        let responses = Responses::build();
+        assert_eq!(responses.table.len(), usize::from(TOO_LARGE) + 1);
+        for index in 0..ROUTES {
+            assert_eq!(Route::from_index(index).index(), index);
+        }
+        let close =
+            &responses.table[usize::from(response_id(Route::Status(404), true, Persist::Close))];
+        assert!(close.close);
+        assert_eq!(
+            &*close.bytes,
+            &b"HTTP/1.1 404 Not Found\r\nContent-Length: 4\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"[..]
+        );
+        assert_eq!(Route::of("/status/250?x"), Route::Status(250));
+        assert_eq!(Route::of("/big?"), Route::Big);
+        assert_eq!(Route::of("/bigger"), Route::Pong);
+    }
+
+    #[test]
+    fn content_length_parsing() {
+        assert_eq!(parse_length(b" 42 "), Some(42));
+        assert_eq!(parse_length(b"0"), Some(0));
+        assert_eq!(parse_length(b""), None);
+        assert_eq!(parse_length(b"-1"), None);
+        assert_eq!(parse_length(b"1,2"), None);
+        assert_eq!(parse_length(b"99999999999999999999999"), None);
+    }
+}
