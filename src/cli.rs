@@ -43,12 +43,17 @@ pub enum Command {
 }
 
 fn duration(v: &str) -> Result<Duration, String> {
-    plan::parse_duration("duration", v).map_err(|_| "expected a duration with a unit: ms, s, m, h or d (e.g. 250ms, 5s, 10m)".into())
+    plan::parse_duration("duration", v)
+        .map_err(|_| "expected a duration with a unit: ms, s, m, h or d (e.g. 250ms, 5s, 10m)".into())
 }
 
 fn positive_duration(v: &str) -> Result<Duration, String> {
     let d = duration(v)?;
-    if d.is_zero() { Err("expected a duration greater than 0".into()) } else { Ok(d) }
+    if d.is_zero() {
+        Err("expected a duration greater than 0".into())
+    } else {
+        Ok(d)
+    }
 }
 
 fn rate(v: &str) -> Result<f64, String> {
@@ -182,12 +187,17 @@ impl RunArgs {
         let body = match (&self.body, &self.body_file) {
             (Some(b), _) => b.clone().into_bytes(),
             (None, Some(path)) => std::fs::read(path).map_err(|e| {
-                Error::Usage(format!("--body-file {}: cannot read it ({e}); give a readable file", path.display()))
+                Error::Usage(format!(
+                    "--body-file {}: cannot read it ({e}); give a readable file",
+                    path.display()
+                ))
             })?,
             (None, None) => Vec::new(),
         };
         if self.method == "HEAD" && !body.is_empty() {
-            return Err(Error::Usage("--body with -m HEAD: a HEAD request cannot carry a body".into()));
+            return Err(Error::Usage(
+                "--body with -m HEAD: a HEAD request cannot carry a body".into(),
+            ));
         }
         let request = render_request(&RequestSpec {
             method: self.method.clone(),
@@ -206,7 +216,13 @@ impl RunArgs {
             Some(t) => t as usize,
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
-        let report = self.report.map(|r| if r == "-" { ReportDest::Stdout } else { ReportDest::File(PathBuf::from(r)) });
+        let report = self.report.map(|r| {
+            if r == "-" {
+                ReportDest::Stdout
+            } else {
+                ReportDest::File(PathBuf::from(r))
+            }
+        });
         let name = if addr.is_ipv6() && !parsed.host.contains('.') && parsed.host.contains(':') {
             format!("[{}]:{}", parsed.host, parsed.port)
         } else {
@@ -336,7 +352,13 @@ fn demo(args: DemoArgs) -> Result<(), Error> {
             None => "; Ctrl-C to stop and see the report".into(),
         }
     );
-    let mut argv = vec!["soakd".to_string(), "run".into(), url, "-c".into(), args.connections.to_string()];
+    let mut argv = vec![
+        "soakd".to_string(),
+        "run".into(),
+        url,
+        "-c".into(),
+        args.connections.to_string(),
+    ];
     argv.extend(["-i".into(), humantime::format_duration(args.interval).to_string()]);
     argv.extend(["--ramp".into(), "1000".into()]);
     if let Some(d) = args.duration {
@@ -353,7 +375,13 @@ fn demo(args: DemoArgs) -> Result<(), Error> {
         _ => return Err(Error::Internal("demo flags do not parse".into())),
     };
     let mut plan = run.into_plan()?;
-    plan.report = args.report.map(|r| if r == "-" { ReportDest::Stdout } else { ReportDest::File(PathBuf::from(r)) });
+    plan.report = args.report.map(|r| {
+        if r == "-" {
+            ReportDest::Stdout
+        } else {
+            ReportDest::File(PathBuf::from(r))
+        }
+    });
     let dest = plan.report.clone();
     let result = crate::run(plan);
     handle.stop();
@@ -382,7 +410,10 @@ mod tests {
         let p = parse(&["http://127.0.0.1:1/", "-i", "250ms"]).unwrap();
         assert_eq!(p.workloads[0].model, LoadModel::Interval(Duration::from_millis(250)));
         let p = parse(&["http://127.0.0.1:1/", "-r", "1500", "-c", "300"]).unwrap();
-        assert_eq!(p.workloads[0].model.per_connection_interval(300), Some(Duration::from_millis(200)));
+        assert_eq!(
+            p.workloads[0].model.per_connection_interval(300),
+            Some(Duration::from_millis(200))
+        );
         let p = parse(&["http://127.0.0.1:1/", "--metrics-listen", "off"]).unwrap();
         assert_eq!(p.metrics_listen, None);
     }
@@ -390,14 +421,20 @@ mod tests {
     #[test]
     fn bad_input_is_named() {
         for (args, says) in [
-            (&["http://127.0.0.1:1/", "-i", "1s", "-r", "5"][..], "cannot be used with"),
+            (
+                &["http://127.0.0.1:1/", "-i", "1s", "-r", "5"][..],
+                "cannot be used with",
+            ),
             (&["http://127.0.0.1:1/", "-c", "0"][..], "--connections"),
             (&["http://127.0.0.1:1/", "-d", "-5s"][..], ""),
             (&["http://127.0.0.1:1/", "-d", "5"][..], "ms, s, m, h or d"),
             (&["http://127.0.0.1:1/", "-r", "0"][..], "greater than 0"),
             (&["http://127.0.0.1:1/", "-H", "nocolon"][..], "Name: value"),
             (&["http://127.0.0.1:1/", "--close", "--pipeline", "2"][..], "--close"),
-            (&["http://127.0.0.1:1/", "--body-file", "/nonexistent/x"][..], "--body-file"),
+            (
+                &["http://127.0.0.1:1/", "--body-file", "/nonexistent/x"][..],
+                "--body-file",
+            ),
             (&["https://127.0.0.1:1/"][..], "not supported yet"),
             (&[][..], "needs a target URL"),
         ] {

@@ -219,9 +219,7 @@ impl Framer {
                     }
                 }
                 State::UntilClose => {
-                    return Ok(Framed::Partial {
-                        consumed: buf.len(),
-                    });
+                    return Ok(Framed::Partial { consumed: buf.len() });
                 }
             }
         }
@@ -232,9 +230,7 @@ impl Framer {
     pub fn eof(&mut self, leftover: usize) -> AtEof {
         let out = match self.state {
             State::Head if leftover == 0 => AtEof::Idle,
-            State::UntilClose => AtEof::Complete {
-                status: self.status,
-            },
+            State::UntilClose => AtEof::Complete { status: self.status },
             _ => AtEof::Truncated,
         };
         self.reset();
@@ -463,7 +459,11 @@ mod tests {
             let mut pos = 0;
             loop {
                 match f.feed(&pending[pos..])? {
-                    Framed::Complete { consumed, status, keep_alive } => {
+                    Framed::Complete {
+                        consumed,
+                        status,
+                        keep_alive,
+                    } => {
                         pos += consumed;
                         out.push((status, keep_alive));
                         if pos == pending.len() {
@@ -491,7 +491,8 @@ mod tests {
 
     #[test]
     fn framing_table() {
-        let cases: &[(&str, &[u8], Vec<(u16, bool)>, AtEof)] = &[
+        type Case<'a> = (&'a str, &'a [u8], Vec<(u16, bool)>, AtEof);
+        let cases: &[Case<'_>] = &[
             ("content-length", b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\npong", vec![(200, true)], AtEof::Idle),
             ("zero length", b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", vec![(200, true)], AtEof::Idle),
             (
@@ -562,20 +563,36 @@ mod tests {
             v
         };
         let cases: &[(&str, &[u8], ProtocolError)] = &[
-            ("garbage status line", b"HTTZ/1.1 200 OK\r\n\r\n", ProtocolError::BadHead(httparse::Error::Version)),
-            ("bad length", b"HTTP/1.1 200 OK\r\nContent-Length: x1\r\n\r\n", ProtocolError::BadContentLength),
+            (
+                "garbage status line",
+                b"HTTZ/1.1 200 OK\r\n\r\n",
+                ProtocolError::BadHead(httparse::Error::Version),
+            ),
+            (
+                "bad length",
+                b"HTTP/1.1 200 OK\r\nContent-Length: x1\r\n\r\n",
+                ProtocolError::BadContentLength,
+            ),
             (
                 "conflicting lengths",
                 b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
                 ProtocolError::BadContentLength,
             ),
-            ("bad chunk size", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", ProtocolError::BadChunk),
+            (
+                "bad chunk size",
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                ProtocolError::BadChunk,
+            ),
             (
                 "missing chunk crlf",
                 b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc",
                 ProtocolError::BadChunk,
             ),
-            ("upgrade", b"HTTP/1.1 101 Switching\r\n\r\n", ProtocolError::UnexpectedUpgrade),
+            (
+                "upgrade",
+                b"HTTP/1.1 101 Switching\r\n\r\n",
+                ProtocolError::UnexpectedUpgrade,
+            ),
             ("oversized head", &big, ProtocolError::HeadTooLarge),
         ];
         for (name, stream, want) in cases {
@@ -594,7 +611,10 @@ mod tests {
             close: true,
         };
         let text = String::from_utf8(render_request(&spec)).unwrap();
-        assert!(text.starts_with("POST /a?b=1 HTTP/1.1\r\nHost: example.test:8080\r\n"), "{text}");
+        assert!(
+            text.starts_with("POST /a?b=1 HTTP/1.1\r\nHost: example.test:8080\r\n"),
+            "{text}"
+        );
         assert!(text.contains("X-Test: 1\r\n"));
         assert!(text.contains("Content-Length: 2\r\n"));
         assert!(text.ends_with("Connection: close\r\n\r\nhi"));

@@ -138,7 +138,9 @@ pub fn parse_duration(what: &str, value: &str) -> Result<Duration, Error> {
 pub fn parse_positive_duration(what: &str, value: &str) -> Result<Duration, Error> {
     let d = parse_duration(what, value)?;
     if d.is_zero() {
-        return Err(Error::Usage(format!("{what}: {value:?} is zero; expected a duration greater than 0")));
+        return Err(Error::Usage(format!(
+            "{what}: {value:?} is zero; expected a duration greater than 0"
+        )));
     }
     Ok(d)
 }
@@ -239,15 +241,26 @@ mod tests {
             let e = parse_duration("--duration", bad).unwrap_err().to_string();
             assert!(e.contains("--duration") && e.contains("ms, s, m, h or d"), "{bad}: {e}");
         }
-        assert!(parse_positive_duration("-i", "0s").unwrap_err().to_string().contains("greater than 0"));
+        assert!(
+            parse_positive_duration("-i", "0s")
+                .unwrap_err()
+                .to_string()
+                .contains("greater than 0")
+        );
     }
 
     #[test]
     fn urls() {
         let u = parse_url("http://127.0.0.1:8080/a/b?x=1").unwrap();
-        assert_eq!((u.host.as_str(), u.port, u.host_header.as_str(), u.target.as_str()), ("127.0.0.1", 8080, "127.0.0.1:8080", "/a/b?x=1"));
+        assert_eq!(
+            (u.host.as_str(), u.port, u.host_header.as_str(), u.target.as_str()),
+            ("127.0.0.1", 8080, "127.0.0.1:8080", "/a/b?x=1")
+        );
         let u = parse_url("http://localhost").unwrap();
-        assert_eq!((u.port, u.host_header.as_str(), u.target.as_str()), (80, "localhost", "/"));
+        assert_eq!(
+            (u.port, u.host_header.as_str(), u.target.as_str()),
+            (80, "localhost", "/")
+        );
         let u = parse_url("http://[::1]:9000/").unwrap();
         assert_eq!((u.host.as_str(), u.host_header.as_str()), ("::1", "[::1]:9000"));
         for (bad, says) in [

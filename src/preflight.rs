@@ -121,7 +121,10 @@ mod tests {
         let e = check_fds(100_000, 2, 20_000, 20_000).unwrap_err();
         assert_eq!(e.exit_code(), 2);
         let msg = e.to_string();
-        assert!(msg.contains("open-file limit") && msg.contains("20000") && msg.contains("100000"), "{msg}");
+        assert!(
+            msg.contains("open-file limit") && msg.contains("20000") && msg.contains("100000"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -229,7 +229,11 @@ fn figures(stats: &WorkloadStats, g: &Gauges, peak: u64, at_end: u64, ramp: Opti
             in_flight_at_end: g.in_flight,
             per_second: if secs > 0.0 { c.completed as f64 / secs } else { 0.0 },
         },
-        requests_per_connection: if c.opened > 0 { c.completed as f64 / c.opened as f64 } else { 0.0 },
+        requests_per_connection: if c.opened > 0 {
+            c.completed as f64 / c.opened as f64
+        } else {
+            0.0
+        },
         responses: Responses {
             c1xx: c.responses[0],
             c2xx: c.responses[1],
@@ -270,7 +274,14 @@ impl Report {
             .map(|(wi, w)| WorkloadReport {
                 name: w.name.clone(),
                 url: w.target.url.clone(),
-                figures: figures(&t.stats[wi], &t.gauges[wi], t.peak_open[wi], at_end(wi), t.ramp[wi], secs),
+                figures: figures(
+                    &t.stats[wi],
+                    &t.gauges[wi],
+                    t.peak_open[wi],
+                    at_end(wi),
+                    t.ramp[wi],
+                    secs,
+                ),
             })
             .collect();
         let mut sum = WorkloadStats::default();
@@ -302,7 +313,12 @@ impl Report {
         let c = &f.connections;
         let r = &f.requests;
         let mut s = String::new();
-        let _ = writeln!(s, "\nsoakd: {:.1} s, {} workload(s)", self.duration_seconds, self.workloads.len());
+        let _ = writeln!(
+            s,
+            "\nsoakd: {:.1} s, {} workload(s)",
+            self.duration_seconds,
+            self.workloads.len()
+        );
         let _ = writeln!(
             s,
             "  connections   desired {}  peak open {}  open at end {}  opened {}  closed {}  ramp {}",
@@ -311,7 +327,8 @@ impl Report {
             c.open_at_end,
             c.opened,
             c.closed,
-            c.ramp_seconds.map_or("never complete".to_string(), |v| format!("{v:.2} s"))
+            c.ramp_seconds
+                .map_or("never complete".to_string(), |v| format!("{v:.2} s"))
         );
         let b = &c.closed_by_reason;
         let _ = writeln!(
@@ -342,11 +359,19 @@ impl Report {
             ("timeout", e.timeout),
             ("protocol", e.protocol),
         ];
-        let listed: Vec<String> = kinds.iter().filter(|(_, n)| *n > 0).map(|(k, n)| format!("{k} {n}")).collect();
+        let listed: Vec<String> = kinds
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
         let _ = writeln!(
             s,
             "  errors        {}",
-            if listed.is_empty() { "none".to_string() } else { listed.join("  ") }
+            if listed.is_empty() {
+                "none".to_string()
+            } else {
+                listed.join("  ")
+            }
         );
         let _ = writeln!(
             s,

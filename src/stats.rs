@@ -105,7 +105,12 @@ pub enum CloseReason {
 
 impl CloseReason {
     /// Every reason, in report order.
-    pub const ALL: [CloseReason; 4] = [CloseReason::ServerClose, CloseReason::Error, CloseReason::Churn, CloseReason::Shutdown];
+    pub const ALL: [CloseReason; 4] = [
+        CloseReason::ServerClose,
+        CloseReason::Error,
+        CloseReason::Churn,
+        CloseReason::Shutdown,
+    ];
 
     /// The reason's name in reports and metric labels.
     pub fn name(self) -> &'static str {
@@ -348,7 +353,17 @@ mod tests {
         let names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
         assert_eq!(
             names,
-            ["connect_refused", "connect_timeout", "connect_other", "addr_unavailable", "fd_limit", "reset", "eof", "timeout", "protocol"]
+            [
+                "connect_refused",
+                "connect_timeout",
+                "connect_other",
+                "addr_unavailable",
+                "fd_limit",
+                "reset",
+                "eof",
+                "timeout",
+                "protocol"
+            ]
         );
         for (i, k) in ErrorKind::ALL.iter().enumerate() {
             assert_eq!(*k as usize, i);

@@ -30,7 +30,11 @@ impl StatusLine {
         let tty = std::io::stderr().is_terminal();
         StatusLine {
             tty,
-            every: if tty { Duration::from_secs(1) } else { Duration::from_secs(10) },
+            every: if tty {
+                Duration::from_secs(1)
+            } else {
+                Duration::from_secs(10)
+            },
             last: Duration::ZERO,
             last_errors: 0,
             shown: false,
@@ -52,9 +56,7 @@ impl StatusLine {
         let errors: u64 = totals.stats.iter().map(|s| s.counters.total_errors()).sum();
         let new_errors = errors - self.last_errors;
         self.last_errors = errors;
-        let q = |p: f64| {
-            (!interval.latency.is_empty()).then(|| interval.latency.value_at_quantile(p) as f64 / 1e6)
-        };
+        let q = |p: f64| (!interval.latency.is_empty()).then(|| interval.latency.value_at_quantile(p) as f64 / 1e6);
         let line = format!(
             "[{:>6}] open {}/{}  connecting {}  waiting {}  req/s {:.1}  p50 {}  p99 {}  errors +{} ({} total)",
             format_elapsed(elapsed),

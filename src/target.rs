@@ -96,9 +96,7 @@ impl TargetHandle {
 /// cannot be created.
 pub fn spawn(cfg: &TargetConfig) -> Result<TargetHandle, Error> {
     if cfg.threads == 0 {
-        return Err(Error::Usage(
-            "the target needs at least 1 thread".to_string(),
-        ));
+        return Err(Error::Usage("the target needs at least 1 thread".to_string()));
     }
     // SO_REUSEPORT only when several of our own listeners must share the
     // port: on a lone listener it would let another process silently steal
@@ -193,8 +191,7 @@ fn start_thread(
     stop: &Arc<AtomicBool>,
 ) -> Result<(Waker, JoinHandle<()>), Error> {
     let poll = Poll::new().map_err(|e| Error::io("creating the target's poll", e))?;
-    let waker = Waker::new(poll.registry(), WAKER)
-        .map_err(|e| Error::io("creating the target's waker", e))?;
+    let waker = Waker::new(poll.registry(), WAKER).map_err(|e| Error::io("creating the target's waker", e))?;
     poll.registry()
         .register(&mut listener, LISTENER, Interest::READABLE)
         .map_err(|e| Error::io("registering the target's listener", e))?;
@@ -306,12 +303,7 @@ impl Worker {
                     // a spare writable edge is cheaper than a reregister
                     // syscall each time a write would block.
                     let interest = Interest::READABLE | Interest::WRITABLE;
-                    if self
-                        .poll
-                        .registry()
-                        .register(&mut stream, token, interest)
-                        .is_ok()
-                    {
+                    if self.poll.registry().register(&mut stream, token, interest).is_ok() {
                         self.conns.insert(Conn::new(stream, token));
                     }
                 }
@@ -731,10 +723,7 @@ fn classify(req: &httparse::Request<'_, '_>) -> (u16, u64) {
     };
     let head = req.method == Some("HEAD");
     let route = Route::of(req.path.unwrap_or("/"));
-    (
-        response_id(route, head, persist),
-        content_length.unwrap_or(0),
-    )
+    (response_id(route, head, persist), content_length.unwrap_or(0))
 }
 
 /// Parses a Content-Length value: decimal digits only.
@@ -890,11 +879,7 @@ fn render(route: Route, head: bool, persist: Persist) -> Response {
     if route == Route::Continue {
         text.push_str("HTTP/1.1 100 Continue\r\n\r\n");
     }
-    let version = if route == Route::Http10 {
-        "HTTP/1.0"
-    } else {
-        "HTTP/1.1"
-    };
+    let version = if route == Route::Http10 { "HTTP/1.0" } else { "HTTP/1.1" };
     text.push_str(&format!("{version} {code} {}\r\n", reason(code)));
     let body: Vec<u8> = match route {
         Route::Status(204 | 304) => Vec::new(),
@@ -982,8 +967,7 @@ mod tests {
     use std::net::{Shutdown, TcpStream};
     use std::thread;
 
-    const PONG: &str =
-        "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\r\npong";
+    const PONG: &str = "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\r\npong";
 
     fn start_with(threads: usize, delay: Duration) -> TargetHandle {
         spawn(&TargetConfig {
@@ -1000,9 +984,7 @@ mod tests {
 
     fn connect(target: &TargetHandle) -> TcpStream {
         let stream = TcpStream::connect(target.local_addr()).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         stream.set_nodelay(true).unwrap();
         stream
     }
@@ -1021,17 +1003,11 @@ mod tests {
     fn expect_eof(stream: &mut TcpStream) {
         let mut rest = Vec::new();
         stream.read_to_end(&mut rest).expect("clean close");
-        assert_eq!(
-            String::from_utf8_lossy(&rest),
-            "",
-            "nothing after the response"
-        );
+        assert_eq!(String::from_utf8_lossy(&rest), "", "nothing after the response");
     }
 
     fn status(code: u16, reason: &str) -> String {
-        format!(
-            "HTTP/1.1 {code} {reason}\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\r\npong"
-        )
+        format!("HTTP/1.1 {code} {reason}\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\r\npong")
     }
 
     fn big() -> String {
@@ -1060,11 +1036,7 @@ mod tests {
         s.write_all(requests.as_bytes()).unwrap();
         expect(
             &mut s,
-            &format!(
-                "{}{PONG}{}",
-                status(201, "Created"),
-                status(404, "Not Found")
-            ),
+            &format!("{}{PONG}{}", status(201, "Created"), status(404, "Not Found")),
         );
         target.stop();
     }
@@ -1101,8 +1073,7 @@ mod tests {
         let mut s = connect(&target);
         // Body and the next request in one write.
         let post = "POST /status/201 HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123456789";
-        s.write_all(format!("{post}{}", get("/")).as_bytes())
-            .unwrap();
+        s.write_all(format!("{post}{}", get("/")).as_bytes()).unwrap();
         expect(&mut s, &format!("{}{PONG}", status(201, "Created")));
         // A body that spans writes and looks like a request itself.
         let body = get("/close");
@@ -1116,14 +1087,8 @@ mod tests {
         expect(&mut s, &format!("{PONG}{}", status(202, "Accepted")));
         // Larger than the read buffer.
         let huge = "y".repeat(3 * READ_BUF + 17);
-        s.write_all(
-            format!(
-                "POST / HTTP/1.1\r\nContent-Length: {}\r\n\r\n{huge}",
-                huge.len()
-            )
-            .as_bytes(),
-        )
-        .unwrap();
+        s.write_all(format!("POST / HTTP/1.1\r\nContent-Length: {}\r\n\r\n{huge}", huge.len()).as_bytes())
+            .unwrap();
         s.write_all(get("/status/201").as_bytes()).unwrap();
         expect(&mut s, &format!("{PONG}{}", status(201, "Created")));
         target.stop();
@@ -1163,10 +1128,7 @@ mod tests {
         let target = start();
         let mut s = connect(&target);
         s.write_all(get("/http10").as_bytes()).unwrap();
-        expect(
-            &mut s,
-            "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\npong",
-        );
+        expect(&mut s, "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\npong");
         expect_eof(&mut s);
         target.stop();
     }
@@ -1191,8 +1153,7 @@ mod tests {
             (503, "Service Unavailable"),
             (599, "Server Error"),
         ] {
-            s.write_all(get(&format!("/status/{code}")).as_bytes())
-                .unwrap();
+            s.write_all(get(&format!("/status/{code}")).as_bytes()).unwrap();
             expect(&mut s, &status(code, reason));
         }
         s.write_all(get("/status/204").as_bytes()).unwrap();
@@ -1222,10 +1183,8 @@ mod tests {
     fn head_gets_headers_only() {
         let target = start();
         let mut s = connect(&target);
-        s.write_all(
-            b"HEAD / HTTP/1.1\r\n\r\nHEAD /big HTTP/1.1\r\n\r\nHEAD /chunked HTTP/1.1\r\n\r\n",
-        )
-        .unwrap();
+        s.write_all(b"HEAD / HTTP/1.1\r\n\r\nHEAD /big HTTP/1.1\r\n\r\nHEAD /chunked HTTP/1.1\r\n\r\n")
+            .unwrap();
         s.write_all(get("/").as_bytes()).unwrap();
         expect(
             &mut s,
@@ -1244,14 +1203,8 @@ mod tests {
         let target = start();
         let mut s = connect(&target);
         // The request after the closing one is never answered.
-        s.write_all(
-            format!(
-                "GET / HTTP/1.1\r\nConnection: Keep-Alive, close\r\n\r\n{}",
-                get("/")
-            )
-            .as_bytes(),
-        )
-        .unwrap();
+        s.write_all(format!("GET / HTTP/1.1\r\nConnection: Keep-Alive, close\r\n\r\n{}", get("/")).as_bytes())
+            .unwrap();
         expect(
             &mut s,
             "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\
@@ -1290,27 +1243,16 @@ mod tests {
         let bad = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
         let large = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n\
                      Connection: close\r\n\r\n";
-        let many_headers: String = (0..MAX_HEADERS + 1)
-            .map(|i| format!("X-{i}: v\r\n"))
-            .collect();
+        let many_headers: String = (0..MAX_HEADERS + 1).map(|i| format!("X-{i}: v\r\n")).collect();
         let cases = [
             ("garbage\0\r\n\r\n".to_string(), bad),
-            (
-                "GET / HTTP/1.1\r\nContent-Length: ten\r\n\r\n".to_string(),
-                bad,
-            ),
-            (
-                "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n".to_string(),
-                bad,
-            ),
+            ("GET / HTTP/1.1\r\nContent-Length: ten\r\n\r\n".to_string(), bad),
+            ("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n".to_string(), bad),
             (format!("GET / HTTP/1.1\r\n{many_headers}\r\n"), large),
             // Incomplete and already too long.
             (format!("GET /{} HTTP/1.1\r\n", "a".repeat(MAX_HEAD)), large),
             // Complete but too long.
-            (
-                format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(MAX_HEAD)),
-                large,
-            ),
+            (format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(MAX_HEAD)), large),
         ];
         for (request, want) in cases {
             let mut s = connect(&target);
@@ -1325,8 +1267,7 @@ mod tests {
     fn half_closed_client_still_gets_its_response() {
         let target = start();
         let mut s = connect(&target);
-        s.write_all(format!("{}{}", get("/"), get("/big")).as_bytes())
-            .unwrap();
+        s.write_all(format!("{}{}", get("/"), get("/big")).as_bytes()).unwrap();
         s.shutdown(Shutdown::Write).unwrap();
         expect(&mut s, &format!("{PONG}{}", big()));
         expect_eof(&mut s);
@@ -1338,9 +1279,7 @@ mod tests {
         let target = start_with(1, Duration::ZERO);
         let mut s = connect(&target);
         let count = 200;
-        let requests: String = (0..count)
-            .map(|i| get(if i % 2 == 0 { "/big" } else { "/" }))
-            .collect();
+        let requests: String = (0..count).map(|i| get(if i % 2 == 0 { "/big" } else { "/" })).collect();
         s.write_all(requests.as_bytes()).unwrap();
         // Let the server fill the socket buffers and block.
         thread::sleep(Duration::from_millis(200));
@@ -1365,22 +1304,14 @@ mod tests {
         let sent = Instant::now();
         s.write_all(get("/").as_bytes()).unwrap();
         expect(&mut s, PONG);
-        assert!(
-            sent.elapsed() >= delay,
-            "answered after {:?}",
-            sent.elapsed()
-        );
+        assert!(sent.elapsed() >= delay, "answered after {:?}", sent.elapsed());
 
         // Pipelined requests keep their order, and a close still closes.
         let sent = Instant::now();
         s.write_all(format!("{}{}{}", get("/status/201"), get("/"), get("/close")).as_bytes())
             .unwrap();
         expect(&mut s, &format!("{}{PONG}", status(201, "Created")));
-        assert!(
-            sent.elapsed() >= delay,
-            "answered after {:?}",
-            sent.elapsed()
-        );
+        assert!(sent.elapsed() >= delay, "answered after {:?}", sent.elapsed());
         expect(
             &mut s,
             "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\
@@ -1509,8 +1440,7 @@ mod tests {
         for index in 0..ROUTES {
             assert_eq!(Route::from_index(index).index(), index);
         }
-        let close =
-            &responses.table[usize::from(response_id(Route::Status(404), true, Persist::Close))];
+        let close = &responses.table[usize::from(response_id(Route::Status(404), true, Persist::Close))];
         assert!(close.close);
         assert_eq!(
             &*close.bytes,

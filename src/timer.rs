@@ -10,8 +10,9 @@
 //! node table has grown to the slab's size.
 //!
 //! Layout (the same idea as the Linux kernel's and tokio's wheels): six
-//! levels of 64 slots; a slot on level `l` spans `64^l` ticks of 1 ms, so the
-//! wheel covers about 2.2 years. An entry sits on the level given by the
+//! levels of 64 slots; a slot on level `l` spans `64^l` ticks, so the wheel
+//! covers 2^36 ticks (79 days of the engine's 100 µs ticks; later deadlines
+//! are clamped and their owner re-arms when the clamped timer fires). An entry sits on the level given by the
 //! highest bit in which its deadline differs from the wheel's current time;
 //! as time advances, entries cascade down to finer levels. A 64-bit occupancy
 //! mask per level finds the next non-empty slot with one `trailing_zeros`, so
@@ -47,7 +48,7 @@ impl Node {
     };
 }
 
-/// A hierarchical timer wheel over millisecond ticks, keyed by `u32` ids.
+/// A hierarchical timer wheel over abstract ticks, keyed by `u32` ids.
 #[derive(Debug)]
 pub struct Wheel {
     /// Ticks up to and including `elapsed` have been processed.
@@ -111,7 +112,7 @@ impl Wheel {
         } else {
             self.armed += 1;
         }
-        // Clamp into the wheel's span (about 2.2 years) so the top level's
+        // Clamp into the wheel's span so the top level's
         // slot index cannot wrap onto the present.
         let deadline = deadline.clamp(self.elapsed, self.elapsed + MAX_SPAN);
         self.nodes[idx].deadline = deadline;
@@ -218,9 +219,7 @@ impl Wheel {
     }
 
     fn unlink(&mut self, id: u32) {
-        let Node {
-            prev, next, home, ..
-        } = self.nodes[id as usize];
+        let Node { prev, next, home, .. } = self.nodes[id as usize];
         if prev != NIL {
             self.nodes[prev as usize].next = next;
         } else {
@@ -339,11 +338,7 @@ mod tests {
                         _ => rng.u64(0..5_000_000),
                     };
                     let got = drain(&mut w, now);
-                    let mut want: Vec<u32> = model
-                        .iter()
-                        .filter(|(_, d)| **d <= now)
-                        .map(|(id, _)| *id)
-                        .collect();
+                    let mut want: Vec<u32> = model.iter().filter(|(_, d)| **d <= now).map(|(id, _)| *id).collect();
                     want.sort_unstable();
                     for id in &want {
                         model.remove(id);

@@ -148,7 +148,10 @@ fn runtime(plan: &Plan) -> Vec<WorkloadRt> {
                 wire: req.repeat(w.pipeline as usize),
                 req_len: req.len(),
                 head: w.target.head,
-                interval_ns: w.model.per_connection_interval(w.connections).map(|d| d.as_nanos() as u64),
+                interval_ns: w
+                    .model
+                    .per_connection_interval(w.connections)
+                    .map(|d| d.as_nanos() as u64),
                 connections: w.connections,
                 pipeline: w.pipeline,
                 max_requests: if w.close { Some(1) } else { w.max_requests_per_conn },
@@ -161,9 +164,16 @@ fn runtime(plan: &Plan) -> Vec<WorkloadRt> {
         .collect()
 }
 
+/// One worker's part of the plan.
+struct Share {
+    slots: Vec<(u16, u32)>,
+    budget: Option<u64>,
+    ramp: Vec<f64>,
+}
+
 /// Deals the slots of every workload to `threads` workers and splits the
 /// request budget and ramp rates in proportion.
-fn deal(plan: &Plan, threads: usize) -> Vec<(Vec<(u16, u32)>, Option<u64>, Vec<f64>)> {
+fn deal(plan: &Plan, threads: usize) -> Vec<Share> {
     let mut slots: Vec<Vec<(u16, u32)>> = vec![Vec::new(); threads];
     for (wi, w) in plan.workloads.iter().enumerate() {
         for s in 0..w.connections {
@@ -175,7 +185,11 @@ fn deal(plan: &Plan, threads: usize) -> Vec<(Vec<(u16, u32)>, Option<u64>, Vec<f
     if let Some(n) = plan.max_requests {
         let mut given = 0;
         for (i, b) in budgets.iter_mut().enumerate() {
-            let share = if i + 1 == threads { n - given } else { n * slots[i].len() as u64 / total.max(1) };
+            let share = if i + 1 == threads {
+                n - given
+            } else {
+                n * slots[i].len() as u64 / total.max(1)
+            };
             given += share;
             *b = Some(share);
         }
@@ -183,27 +197,30 @@ fn deal(plan: &Plan, threads: usize) -> Vec<(Vec<(u16, u32)>, Option<u64>, Vec<f
     slots
         .into_iter()
         .zip(budgets)
-        .map(|(s, b)| {
+        .map(|(slots, budget)| {
             let ramp = plan
                 .workloads
                 .iter()
                 .enumerate()
                 .map(|(wi, w)| {
-                    let mine = s.iter().filter(|(x, _)| *x as usize == wi).count() as f64;
+                    let mine = slots.iter().filter(|(x, _)| *x as usize == wi).count() as f64;
                     w.ramp as f64 * mine / w.connections.max(1) as f64
                 })
                 .collect();
-            (s, b, ramp)
+            Share { slots, budget, ramp }
         })
         .collect()
 }
 
-/// Hooks the caller can attach to the control loop (the exporter and the
-/// demo use them).
+/// A callback run after each aggregation tick with the totals and the run
+/// time so far.
+pub type TickHook = Box<dyn FnMut(&Totals, Duration) + Send>;
+
+/// Hooks the caller can attach to the control loop (the exporter uses them).
 #[derive(Default)]
 pub struct Hooks {
-    /// Called after each aggregation tick with the current totals.
-    pub on_tick: Option<Box<dyn FnMut(&Totals, Duration) + Send>>,
+    /// Called after each aggregation tick.
+    pub on_tick: Option<TickHook>,
 }
 
 /// Runs a plan to the end. See [`crate::run`].
@@ -234,7 +251,7 @@ pub fn run_with_hooks(plan: Plan, mut hooks: Hooks) -> Result<Report, Error> {
     });
     let mut wakers = Vec::with_capacity(threads);
     let mut handles: Vec<JoinHandle<std::io::Result<()>>> = Vec::with_capacity(threads);
-    for (index, (slots, budget, ramp)) in deal(&plan, threads).into_iter().enumerate() {
+    for (index, Share { slots, budget, ramp }) in deal(&plan, threads).into_iter().enumerate() {
         let poll = Poll::new().map_err(|e| Error::io("creating a worker poll", e))?;
         wakers.push(Waker::new(poll.registry(), WAKER).map_err(|e| Error::io("creating a waker", e))?);
         let spec = WorkerSpec {
@@ -244,7 +261,7 @@ pub fn run_with_hooks(plan: Plan, mut hooks: Hooks) -> Result<Report, Error> {
             budget,
             ramp,
         };
-        let worker = Worker::new(spec, shared.clone(), wl.clone());
+        let worker = Worker::new(spec, shared.clone(), wl.clone()).map_err(|e| Error::io("setting up a worker", e))?;
         let handle = std::thread::Builder::new()
             .name(format!("soakd-worker-{index}"))
             .spawn(move || worker.run())

@@ -29,11 +29,14 @@ pub enum Connecting {
 /// Starts a non-blocking connect to `addr`, bound to `source` when given.
 pub fn connect(addr: SocketAddr, source: Option<IpAddr>) -> Result<Connecting, ErrorKind> {
     let domain = Domain::for_address(addr);
-    let socket = Socket::new(domain, Type::STREAM.nonblocking().cloexec(), Some(Protocol::TCP)).map_err(|e| classify_connect(&e))?;
+    let socket = Socket::new(domain, Type::STREAM.nonblocking().cloexec(), Some(Protocol::TCP))
+        .map_err(|e| classify_connect(&e))?;
     socket.set_tcp_nodelay(true).map_err(|e| classify_connect(&e))?;
     if let Some(ip) = source {
         bind_no_port(&socket).map_err(|e| classify_connect(&e))?;
-        socket.bind(&SockAddr::from(SocketAddr::new(ip, 0))).map_err(|e| classify_connect(&e))?;
+        socket
+            .bind(&SockAddr::from(SocketAddr::new(ip, 0)))
+            .map_err(|e| classify_connect(&e))?;
     }
     let done = match socket.connect(&SockAddr::from(addr)) {
         Ok(()) => true,
@@ -41,7 +44,11 @@ pub fn connect(addr: SocketAddr, source: Option<IpAddr>) -> Result<Connecting, E
         Err(e) => return Err(classify_connect(&e)),
     };
     let stream = mio::net::TcpStream::from_std(std::net::TcpStream::from(socket));
-    Ok(if done { Connecting::Done(stream) } else { Connecting::InProgress(stream) })
+    Ok(if done {
+        Connecting::Done(stream)
+    } else {
+        Connecting::InProgress(stream)
+    })
 }
 
 /// Checks whether a connect that reported WRITABLE finished.
@@ -98,7 +105,11 @@ fn bind_no_port(socket: &Socket) -> io::Result<()> {
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
-    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 #[cfg(test)]
@@ -121,7 +132,11 @@ mod tests {
     #[test]
     fn refused_connect_is_classified() {
         // A port that was just free: bind, read the port, close.
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
         let mut poll = mio::Poll::new().unwrap();
         let mut events = mio::Events::with_capacity(4);
@@ -129,7 +144,9 @@ mod tests {
             Err(kind) => assert_eq!(kind, ErrorKind::ConnectRefused),
             Ok(Connecting::Done(_)) => panic!("connected to a closed port"),
             Ok(Connecting::InProgress(mut s)) => {
-                poll.registry().register(&mut s, mio::Token(0), mio::Interest::WRITABLE).unwrap();
+                poll.registry()
+                    .register(&mut s, mio::Token(0), mio::Interest::WRITABLE)
+                    .unwrap();
                 poll.poll(&mut events, Some(std::time::Duration::from_secs(5))).unwrap();
                 assert_eq!(finish_connect(&s), Err(ErrorKind::ConnectRefused));
             }

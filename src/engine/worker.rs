@@ -39,9 +39,13 @@ pub const PHASE_EXIT: u8 = 2;
 
 /// The waker's token; connection tokens never reach it (keys are < 2^32).
 pub const WAKER: Token = Token(usize::MAX);
+/// The timerfd's token.
+const TIMER: Token = Token(usize::MAX - 1);
 
-const NS_PER_MS: u64 = 1_000_000;
-const FLUSH_EVERY_NS: u64 = 250 * NS_PER_MS;
+/// The timer wheel's tick. Fine enough that a paced request waits at most
+/// this long for its tick; the timerfd wakes the loop at that tick.
+const TICK_NS: u64 = 100_000;
+const FLUSH_EVERY_NS: u64 = 250_000_000;
 const BACKOFF_FIRST_MS: u32 = 100;
 const BACKOFF_MAX_MS: u32 = 10_000;
 const READ_BUF: usize = 64 * 1024;
@@ -186,14 +190,21 @@ pub struct Worker {
     phase: u8,
     next_flush: u64,
     heartbeat: u64,
+    /// epoll_wait's timeout is whole milliseconds (rounded up), which would
+    /// add up to a millisecond of schedule lag to paced requests. A timerfd
+    /// armed for the next deadline wakes the loop on time instead.
+    timerfd: timerfd::TimerFd,
+    /// The deadline the timerfd is armed for (ns), `u64::MAX` when not armed.
+    timer_armed: u64,
 }
 
 fn token(key: usize, generation: u32) -> Token {
     Token(key | ((generation as usize) << 32))
 }
 
-fn ms_ceil(ns: u64) -> u64 {
-    ns.div_ceil(NS_PER_MS)
+/// The first wheel tick at or after `ns`: a timer never fires early.
+fn tick_ceil(ns: u64) -> u64 {
+    ns.div_ceil(TICK_NS)
 }
 
 /// ±10% around `v`.
@@ -204,7 +215,16 @@ fn jitter(rng: &mut fastrand::Rng, v: u64) -> u64 {
 
 impl Worker {
     /// Builds a worker; nothing is opened until [`Worker::run`].
-    pub fn new(spec: WorkerSpec, shared: Arc<Shared>, wl: Arc<[WorkloadRt]>) -> Worker {
+    pub fn new(spec: WorkerSpec, shared: Arc<Shared>, wl: Arc<[WorkloadRt]>) -> io::Result<Worker> {
+        let timerfd = timerfd::TimerFd::new_custom(timerfd::ClockId::Monotonic, true, true)?;
+        {
+            use std::os::fd::AsRawFd;
+            spec.poll.registry().register(
+                &mut mio::unix::SourceFd(&timerfd.as_raw_fd()),
+                TIMER,
+                Interest::READABLE,
+            )?;
+        }
         let n = wl.len();
         let max_pipeline = wl.iter().map(|w| w.pipeline as usize).max().unwrap_or(1);
         let mut conns = Slab::with_capacity(spec.slots.len());
@@ -243,7 +263,9 @@ impl Worker {
             gauges[w as usize].desired += 1;
             gauges[w as usize].backoff += 1;
         }
-        Worker {
+        Ok(Worker {
+            timerfd,
+            timer_armed: u64::MAX,
             index: spec.index,
             poll: spec.poll,
             inflight: vec![Inflight::default(); conns.capacity().max(1) * max_pipeline],
@@ -266,7 +288,7 @@ impl Worker {
             heartbeat: 0,
             shared,
             wl,
-        }
+        })
     }
 
     fn now(&self) -> u64 {
@@ -278,7 +300,16 @@ impl Worker {
         let mut events = Events::with_capacity(1024);
         loop {
             let now = self.now();
-            let timeout = self.poll_timeout(now);
+            let next = self.next_wakeup();
+            if next > now && next != self.timer_armed {
+                let wait = Duration::from_nanos(next - now);
+                self.timerfd
+                    .set_state(timerfd::TimerState::Oneshot(wait), timerfd::SetTimeFlags::Default);
+                self.timer_armed = next;
+            }
+            // The timerfd is the precise wake-up; this timeout is only a
+            // backstop.
+            let timeout = Duration::from_nanos(next.saturating_sub(now)) + Duration::from_millis(1);
             match self.poll.poll(&mut events, Some(timeout)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -286,8 +317,13 @@ impl Worker {
             }
             self.heartbeat += 1;
             for ev in events.iter() {
-                if ev.token() != WAKER {
-                    self.on_event(ev);
+                match ev.token() {
+                    WAKER => {}
+                    TIMER => {
+                        self.timerfd.read();
+                        self.timer_armed = u64::MAX;
+                    }
+                    _ => self.on_event(ev),
                 }
             }
             let now = self.now();
@@ -308,10 +344,11 @@ impl Worker {
         Ok(())
     }
 
-    fn poll_timeout(&self, now: u64) -> Duration {
+    /// When the loop must wake next (ns): a timer, a ramp token or a flush.
+    fn next_wakeup(&self) -> u64 {
         let mut next = self.next_flush;
         if let Some(tick) = self.wheel.next_expiration() {
-            next = next.min(tick * NS_PER_MS);
+            next = next.min(tick * TICK_NS);
         }
         if self.phase == PHASE_RUN {
             for r in &self.ramp {
@@ -321,7 +358,7 @@ impl Worker {
                 }
             }
         }
-        Duration::from_nanos(next.saturating_sub(now))
+        next
     }
 
     fn on_event(&mut self, ev: &mio::event::Event) {
@@ -349,7 +386,12 @@ impl Worker {
                     self.rbuf = rbuf;
                 }
                 let c = &self.conns[key];
-                if ev.is_writable() && c.generation == generation && c.state == State::Open && c.unwritten > 0 && self.write_out(key, now) {
+                if ev.is_writable()
+                    && c.generation == generation
+                    && c.state == State::Open
+                    && c.unwritten > 0
+                    && self.write_out(key, now)
+                {
                     self.arm(key);
                 }
             }
@@ -406,7 +448,7 @@ impl Worker {
             self.on_connected(key, now);
         } else {
             let deadline = now + self.wl[c.workload as usize].connect_timeout_ns;
-            self.wheel.schedule(key as u32, ms_ceil(deadline));
+            self.wheel.schedule(key as u32, tick_ceil(deadline));
         }
     }
 
@@ -435,7 +477,11 @@ impl Worker {
                 // which slot j is due at j/connections of the interval, so the
                 // requests of all slots are spread evenly in time.
                 let phase = (c.slot as u128 * iv as u128 / w.connections.max(1) as u128) as u64;
-                c.next_due = if now <= phase { phase } else { phase + (now - phase).div_ceil(iv) * iv };
+                c.next_due = if now <= phase {
+                    phase
+                } else {
+                    phase + (now - phase).div_ceil(iv) * iv
+                };
             } else if c.next_due + w.request_timeout_ns < now {
                 // Requests that fell due while the slot had no connection and
                 // are already older than the request timeout are dropped as
@@ -746,17 +792,21 @@ impl Worker {
             return;
         }
         let c = &mut self.conns[key];
-        c.backoff_ms = if c.backoff_ms == 0 { BACKOFF_FIRST_MS } else { (c.backoff_ms * 2).min(BACKOFF_MAX_MS) };
+        c.backoff_ms = if c.backoff_ms == 0 {
+            BACKOFF_FIRST_MS
+        } else {
+            (c.backoff_ms * 2).min(BACKOFF_MAX_MS)
+        };
         // Half fixed, half random: spreads a crowd of failed slots over time
         // so a recovering target is not hit by all of them at once.
         let delay_ns = (c.backoff_ms as f64 * (0.5 + 0.5 * self.rng.f64()) * 1e6) as u64;
         self.set_state(key, State::Backoff);
-        self.wheel.schedule(key as u32, ms_ceil(now + delay_ns));
+        self.wheel.schedule(key as u32, tick_ceil(now + delay_ns));
     }
 
     fn expire_timers(&mut self, now: u64) {
         let mut fired = std::mem::take(&mut self.fired);
-        self.wheel.poll(now / NS_PER_MS, &mut fired);
+        self.wheel.poll(now / TICK_NS, &mut fired);
         for &id in &fired {
             self.on_timer(id as usize, now);
         }
@@ -777,7 +827,8 @@ impl Worker {
                 if now >= c.since + w.connect_timeout_ns {
                     self.fail(key, ErrorKind::ConnectTimeout, now);
                 } else {
-                    self.wheel.schedule(key as u32, ms_ceil(c.since + w.connect_timeout_ns));
+                    self.wheel
+                        .schedule(key as u32, tick_ceil(c.since + w.connect_timeout_ns));
                 }
             }
             State::Open => {
@@ -828,7 +879,7 @@ impl Worker {
         if deadline == u64::MAX {
             return;
         }
-        let tick = ms_ceil(deadline);
+        let tick = tick_ceil(deadline);
         if self.wheel.deadline(key as u32).is_none_or(|armed| tick < armed) {
             self.wheel.schedule(key as u32, tick);
         }
@@ -849,7 +900,9 @@ impl Worker {
             r.tokens = (r.tokens + (now.saturating_sub(r.last)) as f64 * r.rate / 1e9).min(cap);
             r.last = now;
             while self.ramp[wi].tokens >= 1.0 {
-                let Some(key) = self.ramp[wi].queue.pop_front() else { break };
+                let Some(key) = self.ramp[wi].queue.pop_front() else {
+                    break;
+                };
                 self.ramp[wi].tokens -= 1.0;
                 if self.conns.get(key as usize).is_some_and(|c| c.state == State::Waiting) {
                     self.start_connect(key as usize, now);
@@ -907,7 +960,9 @@ impl Worker {
         self.next_flush = now + FLUSH_EVERY_NS;
         let idle = self.phase != PHASE_RUN && self.inflight_total == 0;
         let budget_done = self.has_budget && self.budget_left == 0 && self.inflight_total == 0;
-        let mut mb = self.shared.mailboxes[self.index].lock().unwrap_or_else(|p| p.into_inner());
+        let mut mb = self.shared.mailboxes[self.index]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         let Delta {
             stats,
             gauges,
