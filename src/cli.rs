@@ -43,6 +43,9 @@ pub enum Command {
 }
 
 fn duration(v: &str) -> Result<Duration, String> {
+    if v.trim_start().starts_with('-') {
+        return Err("durations cannot be negative; expected e.g. 250ms, 5s, 10m".into());
+    }
     plan::parse_duration("duration", v)
         .map_err(|_| "expected a duration with a unit: ms, s, m, h or d (e.g. 250ms, 5s, 10m)".into())
 }
@@ -105,31 +108,31 @@ pub struct RunArgs {
     /// Target URL (http:// only), e.g. http://127.0.0.1:8080/
     pub url: Option<String>,
     /// Connections to open and hold.
-    #[arg(short = 'c', long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(short = 'c', long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..), allow_hyphen_values = true)]
     pub connections: u32,
     /// At most N new connections per second while ramping up.
-    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..), allow_hyphen_values = true)]
     pub ramp: u32,
     /// Paced: each connection sends one request every DUR (e.g. 5s, 250ms).
-    #[arg(short = 'i', long, value_name = "DUR", value_parser = positive_duration, conflicts_with = "rate")]
+    #[arg(short = 'i', long, value_name = "DUR", value_parser = positive_duration, conflicts_with = "rate", allow_hyphen_values = true)]
     pub interval: Option<Duration>,
     /// Open loop: N requests/s in total, spread evenly over the connections.
-    #[arg(short = 'r', long, value_name = "N", value_parser = rate)]
+    #[arg(short = 'r', long, value_name = "N", value_parser = rate, allow_hyphen_values = true)]
     pub rate: Option<f64>,
     /// Requests in flight per connection (HTTP/1.1 pipelining when > 1).
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024), allow_hyphen_values = true)]
     pub pipeline: u16,
     /// One request per connection, then close (HTTP/1.0 style churn).
     #[arg(long, conflicts_with = "max_requests_per_conn")]
     pub close: bool,
     /// Stop after DUR (default: until SIGINT/SIGTERM).
-    #[arg(short = 'd', long, value_name = "DUR", value_parser = positive_duration)]
+    #[arg(short = 'd', long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// Stop after N completed requests.
-    #[arg(short = 'n', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(short = 'n', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), allow_hyphen_values = true)]
     pub requests: Option<u64>,
     /// Worker threads (default: available CPUs).
-    #[arg(short = 't', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    #[arg(short = 't', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024), allow_hyphen_values = true)]
     pub threads: Option<u16>,
     /// Request method.
     #[arg(short = 'm', long, value_name = "M", default_value = "GET", value_parser = method)]
@@ -144,20 +147,20 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub body_file: Option<PathBuf>,
     /// Connect timeout.
-    #[arg(long, value_name = "DUR", default_value = "5s", value_parser = positive_duration)]
+    #[arg(long, value_name = "DUR", default_value = "5s", value_parser = positive_duration, allow_hyphen_values = true)]
     pub connect_timeout: Duration,
     /// Time a request may wait for its complete response.
-    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = positive_duration)]
+    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = positive_duration, allow_hyphen_values = true)]
     pub request_timeout: Duration,
     /// Local address to bind (repeatable); spreads connections over several
     /// addresses to go past the ephemeral-port limit per target.
     #[arg(long = "source-addr", value_name = "ADDR")]
     pub source_addrs: Vec<IpAddr>,
     /// Planned churn: close a connection after about N requests (±10%).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_hyphen_values = true)]
     pub max_requests_per_conn: Option<u32>,
     /// Planned churn: close a connection after about DUR (±10%).
-    #[arg(long, value_name = "DUR", value_parser = positive_duration)]
+    #[arg(long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
     pub max_conn_lifetime: Option<Duration>,
     /// Write the final JSON report to FILE ("-" = stdout).
     #[arg(long, value_name = "FILE")]
@@ -266,10 +269,10 @@ pub struct TargetArgs {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
     /// Server threads.
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256), allow_hyphen_values = true)]
     pub threads: u16,
     /// Delay before each response.
-    #[arg(long, value_name = "DUR", default_value = "0s", value_parser = duration)]
+    #[arg(long, value_name = "DUR", default_value = "0s", value_parser = duration, allow_hyphen_values = true)]
     pub delay: Duration,
 }
 
@@ -277,13 +280,13 @@ pub struct TargetArgs {
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Connections to hold.
-    #[arg(short = 'c', long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(short = 'c', long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..), allow_hyphen_values = true)]
     pub connections: u32,
     /// Interval between requests on each connection.
-    #[arg(short = 'i', long, value_name = "DUR", default_value = "1s", value_parser = positive_duration)]
+    #[arg(short = 'i', long, value_name = "DUR", default_value = "1s", value_parser = positive_duration, allow_hyphen_values = true)]
     pub interval: Duration,
     /// Stop after DUR (default: until Ctrl-C).
-    #[arg(short = 'd', long, value_name = "DUR", value_parser = positive_duration)]
+    #[arg(short = 'd', long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// Write the final JSON report to FILE ("-" = stdout).
     #[arg(long, value_name = "FILE")]

@@ -49,6 +49,9 @@ const FLUSH_EVERY_NS: u64 = 250_000_000;
 const BACKOFF_FIRST_MS: u32 = 100;
 const BACKOFF_MAX_MS: u32 = 10_000;
 const READ_BUF: usize = 64 * 1024;
+/// A connection open this long with a response behind it counts as a
+/// success for the backoff.
+const HEALTHY_NS: u64 = 1_000_000_000;
 
 /// State shared between the control thread and the workers. Workers read
 /// `phase` once per loop iteration and touch their mailbox once per flush.
@@ -127,6 +130,8 @@ struct Conn {
     state: State,
     /// Close after the requests in flight (planned churn).
     draining: bool,
+    /// The current connection completed at least one response.
+    answered: bool,
     inflight: u16,
     inflight_head: u16,
     backoff_ms: u32,
@@ -246,6 +251,7 @@ impl Worker {
                 workload: w,
                 state: State::Waiting,
                 draining: false,
+                answered: false,
                 inflight: 0,
                 inflight_head: 0,
                 backoff_ms: 0,
@@ -381,8 +387,12 @@ impl Worker {
             }
             State::Open => {
                 if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                    // With a FIN or an error pending, a short read does not
+                    // mean drained: read on until the EOF or error shows, or
+                    // no new edge would ever report it.
+                    let to_the_end = ev.is_read_closed() || ev.is_error();
                     let mut rbuf = std::mem::take(&mut self.rbuf);
-                    self.on_readable(key, &mut rbuf, now);
+                    self.on_readable(key, &mut rbuf, to_the_end, now);
                     self.rbuf = rbuf;
                 }
                 let c = &self.conns[key];
@@ -426,6 +436,7 @@ impl Worker {
         c.generation = c.generation.wrapping_add(1);
         c.since = now;
         c.draining = false;
+        c.answered = false;
         c.framer.reset();
         c.partial = Vec::new();
         let tok = token(key, c.generation);
@@ -596,7 +607,7 @@ impl Worker {
         }
     }
 
-    fn on_readable(&mut self, key: usize, rbuf: &mut [u8], now: u64) {
+    fn on_readable(&mut self, key: usize, rbuf: &mut [u8], to_the_end: bool, now: u64) {
         loop {
             let c = &mut self.conns[key];
             let Some(stream) = c.stream.as_mut() else { return };
@@ -612,7 +623,7 @@ impl Worker {
                     }
                     // A short read drained the socket; the next arrival
                     // raises a new edge.
-                    if n < rbuf.len() {
+                    if n < rbuf.len() && !to_the_end {
                         return;
                     }
                 }
@@ -680,7 +691,7 @@ impl Worker {
         let slot = self.inflight[key * self.max_pipeline + c.inflight_head as usize];
         c.inflight_head = ((c.inflight_head as usize + 1) % self.max_pipeline) as u16;
         c.inflight -= 1;
-        c.backoff_ms = 0;
+        c.answered = true;
         self.inflight_total -= 1;
         self.gauges[wi].in_flight -= 1;
         let st = &mut self.local[wi];
@@ -737,6 +748,9 @@ impl Worker {
         c.write_off = 0;
         c.partial = Vec::new();
         c.framer.reset();
+        if reason != CloseReason::Error {
+            c.backoff_ms = 0;
+        }
         let st = &mut self.local[wi].counters;
         st.closed[reason as usize] += 1;
         if lost > 0 && reason != CloseReason::Shutdown {
@@ -771,6 +785,11 @@ impl Worker {
         let c = &mut self.conns[key];
         let wi = c.workload as usize;
         let was_open = c.state == State::Open;
+        // The backoff starts over only after a connection that worked for a
+        // while. Resetting it on any response would let a server that answers
+        // once and then breaks the connection pull 10 reconnects a second
+        // from every slot.
+        let healthy = was_open && c.answered && now.saturating_sub(c.since) >= HEALTHY_NS;
         let lost = c.inflight as u64;
         if was_open {
             c.inflight = 0;
@@ -792,6 +811,9 @@ impl Worker {
             return;
         }
         let c = &mut self.conns[key];
+        if healthy {
+            c.backoff_ms = 0;
+        }
         c.backoff_ms = if c.backoff_ms == 0 {
             BACKOFF_FIRST_MS
         } else {

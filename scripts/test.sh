@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# soakd's one test command: installs what the tests need, then runs
+# rustfmt, clippy and the test suite. Used by CI (.ci/run) and by developers.
+#
+# Meant for Debian 12 as root. Safe to re-run: installs only what is absent.
+set -euo pipefail
+
+# Run from the repo root whatever the caller's working directory.
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+section() {
+    printf '\n==== %s ====\n' "$*"
+}
+
+# ---------------------------------------------------------------------------
+section "Test dependencies"
+# ---------------------------------------------------------------------------
+
+export DEBIAN_FRONTEND=noninteractive
+apt_updated=no
+
+# apt-get install PKG..., running `apt-get update` first, but only once.
+apt_install() {
+    if [ "$apt_updated" = no ]; then
+        apt-get update
+        apt_updated=yes
+    fi
+    # Installing a package with a service (nginx, prometheus) would normally
+    # start it. The tests never use the system nginx -- each test starts its
+    # own with a generated config on a free port -- so forbid service starts
+    # for the duration of the install (exit 101 = "action not allowed"), unless
+    # the machine already has such a policy.
+    local made_policy=no
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+        chmod +x /usr/sbin/policy-rc.d
+        made_policy=yes
+    fi
+    local rc=0
+    apt-get install -y --no-install-recommends "$@" || rc=$?
+    if [ "$made_policy" = yes ]; then
+        rm -f /usr/sbin/policy-rc.d
+    fi
+    return "$rc"
+}
+
+# nginx is the HTTP server most integration tests load. /usr/sbin may not be
+# on PATH for every user, so look there too.
+if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then
+    echo "nginx: present"
+else
+    echo "nginx: missing, installing nginx-light"
+    apt_install nginx-light
+fi
+
+# promtool (from the prometheus package) checks soakd's /metrics output.
+if command -v promtool >/dev/null 2>&1; then
+    echo "promtool: present"
+else
+    echo "promtool: missing, installing prometheus"
+    apt_install prometheus
+fi
+
+# Load tests open up to ~15,000 sockets in one process; use the hard limit.
+ulimit -n "$(ulimit -Hn)"
+echo "open-file limit: $(ulimit -n)"
+
+# ---------------------------------------------------------------------------
+section "cargo fmt --check"
+# ---------------------------------------------------------------------------
+cargo fmt --check
+
+# ---------------------------------------------------------------------------
+section "cargo clippy --all-targets -- -D warnings"
+# ---------------------------------------------------------------------------
+cargo clippy --all-targets -- -D warnings
+
+# ---------------------------------------------------------------------------
+section "cargo test --release"
+# ---------------------------------------------------------------------------
+# Release build: the load tests drive 5,000-15,000 connections, which a debug
+# build is too slow for.
+cargo test --release
+
+section "All checks passed"

@@ -1,0 +1,160 @@
+//! The command line contract: bad input exits 2 with a message naming the
+//! value and nothing started; preflight refuses plans that cannot fit;
+//! signals stop the run cleanly; the demo runs.
+
+mod util;
+
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use util::{BuiltinTarget, raw_server, signal, soakd, soakd_report, spawn_soakd, temp_path, wait_with_timeout};
+
+fn u(v: &Value, path: &str) -> u64 {
+    v.pointer(path)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{path} missing in {v:#}"))
+}
+
+/// Each row: arguments after `soakd`, and text the error must contain. A
+/// raw server stands behind the URL: if soakd started anyway, it would
+/// connect, and the server would count it.
+#[test]
+fn bad_input_exits_2_naming_the_problem_and_opens_nothing() {
+    let server = raw_server(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+    let url = server.url("/");
+    let body_file = temp_path("missing-body", "txt");
+    let body_file = body_file.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["run", &url, "-i", "1s", "-r", "10"], "cannot be used with"),
+        (vec!["run", &url, "-c", "0"], "--connections"),
+        (vec!["run", &url, "-c", "-5"], "-5"),
+        (vec!["run", &url, "-c", "many"], "--connections"),
+        (vec!["run", &url, "-d", "-5s"], "-5s"),
+        (vec!["run", &url, "-d", "10"], "ms, s, m, h or d"),
+        (vec!["run", &url, "-i", "0s"], "greater than 0"),
+        (vec!["run", &url, "-r", "-3"], "-3"),
+        (vec!["run", &url, "--pipeline", "0"], "--pipeline"),
+        (vec!["run", &url, "--close", "--pipeline", "4"], "--close"),
+        (vec!["run", &url, "--body-file", body_file], "--body-file"),
+        (vec!["run", &url, "-H", "no colon here"], "Name: value"),
+        (vec!["run", &url, "--metrics-listen", "nowhere"], "--metrics-listen"),
+        (vec!["run", "https://127.0.0.1:1/"], "not supported yet"),
+        (vec!["run", "ftp://127.0.0.1/"], "scheme"),
+        (vec!["run", "http://user:secret@127.0.0.1:1/"], "user info"),
+        (vec!["run", "not a url"], "not valid"),
+        (vec!["run"], "needs a target URL"),
+        (vec!["run", &url, "--source-addr", "::1"], "family"),
+        (vec!["run", &url, "--source-addr", "192.0.2.77"], "cannot be bound"),
+        (vec!["run", &url, "--bogus-flag"], "--bogus-flag"),
+    ];
+    for (args, says) in &cases {
+        let out = soakd(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: expected {says:?} in: {stderr}");
+        assert!(
+            stderr.lines().filter(|l| !l.trim().is_empty()).count() <= 4,
+            "{args:?}: {stderr}"
+        );
+    }
+    assert_eq!(server.accepted(), 0, "a bad command line opened connections");
+}
+
+#[test]
+fn preflight_refuses_more_connections_than_open_files() {
+    let server = raw_server(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+    let url = server.url("/");
+    let out = soakd(&["run", &url, "-c", "100000", "--metrics-listen", "off"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("open-file limit"), "{stderr}");
+    assert!(stderr.contains("100000"), "{stderr}");
+    assert_eq!(server.accepted(), 0);
+}
+
+#[test]
+fn sigint_drains_and_writes_the_report() {
+    let target = BuiltinTarget::start(&[]);
+    let report = temp_path("sigint", "json");
+    let url = target.url("/");
+    let child = spawn_soakd(&[
+        "run",
+        &url,
+        "-c",
+        "50",
+        "-i",
+        "100ms",
+        "--ramp",
+        "10000",
+        "--metrics-listen",
+        "off",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    sleep(Duration::from_millis(1500));
+    signal(child.id(), "INT");
+    let (status, stderr) = wait_with_timeout(child, 15);
+    assert!(status.success(), "{stderr}");
+    let rep: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&report);
+    assert_eq!(u(&rep, "/connections/open_at_end"), 50);
+    assert_eq!(u(&rep, "/connections/closed_by_reason/shutdown"), 50);
+    assert!(u(&rep, "/requests/completed") > 0);
+    assert!(stderr.contains("latency"), "summary missing: {stderr}");
+}
+
+#[test]
+fn sigusr1_prints_the_summary_and_goes_on() {
+    let target = BuiltinTarget::start(&[]);
+    let url = target.url("/");
+    let child = spawn_soakd(&["run", &url, "-c", "10", "-i", "100ms", "--metrics-listen", "off"]);
+    sleep(Duration::from_millis(1000));
+    signal(child.id(), "USR1");
+    sleep(Duration::from_millis(700));
+    signal(child.id(), "TERM");
+    let (status, stderr) = wait_with_timeout(child, 15);
+    assert!(status.success(), "{stderr}");
+    // Once for SIGUSR1, once at exit.
+    assert_eq!(stderr.matches("connections   desired").count(), 2, "{stderr}");
+}
+
+/// Responses that never come keep the drain waiting up to 5 s; a second
+/// signal ends it at once.
+#[test]
+fn second_signal_exits_at_once() {
+    let target = BuiltinTarget::start(&["--delay", "60s"]);
+    let url = target.url("/");
+    let child = spawn_soakd(&["run", &url, "-c", "10", "--metrics-listen", "off"]);
+    sleep(Duration::from_millis(800));
+    signal(child.id(), "INT");
+    sleep(Duration::from_millis(200));
+    let t = Instant::now();
+    signal(child.id(), "INT");
+    let (status, stderr) = wait_with_timeout(child, 15);
+    assert!(status.success(), "{stderr}");
+    assert!(
+        t.elapsed() < Duration::from_secs(4),
+        "took {:?} after the second signal",
+        t.elapsed()
+    );
+    assert!(stderr.contains("in flight 10"), "{stderr}");
+}
+
+#[test]
+fn demo_runs_against_its_embedded_target() {
+    let r = soakd_report(&["demo", "-c", "50", "-d", "2s", "--metrics-listen", "off"], 30);
+    assert!(r.status.success(), "{}", r.stderr);
+    assert!(r.stderr.contains("built-in target"), "{}", r.stderr);
+    assert_eq!(u(&r.report, "/connections/peak_open"), 50);
+    assert!(u(&r.report, "/requests/completed") >= 50);
+    assert_eq!(u(&r.report, "/errors/connect_refused"), 0);
+}
+
+#[test]
+fn target_prints_its_address_and_answers() {
+    let t = BuiltinTarget::start(&[]);
+    let resp = util::http_get(&t.addr, "/");
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(resp.ends_with("pong"), "{resp}");
+}

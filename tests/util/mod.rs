@@ -1,0 +1,836 @@
+//! Shared helpers for soakd's integration tests.
+//!
+//! Every file in `tests/` is compiled as its own crate and pulls this module
+//! in with `mod util;`. Everything here uses only std plus `serde_json` (a
+//! regular dependency of the crate), so no dev-dependency is needed.
+//!
+//! What is here:
+//! - [`Nginx`]: a private nginx (generated config, temp dir, free port) that
+//!   can be frozen with SIGSTOP and thawed with SIGCONT.
+//! - [`soakd`], [`soakd_report`], [`spawn_soakd`], [`wait_with_timeout`],
+//!   [`signal`]: run the soakd binary with hard timeouts.
+//! - [`BuiltinTarget`]: `soakd target` as a child process.
+//! - [`raw_server`]: a server that answers every read with fixed bytes, for
+//!   malformed-response tests.
+//! - [`heavy_lock`]: serialises tests that open thousands of sockets.
+
+// Each test binary uses only some of these helpers. Without this, the ones a
+// given binary does not use would be dead-code warnings, which
+// `clippy -D warnings` turns into errors.
+#![allow(dead_code)]
+
+use std::fs;
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, mpsc};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Timeout used by [`soakd`] when the test does not pick one.
+pub const DEFAULT_TIMEOUT_S: u64 = 60;
+
+/// How often the wait loops below look again.
+const POLL: Duration = Duration::from_millis(20);
+
+// ---------------------------------------------------------------------------
+// Temp files and directories
+// ---------------------------------------------------------------------------
+
+/// A name that is unique within this process (counter) and across processes
+/// (pid), plus some clock bits so that a leftover from a dead run with a
+/// recycled pid does not collide either.
+fn unique_name(tag: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("soakd-test-{tag}-{}-{n}-{nanos}", std::process::id())
+}
+
+/// Creates a fresh, empty directory under `std::env::temp_dir()`.
+/// The caller removes it (see [`TempDir`] for a guard that does).
+pub fn make_temp_dir(tag: &str) -> PathBuf {
+    loop {
+        let path = std::env::temp_dir().join(unique_name(tag));
+        match fs::create_dir(&path) {
+            Ok(()) => return path,
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+            Err(e) => panic!("cannot create temp dir {}: {e}", path.display()),
+        }
+    }
+}
+
+/// A path under `std::env::temp_dir()` where no file exists yet.
+pub fn temp_path(tag: &str, ext: &str) -> PathBuf {
+    loop {
+        let path = std::env::temp_dir().join(format!("{}.{ext}", unique_name(tag)));
+        if !path.exists() {
+            return path;
+        }
+    }
+}
+
+/// A temp directory that is removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        TempDir(make_temp_dir(tag))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Reads a file as text, or returns a note saying why it could not.
+fn read_lossy(path: &Path) -> String {
+    match fs::read(path) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) => format!("<cannot read {}: {e}>", path.display()),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Signals and small network helpers
+// ---------------------------------------------------------------------------
+
+/// Sends signal `sig` ("TERM", "INT", "STOP", "SIGKILL", ...) to `pid` and
+/// reports whether it was delivered.
+///
+/// This runs the shell's built-in `kill` rather than `/bin/kill`, because
+/// `/bin/kill` comes from procps, which minimal Debian images lack, while
+/// `sh` is always there. It also keeps the tests free of `unsafe`.
+pub fn try_signal(pid: u32, sig: &str) -> bool {
+    let sig = sig.trim_start_matches("SIG");
+    Command::new("sh")
+        .args(["-c", r#"kill -s "$1" "$2""#, "sh", sig, &pid.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+/// Like [`try_signal`] but panics when the signal could not be sent
+/// (for example because the process has already gone).
+pub fn signal(pid: u32, sig: &str) {
+    assert!(try_signal(pid, sig), "could not send SIG{sig} to pid {pid}");
+}
+
+/// Whether a process with this pid exists (zombies included).
+pub fn pid_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// A port on 127.0.0.1 that was free a moment ago: binds port 0, reads the
+/// port back and closes the socket. Someone else may take it before the
+/// caller binds it, so callers retry on "address in use".
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
+}
+
+/// Whether something accepts TCP connections on `addr` right now.
+pub fn port_accepts(addr: &str) -> bool {
+    let addr: SocketAddr = addr.parse().expect("socket address");
+    TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+}
+
+/// Sends one `GET path` with `Connection: close` on a fresh connection and
+/// returns the response as text: up to the end of the `Content-Length`
+/// body, or up to the server closing when there is none. Handy for
+/// checking that a target is up. Panics on errors and after 5 s of silence.
+pub fn http_get(addr: &str, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let n = s.read(&mut buf).unwrap_or_else(|e| panic!("read from {addr}: {e}"));
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+        if let Some(end) = out.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&out[..end]).to_ascii_lowercase();
+            let length = head.lines().find_map(|l| {
+                l.strip_prefix("content-length:")
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+            });
+            if length.is_some_and(|len| out.len() >= end + 4 + len) {
+                break;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+// ---------------------------------------------------------------------------
+// nginx
+// ---------------------------------------------------------------------------
+
+/// A private nginx: own config, logs, pid file and temp paths in a fresh
+/// temp dir, listening on a free port of 127.0.0.1. The system service and
+/// /etc/nginx are never touched. Dropping it stops nginx and removes the dir.
+pub struct Nginx {
+    pub port: u16,
+    pub master_pid: u32,
+    dir: PathBuf,
+    child: Child,
+}
+
+/// The nginx binary: `/usr/sbin` is not on every user's PATH, so look there
+/// first and fall back to PATH.
+fn nginx_bin() -> PathBuf {
+    let sbin = PathBuf::from("/usr/sbin/nginx");
+    if sbin.exists() { sbin } else { PathBuf::from("nginx") }
+}
+
+/// Temp-path directives for the modules this nginx build has. nginx creates
+/// a temp dir for every such module at startup, by default under
+/// /var/lib/nginx; pointing them into our dir means no access is needed
+/// there. A directive for a module that was compiled out is a config error,
+/// so ask `nginx -V` which ones were.
+fn nginx_temp_paths(dir: &Path) -> String {
+    let v = Command::new(nginx_bin())
+        .arg("-V")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run nginx -V (is nginx installed?): {e}"));
+    let build = String::from_utf8_lossy(&v.stderr);
+    let mut out = format!("    client_body_temp_path {}/client_body;\n", dir.display());
+    for module in ["proxy", "fastcgi", "uwsgi", "scgi"] {
+        if !build.contains(&format!("--without-http_{module}_module")) {
+            out += &format!("    {module}_temp_path {}/{module};\n", dir.display());
+        }
+    }
+    out
+}
+
+fn nginx_config(dir: &Path, port: u16, extra_http: &str, location_body: &str) -> String {
+    let location_body = if location_body.trim().is_empty() {
+        r#"return 200 "pong";"#
+    } else {
+        location_body
+    };
+    let d = dir.display();
+    let temp_paths = nginx_temp_paths(dir);
+    // worker_rlimit_nofile may exceed what this process may raise its limit
+    // to; nginx then logs an alert and keeps the inherited limit.
+    format!(
+        r#"daemon off;
+master_process on;
+worker_processes 1;
+worker_rlimit_nofile 40000;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+
+events {{
+    worker_connections 30000;
+    multi_accept on;
+}}
+
+http {{
+    access_log off;
+    keepalive_requests 1000000;
+    keepalive_timeout 3600s;
+{temp_paths}
+    {extra_http}
+
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            {location_body}
+        }}
+    }}
+}}
+"#
+    )
+}
+
+impl Nginx {
+    /// Starts nginx with `extra_http` added to the `http` block (it must not
+    /// repeat the directives set here, or nginx rejects them as duplicates)
+    /// and `location_body` as the body of `location /` (empty means
+    /// `return 200 "pong";`).
+    ///
+    /// Returns once the port accepts connections and a worker exists.
+    /// Panics with the error log when nginx does not come up within 5 s.
+    pub fn start(extra_http: &str, location_body: &str) -> Nginx {
+        // nginx cannot bind port 0, so pick a port that was just free; if
+        // another process grabs it first nginx exits with "Address already
+        // in use" and we try another one.
+        for _ in 0..10 {
+            let dir = make_temp_dir("nginx");
+            let port = free_port();
+            let conf = dir.join("nginx.conf");
+            fs::write(&conf, nginx_config(&dir, port, extra_http, location_body)).expect("write nginx.conf");
+            let stderr = fs::File::create(dir.join("stderr.log")).expect("create stderr.log");
+            let mut prefix = dir.display().to_string();
+            prefix.push('/');
+            let child = Command::new(nginx_bin())
+                .arg("-p")
+                .arg(&prefix)
+                .arg("-c")
+                .arg(&conf)
+                // -e: the log used before the config is read; the default
+                // may be a file under /var/log.
+                .arg("-e")
+                .arg(dir.join("error.log"))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(stderr)
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start nginx (is it installed?): {e}"));
+            let mut nginx = Nginx {
+                port,
+                master_pid: child.id(),
+                dir,
+                child,
+            };
+            match nginx.wait_ready() {
+                Ok(()) => return nginx,
+                Err(log) if log.contains("Address already in use") => {
+                    continue; // dropping `nginx` cleans up; try another port
+                }
+                Err(log) => panic!("nginx did not come up on port {port}:\n{log}"),
+            }
+        }
+        panic!("nginx: no free port found in 10 attempts");
+    }
+
+    /// Waits (polling every 20 ms, up to 5 s) until nginx has written its
+    /// pid file (it does that only after binding its sockets), the port
+    /// accepts TCP connections, and at least one worker has been forked.
+    /// Returns the logs on failure.
+    fn wait_ready(&mut self) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let addr = self.addr();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(format!("nginx exited with {status}\n{}", self.logs()));
+            }
+            if self.dir.join("nginx.pid").exists() && port_accepts(&addr) && !self.worker_pids().is_empty() {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!("nginx not ready after 5 s\n{}", self.logs()));
+            }
+            thread::sleep(POLL);
+        }
+    }
+
+    /// The error log and nginx's own stderr, for panic messages.
+    pub fn logs(&self) -> String {
+        format!(
+            "--- error.log ---\n{}\n--- stderr ---\n{}",
+            read_lossy(&self.dir.join("error.log")),
+            read_lossy(&self.dir.join("stderr.log"))
+        )
+    }
+
+    /// `127.0.0.1:PORT`
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// `http://127.0.0.1:PORT/path` (a leading `/` on `path` is optional).
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}/{}", self.port, path.trim_start_matches('/'))
+    }
+
+    /// The pids of the master's children (the workers), read from the ppid
+    /// field of /proc/*/stat.
+    pub fn worker_pids(&self) -> Vec<u32> {
+        children_of(self.master_pid)
+    }
+
+    /// Freezes nginx (SIGSTOP to master and workers): the kernel still
+    /// completes TCP handshakes into the listen backlog, but nothing is
+    /// accepted, read or answered until [`Nginx::cont_workers`].
+    pub fn stop_workers(&self) {
+        signal(self.master_pid, "STOP");
+        for pid in self.worker_pids() {
+            signal(pid, "STOP");
+        }
+    }
+
+    /// Thaws nginx after [`Nginx::stop_workers`] (SIGCONT to all).
+    pub fn cont_workers(&self) {
+        for pid in self.worker_pids() {
+            signal(pid, "CONT");
+        }
+        signal(self.master_pid, "CONT");
+    }
+}
+
+/// Pids whose parent is `parent`.
+fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        // The process may exit between listing and reading; skip it then.
+        let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // Format: `pid (comm) state ppid ...`; comm may hold spaces and
+        // parentheses, so parse from the last ')'.
+        let ppid = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
+            .and_then(|s| s.parse::<u32>().ok());
+        if ppid == Some(parent) {
+            pids.push(pid);
+        }
+    }
+    pids.sort_unstable();
+    pids
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let workers = self.worker_pids();
+        // A stopped nginx would not act on SIGTERM, so thaw it first.
+        for &pid in &workers {
+            try_signal(pid, "CONT");
+        }
+        try_signal(self.master_pid, "CONT");
+        try_signal(self.master_pid, "TERM");
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut exited = false;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                exited = true;
+                break;
+            }
+            thread::sleep(POLL);
+        }
+        if !exited {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            // Workers do not die with the master; they are re-parented.
+            for pid in workers {
+                try_signal(pid, "KILL");
+            }
+        }
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Running soakd
+// ---------------------------------------------------------------------------
+
+/// The soakd binary that cargo built for this test run.
+pub fn soakd_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_soakd"))
+}
+
+/// Where a child started by [`spawn_soakd`] writes its stdout and stderr.
+/// Files rather than pipes so that a chatty child can never block on a full
+/// pipe while the test is busy elsewhere.
+struct Capture {
+    pid: u32,
+    args: String,
+    stdout: PathBuf,
+    stderr: PathBuf,
+}
+
+/// Captures of children that have not been waited for yet, keyed by pid.
+static CAPTURES: Mutex<Vec<Capture>> = Mutex::new(Vec::new());
+
+fn captures() -> MutexGuard<'static, Vec<Capture>> {
+    CAPTURES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Starts `soakd ARGS...` in the background with stdin closed and stdout and
+/// stderr captured to temp files. Finish it with [`wait_with_timeout`] or
+/// [`wait_output`], which return what it printed.
+pub fn spawn_soakd(args: &[&str]) -> Child {
+    let stdout = temp_path("stdout", "log");
+    let stderr = temp_path("stderr", "log");
+    let child = Command::new(soakd_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(fs::File::create(&stdout).expect("create stdout capture"))
+        .stderr(fs::File::create(&stderr).expect("create stderr capture"))
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start soakd {args:?}: {e}"));
+    captures().push(Capture {
+        pid: child.id(),
+        args: format!("{args:?}"),
+        stdout,
+        stderr,
+    });
+    child
+}
+
+/// Waits up to `secs` for `child` to exit and returns its status, stdout
+/// and stderr. On timeout it kills the child and panics naming the args.
+/// Works for children from [`spawn_soakd`] (captured to files) and for any
+/// other child whose stdout/stderr are pipes (read on helper threads).
+pub fn wait_output(mut child: Child, secs: u64) -> Output {
+    let capture = {
+        let mut caps = captures();
+        caps.iter()
+            .position(|c| c.pid == child.id())
+            .map(|i| caps.swap_remove(i))
+    };
+    let out_pipe = child.stdout.take().map(|p| thread::spawn(move || drain(p)));
+    let err_pipe = child.stderr.take().map(|p| thread::spawn(move || drain(p)));
+
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(10)),
+            Ok(None) => break None,
+            Err(e) => panic!("waiting for child {}: {e}", child.id()),
+        }
+    };
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    let (mut stdout, mut stderr, args) = match &capture {
+        Some(c) => (
+            fs::read(&c.stdout).unwrap_or_default(),
+            fs::read(&c.stderr).unwrap_or_default(),
+            c.args.clone(),
+        ),
+        None => (Vec::new(), Vec::new(), format!("(pid {})", child.id())),
+    };
+    if let Some(t) = out_pipe {
+        stdout.extend(t.join().unwrap_or_default());
+    }
+    if let Some(t) = err_pipe {
+        stderr.extend(t.join().unwrap_or_default());
+    }
+    if let Some(c) = &capture {
+        let _ = fs::remove_file(&c.stdout);
+        let _ = fs::remove_file(&c.stderr);
+    }
+
+    match status {
+        Some(status) => Output { status, stdout, stderr },
+        None => panic!(
+            "soakd {args} hung: still running after {secs} s, killed\n--- stderr ---\n{}",
+            String::from_utf8_lossy(&stderr)
+        ),
+    }
+}
+
+fn drain(mut r: impl Read) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let _ = r.read_to_end(&mut buf);
+    buf
+}
+
+/// Waits up to `secs` for `child` (see [`wait_output`]); returns its exit
+/// status and stderr.
+pub fn wait_with_timeout(child: Child, secs: u64) -> (ExitStatus, String) {
+    let out = wait_output(child, secs);
+    (out.status, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Runs `soakd ARGS...` to completion, killing it and panicking if it takes
+/// longer than [`DEFAULT_TIMEOUT_S`].
+pub fn soakd(args: &[&str]) -> Output {
+    soakd_timeout(args, DEFAULT_TIMEOUT_S)
+}
+
+/// Like [`soakd`] with an explicit timeout.
+pub fn soakd_timeout(args: &[&str], secs: u64) -> Output {
+    wait_output(spawn_soakd(args), secs)
+}
+
+/// What [`soakd_report`] returns.
+#[derive(Debug)]
+pub struct RunResult {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub report: serde_json::Value,
+}
+
+/// Runs `soakd ARGS... --report TMPFILE` (hard timeout `timeout_s`) and
+/// parses the JSON report. Panics, showing stderr, when no valid report was
+/// written. A non-zero exit with a valid report is returned, not a panic:
+/// check `status` in the test.
+pub fn soakd_report(args: &[&str], timeout_s: u64) -> RunResult {
+    let path = temp_path("report", "json");
+    let path_s = path.display().to_string();
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--report", path_s.as_str()]);
+    let out = soakd_timeout(&all, timeout_s);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let text = fs::read_to_string(&path);
+    let _ = fs::remove_file(&path);
+    let report = match text
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("{e}: {t:?}")))
+    {
+        Ok(report) => report,
+        Err(e) => panic!(
+            "soakd {args:?} wrote no valid report ({e}); exit {}\n--- stderr ---\n{stderr}",
+            out.status
+        ),
+    };
+    RunResult {
+        status: out.status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr,
+        report,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// soakd's built-in target
+// ---------------------------------------------------------------------------
+
+/// `soakd target` running as a child process. Killed (SIGKILL) on drop.
+pub struct BuiltinTarget {
+    /// `127.0.0.1:PORT`, as printed by the target.
+    pub addr: String,
+    child: Child,
+    stderr: PathBuf,
+}
+
+impl BuiltinTarget {
+    /// Starts `soakd target --listen 127.0.0.1:0 EXTRA...` and learns its port
+    /// from the `listening on ADDR` line it prints on stdout (within 5 s).
+    pub fn start(extra_args: &[&str]) -> BuiltinTarget {
+        Self::try_start("127.0.0.1:0", extra_args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Starts the target on a known address, e.g. to restart it where a
+    /// killed one was. The old socket may linger for a moment, so a failed
+    /// start is retried for up to 2 s.
+    pub fn start_on(addr: &str, extra_args: &[&str]) -> BuiltinTarget {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            match Self::try_start(addr, extra_args) {
+                Ok(t) => return t,
+                Err(e) if Instant::now() > deadline => panic!("{e}"),
+                Err(_) => thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    fn try_start(listen: &str, extra_args: &[&str]) -> Result<BuiltinTarget, String> {
+        let stderr = temp_path("target-stderr", "log");
+        let mut child = Command::new(soakd_bin())
+            .args(["target", "--listen", listen])
+            .args(extra_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(fs::File::create(&stderr).expect("create stderr capture"))
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start soakd target: {e}"));
+
+        // A thread reads stdout: it reports the `listening on` line and then
+        // keeps draining, so the target never blocks writing to stdout.
+        let (tx, rx) = mpsc::channel();
+        let out = child.stdout.take().expect("piped stdout");
+        thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if let Some(addr) = line.trim().strip_prefix("listening on ") {
+                    let _ = tx.send(addr.trim().to_string());
+                }
+            }
+        });
+
+        let failed = |child: &mut Child, why: &str| {
+            let _ = child.kill();
+            let _ = child.wait();
+            let log = read_lossy(&stderr);
+            let _ = fs::remove_file(&stderr);
+            format!("soakd target --listen {listen} {extra_args:?}: {why}\n--- stderr ---\n{log}")
+        };
+        match rx.recv_timeout(Duration::from_secs(5)) {
+            // Port 0 would mean the target printed what it was asked to
+            // bind rather than the address it got.
+            Ok(addr) if addr.parse::<SocketAddr>().is_ok_and(|a| a.port() != 0) => {
+                Ok(BuiltinTarget { addr, child, stderr })
+            }
+            Ok(addr) => Err(failed(
+                &mut child,
+                &format!("printed `listening on {addr}`, not a bound 127.0.0.1:PORT"),
+            )),
+            // The sender is gone: stdout closed, the target has exited.
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                Err(failed(&mut child, "exited before printing `listening on`"))
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(failed(&mut child, "no `listening on` line within 5 s")),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `http://ADDR/path` (a leading `/` on `path` is optional).
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}/{}", self.addr, path.trim_start_matches('/'))
+    }
+
+    /// What the target wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        read_lossy(&self.stderr)
+    }
+
+    /// SIGKILLs the target and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for BuiltinTarget {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = fs::remove_file(&self.stderr);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Raw byte server
+// ---------------------------------------------------------------------------
+
+/// A server that answers every read on every connection with the same fixed
+/// bytes, whatever was sent. See [`raw_server`].
+pub struct RawServer {
+    /// `127.0.0.1:PORT`
+    pub addr: String,
+    stop: Arc<AtomicBool>,
+    accepted: Arc<AtomicUsize>,
+    handle: Option<JoinHandle<()>>,
+}
+
+/// The accept loop gives up after this many connections, so a runaway test
+/// cannot make it spawn threads forever.
+const RAW_MAX_ACCEPTS: usize = 10_000;
+
+/// Starts a [`RawServer`] on a free port of 127.0.0.1 that answers each read
+/// with `response` and closes when the peer does. Used to feed soakd
+/// malformed responses. It stops when dropped (or [`RawServer::stop`]), or
+/// after 10,000 connections; its threads never hold up process exit.
+pub fn raw_server(response: &'static [u8]) -> RawServer {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().unwrap().to_string();
+    let stop = Arc::new(AtomicBool::new(false));
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let (stop2, accepted2) = (stop.clone(), accepted.clone());
+    let handle = thread::spawn(move || {
+        while accepted2.load(Ordering::Relaxed) < RAW_MAX_ACCEPTS {
+            let accepted = listener.accept();
+            if stop2.load(Ordering::Relaxed) {
+                break;
+            }
+            let Ok((conn, _)) = accepted else {
+                // e.g. out of file descriptors: do not spin.
+                thread::sleep(Duration::from_millis(10));
+                continue;
+            };
+            accepted2.fetch_add(1, Ordering::Relaxed);
+            let stop3 = stop2.clone();
+            // Small stacks: a test may hold thousands of these connections.
+            let _ = thread::Builder::new()
+                .stack_size(64 * 1024)
+                .spawn(move || raw_connection(conn, response, &stop3));
+        }
+        // The listener is dropped here: further connects are refused.
+    });
+    RawServer {
+        addr,
+        stop,
+        accepted,
+        handle: Some(handle),
+    }
+}
+
+fn raw_connection(mut conn: TcpStream, response: &[u8], stop: &AtomicBool) {
+    // A read timeout lets the thread notice the stop flag.
+    let _ = conn.set_read_timeout(Some(Duration::from_millis(100)));
+    let mut buf = [0u8; 16 * 1024];
+    while !stop.load(Ordering::Relaxed) {
+        match conn.read(&mut buf) {
+            Ok(0) => break, // peer closed
+            Ok(_) => {
+                if conn.write_all(response).is_err() {
+                    break;
+                }
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+}
+
+impl RawServer {
+    /// How many connections were accepted so far.
+    pub fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::Relaxed)
+    }
+
+    /// `http://ADDR/path` (a leading `/` on `path` is optional).
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}/{}", self.addr, path.trim_start_matches('/'))
+    }
+
+    /// Stops accepting and makes open connections close within ~100 ms.
+    /// Does not wait for the threads.
+    pub fn stop(&self) {
+        if !self.stop.swap(true, Ordering::Relaxed) {
+            // Wake the accept loop, which is blocked in accept().
+            if let Ok(addr) = self.addr.parse::<SocketAddr>() {
+                let _ = TcpStream::connect_timeout(&addr, Duration::from_millis(200));
+            }
+        }
+    }
+}
+
+impl Drop for RawServer {
+    fn drop(&mut self) {
+        self.stop();
+        // Detach rather than join: dropping must never wait on the threads.
+        drop(self.handle.take());
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Serialising heavy tests
+// ---------------------------------------------------------------------------
+
+/// A process-wide lock for load tests (thousands of connections): the test
+/// harness runs tests in parallel threads, and two such tests at once would
+/// exceed the open-file limit and starve each other of CPU. Take it for the
+/// whole test: `let _heavy = util::heavy_lock();`. A test that panicked
+/// while holding it does not block the others (poison is ignored).
+pub fn heavy_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
