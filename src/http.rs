@@ -243,9 +243,16 @@ impl Framer {
     fn parse_head(&mut self, buf: &[u8]) -> Result<Option<usize>, ProtocolError> {
         let mut pos = 0;
         loop {
-            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-            let mut resp = httparse::Response::new(&mut headers);
-            let used = match resp.parse(&buf[pos..]) {
+            // Uninitialised header slots: initialising 100 of them for every
+            // response was the framer's largest cost.
+            let mut headers = [std::mem::MaybeUninit::<httparse::Header<'_>>::uninit(); MAX_HEADERS];
+            let mut resp = httparse::Response::new(&mut []);
+            let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+                &mut resp,
+                &buf[pos..],
+                &mut headers,
+            );
+            let used = match parsed {
                 Ok(httparse::Status::Complete(n)) => n,
                 Ok(httparse::Status::Partial) => {
                     if buf.len() - pos > MAX_HEAD_BYTES {

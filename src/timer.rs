@@ -135,6 +135,29 @@ impl Wheel {
         (0..LEVELS).find_map(|level| self.next_in_level(level).map(|(_, t)| t))
     }
 
+    /// The earliest deadline of any armed timer. Unlike
+    /// [`Wheel::next_expiration`] this is a real deadline, never a coarse
+    /// slot boundary, so a loop that sleeps until it wakes only when a timer
+    /// is actually due (cascading happens then, on the way). Costs a walk of
+    /// one slot's list when the nearest timers sit on a coarse level.
+    pub fn next_deadline(&self) -> Option<u64> {
+        // Every entry on a finer level is due before every entry on a
+        // coarser one, and within a level slots are in time order, so the
+        // minimum is in the first occupied slot of the finest occupied level.
+        let (level, slot, at) = self.next_slot()?;
+        if level == 0 {
+            return Some(at);
+        }
+        let mut cur = self.heads[level * SLOTS + slot];
+        let mut min = u64::MAX;
+        while cur != NIL {
+            let node = &self.nodes[cur as usize];
+            min = min.min(node.deadline);
+            cur = node.next;
+        }
+        Some(min)
+    }
+
     /// Advances the wheel to tick `now`, appending every id whose deadline is
     /// at or before `now` to `fired` (disarmed). Ids fire in deadline order
     /// up to slot granularity.
@@ -348,6 +371,7 @@ mod tests {
                         assert!(next <= *min, "next {next} after real deadline {min}");
                         assert!(next > now);
                     }
+                    assert_eq!(w.next_deadline(), model.values().min().copied(), "at tick {now}");
                 }
             }
             assert_eq!(w.len(), model.len());

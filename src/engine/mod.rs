@@ -254,12 +254,16 @@ pub fn run_with_hooks(plan: Plan, mut hooks: Hooks) -> Result<Report, Error> {
     for (index, Share { slots, budget, ramp }) in deal(&plan, threads).into_iter().enumerate() {
         let poll = Poll::new().map_err(|e| Error::io("creating a worker poll", e))?;
         wakers.push(Waker::new(poll.registry(), WAKER).map_err(|e| Error::io("creating a waker", e))?);
+        let start = fastrand::u32(..);
+        let ports =
+            preflight::local_port_range().and_then(|(lo, hi)| socket::PortPicker::new(lo, hi, index, threads, start));
         let spec = WorkerSpec {
             index,
             poll,
             slots,
             budget,
             ramp,
+            ports,
         };
         let worker = Worker::new(spec, shared.clone(), wl.clone()).map_err(|e| Error::io("setting up a worker", e))?;
         let handle = std::thread::Builder::new()

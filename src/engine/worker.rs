@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
-use super::socket::{self, Connecting};
+use super::socket::{self, Connecting, PortPicker};
 use crate::http::{AtEof, Framed, Framer};
 use crate::stats::{self, CloseReason, Delta, ErrorKind, Gauges, Mailbox, WorkloadStats};
 use crate::timer::Wheel;
@@ -46,6 +46,7 @@ const TIMER: Token = Token(usize::MAX - 1);
 /// this long for its tick; the timerfd wakes the loop at that tick.
 const TICK_NS: u64 = 100_000;
 const FLUSH_EVERY_NS: u64 = 250_000_000;
+const BACKSTOP: Duration = Duration::from_secs(1);
 const BACKOFF_FIRST_MS: u32 = 100;
 const BACKOFF_MAX_MS: u32 = 10_000;
 const READ_BUF: usize = 64 * 1024;
@@ -107,6 +108,8 @@ pub struct WorkerSpec {
     pub budget: Option<u64>,
     /// Per workload: new connections per second this worker may open.
     pub ramp: Vec<f64>,
+    /// Local ports this worker binds itself (`None`: the kernel picks).
+    pub ports: Option<PortPicker>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -201,6 +204,7 @@ pub struct Worker {
     timerfd: timerfd::TimerFd,
     /// The deadline the timerfd is armed for (ns), `u64::MAX` when not armed.
     timer_armed: u64,
+    ports: Option<PortPicker>,
 }
 
 fn token(key: usize, generation: u32) -> Token {
@@ -270,6 +274,7 @@ impl Worker {
             gauges[w as usize].backoff += 1;
         }
         Ok(Worker {
+            ports: spec.ports,
             timerfd,
             timer_armed: u64::MAX,
             index: spec.index,
@@ -307,15 +312,19 @@ impl Worker {
         loop {
             let now = self.now();
             let next = self.next_wakeup();
-            if next > now && next != self.timer_armed {
+            // Re-arm only for an earlier deadline: a timerfd left armed for
+            // a deadline that moved later costs one early wake-up, while
+            // re-arming on every change costs a syscall (and on a VM a timer
+            // reprogramming) per loop iteration.
+            if next > now && next < self.timer_armed {
                 let wait = Duration::from_nanos(next - now);
                 self.timerfd
                     .set_state(timerfd::TimerState::Oneshot(wait), timerfd::SetTimeFlags::Default);
                 self.timer_armed = next;
             }
-            // The timerfd is the precise wake-up; this timeout is only a
-            // backstop.
-            let timeout = Duration::from_nanos(next.saturating_sub(now)) + Duration::from_millis(1);
+            // The timerfd is the precise wake-up; epoll's own timeout is only
+            // a backstop, kept long so it does not program a second timer.
+            let timeout = if next <= now { Duration::ZERO } else { BACKSTOP };
             match self.poll.poll(&mut events, Some(timeout)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -325,10 +334,9 @@ impl Worker {
             for ev in events.iter() {
                 match ev.token() {
                     WAKER => {}
-                    TIMER => {
-                        self.timerfd.read();
-                        self.timer_armed = u64::MAX;
-                    }
+                    // No read: re-arming the timerfd resets its count, and
+                    // every expiry raises a new edge.
+                    TIMER => self.timer_armed = u64::MAX,
                     _ => self.on_event(ev),
                 }
             }
@@ -353,7 +361,7 @@ impl Worker {
     /// When the loop must wake next (ns): a timer, a ramp token or a flush.
     fn next_wakeup(&self) -> u64 {
         let mut next = self.next_flush;
-        if let Some(tick) = self.wheel.next_expiration() {
+        if let Some(tick) = self.wheel.next_deadline() {
             next = next.min(tick * TICK_NS);
         }
         if self.phase == PHASE_RUN {
@@ -441,7 +449,7 @@ impl Worker {
         c.partial = Vec::new();
         let tok = token(key, c.generation);
         self.set_state(key, State::Connecting);
-        let (mut stream, done) = match socket::connect(addr, source) {
+        let (mut stream, done) = match socket::connect(addr, source, self.ports.as_mut()) {
             Ok(Connecting::InProgress(s)) => (s, false),
             Ok(Connecting::Done(s)) => (s, true),
             Err(kind) => return self.fail(key, kind, now),
@@ -486,7 +494,10 @@ impl Worker {
             if c.next_due == 0 {
                 // First connection of the slot: join the workload's grid, on
                 // which slot j is due at j/connections of the interval, so the
-                // requests of all slots are spread evenly in time.
+                // requests of all slots are spread evenly in time. (Grouping
+                // a few requests per due time would save loop wake-ups, but
+                // the bursts queue at servers with few workers and bias the
+                // very latency soakd measures: tried and rejected.)
                 let phase = (c.slot as u128 * iv as u128 / w.connections.max(1) as u128) as u64;
                 c.next_due = if now <= phase {
                     phase
@@ -875,8 +886,10 @@ impl Worker {
         }
     }
 
-    /// Makes sure the open connection's earliest deadline has a timer. Lazy:
-    /// an earlier timer already armed is left alone.
+    /// Arms the open connection's timer for its earliest deadline. Exact
+    /// (re-arming is `O(1)` and syscall-free): a stale early timer, such as
+    /// the timeout of a request already answered, would cost the loop a
+    /// wake-up for nothing.
     fn arm(&mut self, key: usize) {
         let c = &self.conns[key];
         if c.state != State::Open {
@@ -899,10 +912,11 @@ impl Worker {
             }
         }
         if deadline == u64::MAX {
+            self.wheel.cancel(key as u32);
             return;
         }
         let tick = tick_ceil(deadline);
-        if self.wheel.deadline(key as u32).is_none_or(|armed| tick < armed) {
+        if self.wheel.deadline(key as u32) != Some(tick) {
             self.wheel.schedule(key as u32, tick);
         }
     }
@@ -917,8 +931,10 @@ impl Worker {
                 r.last = now;
                 continue;
             }
-            // A burst of at most 20 ms worth of tokens.
-            let cap = (r.rate / 50.0).max(1.0);
+            // A burst of at most 1 ms worth of tokens: connects are spread
+            // over the second instead of stalling the loop (and the paced
+            // requests it owes) for a batch.
+            let cap = (r.rate / 1000.0).max(1.0);
             r.tokens = (r.tokens + (now.saturating_sub(r.last)) as f64 * r.rate / 1e9).min(cap);
             r.last = now;
             while self.ramp[wi].tokens >= 1.0 {

@@ -1,0 +1,1088 @@
+//! `soakd status`: a one-shot summary of a running soakd, read from its
+//! Prometheus endpoint.
+//!
+//! The endpoint is scraped twice, `gap` apart. Gauges (connection levels,
+//! window latency quantiles) come from the second scrape; rates are counter
+//! deltas divided by the time that actually passed between the two scrapes.
+//! Counter resets (soakd restarted in between) count the new value as the
+//! delta, as Prometheus' `rate()` does.
+//!
+//! Everything here is std only: a hand-written `http://` URL parser, a
+//! blocking HTTP/1.1 GET over [`TcpStream`], and a parser for the text
+//! exposition format 0.0.4.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use crate::Error;
+
+/// How long to wait for the TCP connect to the metrics endpoint.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Read and write timeout on the metrics connection.
+const IO_TIMEOUT: Duration = Duration::from_secs(3);
+/// A metrics response larger than this is refused (a runaway or wrong endpoint).
+const MAX_RESPONSE: usize = 64 << 20;
+
+/// Quantile label values shown on the latency line, with their display names.
+const SHOWN_QUANTILES: [(&str, &str); 2] = [("0.5", "p50"), ("0.99", "p99")];
+/// Response code classes, in display order.
+const CODES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+/// Error kinds, in display order; kinds not listed here follow, sorted.
+const ERROR_KINDS: [&str; 9] = [
+    "connect_refused",
+    "connect_timeout",
+    "connect_other",
+    "addr_unavailable",
+    "fd_limit",
+    "reset",
+    "eof",
+    "timeout",
+    "protocol",
+];
+/// Metrics whose `target` label names a workload shown in the summary.
+const TARGET_METRICS: [&str; 6] = [
+    "soakd_connections",
+    "soakd_connections_desired",
+    "soakd_requests_sent_total",
+    "soakd_responses_total",
+    "soakd_errors_total",
+    "soakd_request_duration_window_seconds",
+];
+
+/// Scrapes `url` twice, `gap` apart, and returns the printable summary.
+///
+/// `url` must be `http://host[:port]/path`. Any failure to get a soakd
+/// exposition from it (bad URL, refused, timeout, non-200 status, a body that
+/// is not Prometheus text or has no `soakd_` metrics) is an
+/// [`Error::Usage`] naming the URL and the `--metrics` flag.
+pub fn status(url: &str, gap: Duration) -> Result<String, Error> {
+    let parsed = MetricsUrl::parse(url).map_err(|cause| cannot_read(url, &cause))?;
+
+    let start1 = Instant::now();
+    let before = fetch(&parsed).map_err(|cause| cannot_read(url, &cause))?;
+    let mid1 = start1 + (Instant::now() - start1) / 2;
+
+    let wake = start1 + gap;
+    let now = Instant::now();
+    if wake > now {
+        std::thread::sleep(wake - now);
+    }
+
+    let start2 = Instant::now();
+    let after = fetch(&parsed).map_err(|cause| cannot_read(url, &cause))?;
+    let mid2 = start2 + (Instant::now() - start2) / 2;
+
+    // The midpoint of each request is the best guess of when the server took
+    // its snapshot; never divide by zero even if the clock did not move.
+    let secs = (mid2 - mid1).as_secs_f64().max(1e-6);
+    summarize(&before, &after, secs).map_err(|e| match e {
+        Error::Usage(cause) => cannot_read(url, &cause),
+        other => other,
+    })
+}
+
+/// The error for any failure to read a soakd exposition from `url`.
+fn cannot_read(url: &str, cause: &str) -> Error {
+    Error::Usage(format!(
+        "cannot read soakd metrics at {url}: {cause}; is soakd running with --metrics-listen? \
+         (pass the address with --metrics URL)"
+    ))
+}
+
+/// Builds the per-target summary from two expositions taken `secs` apart.
+///
+/// Errors: [`Error::Usage`] with a bare cause (no URL) when either text is not
+/// Prometheus text or the second has no `soakd_` metrics; [`Error::Internal`]
+/// when `secs` is not a positive, finite number.
+pub(crate) fn summarize(before: &str, after: &str, secs: f64) -> Result<String, Error> {
+    if !(secs.is_finite() && secs > 0.0) {
+        return Err(Error::Internal(format!(
+            "scrape interval must be positive, got {secs} s"
+        )));
+    }
+    let before = Snapshot::parse(before)?;
+    let after = Snapshot::parse(after)?;
+    if !after.samples.iter().any(|s| s.name.starts_with("soakd_")) {
+        return Err(Error::Usage(
+            "the endpoint serves no soakd_ metrics, so it is not a soakd metrics endpoint".to_string(),
+        ));
+    }
+
+    let targets: BTreeSet<&str> = after
+        .samples
+        .iter()
+        .filter(|s| TARGET_METRICS.contains(&s.name.as_str()))
+        .filter_map(|s| s.label("target"))
+        .collect();
+    if targets.is_empty() {
+        return Ok("soakd is running but reports no targets\n".to_string());
+    }
+
+    let mut out = String::new();
+    for (i, target) in targets.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        summarize_target(&mut out, target, &before, &after, secs);
+    }
+    Ok(out)
+}
+
+/// Appends the summary block of one target to `out`.
+fn summarize_target(out: &mut String, target: &str, before: &Snapshot, after: &Snapshot, secs: f64) {
+    let rate = |name: &str, label: Option<(&str, &str)>| counter_delta(before, after, name, target, label) / secs;
+
+    // Writing to a String cannot fail.
+    let _ = writeln!(out, "target {target}");
+
+    let conn = |state: &str| fmt_count(after.value("soakd_connections", target, Some(("state", state))));
+    let _ = writeln!(
+        out,
+        "  {:<13}open {} / desired {}   connecting {}   backoff {}",
+        "connections",
+        conn("open"),
+        fmt_count(after.value("soakd_connections_desired", target, None)),
+        conn("connecting"),
+        conn("backoff"),
+    );
+
+    let mut codes: Vec<String> = CODES.iter().map(|c| (*c).to_string()).collect();
+    for extra in label_values(before, after, "soakd_responses_total", target, "code") {
+        if !codes.contains(&extra) {
+            codes.push(extra);
+        }
+    }
+    let code_rates: Vec<(String, f64)> = codes
+        .into_iter()
+        .map(|code| {
+            let r = rate("soakd_responses_total", Some(("code", code.as_str())));
+            (code, r)
+        })
+        .collect();
+    let completed: f64 = code_rates.iter().map(|(_, r)| r).sum();
+    let _ = writeln!(
+        out,
+        "  {:<13}{:.1} sent   {:.1} completed",
+        "requests/s",
+        rate("soakd_requests_sent_total", None),
+        completed,
+    );
+
+    let responses: Vec<String> = code_rates
+        .iter()
+        .map(|(code, r)| format!("{code} {}", fmt_rate(*r)))
+        .collect();
+    let _ = writeln!(out, "  {:<13}{}", "responses/s", responses.join("  "));
+
+    let mut kinds: Vec<String> = ERROR_KINDS.iter().map(|k| (*k).to_string()).collect();
+    for extra in label_values(before, after, "soakd_errors_total", target, "kind") {
+        if !kinds.contains(&extra) {
+            kinds.push(extra);
+        }
+    }
+    let errors: Vec<String> = kinds
+        .iter()
+        .filter_map(|kind| {
+            let r = rate("soakd_errors_total", Some(("kind", kind.as_str())));
+            (r > 0.0).then(|| format!("{kind} {r:.1}"))
+        })
+        .collect();
+    let errors = if errors.is_empty() {
+        "none".to_string()
+    } else {
+        errors.join("  ")
+    };
+    let _ = writeln!(out, "  {:<13}{}", "errors/s", errors);
+
+    let latency: Vec<String> = SHOWN_QUANTILES
+        .iter()
+        .map(|(q, shown)| {
+            let v = after.value("soakd_request_duration_window_seconds", target, Some(("quantile", q)));
+            format!("{shown} {}", fmt_latency(v))
+        })
+        .collect();
+    let _ = writeln!(out, "  {:<13}{}   (last 10 s)", "latency", latency.join("   "));
+}
+
+/// The increase of a counter series between the two snapshots; a series
+/// missing before counts from 0, a decrease is a reset (the new value counts).
+fn counter_delta(before: &Snapshot, after: &Snapshot, name: &str, target: &str, label: Option<(&str, &str)>) -> f64 {
+    let Some(now) = after.value(name, target, label) else {
+        return 0.0;
+    };
+    let then = before.value(name, target, label).unwrap_or(0.0);
+    let delta = if now >= then { now - then } else { now };
+    if delta.is_finite() { delta } else { 0.0 }
+}
+
+/// Values of `label` on series of `name` for `target`, from both snapshots, sorted.
+fn label_values(before: &Snapshot, after: &Snapshot, name: &str, target: &str, label: &str) -> BTreeSet<String> {
+    [before, after]
+        .iter()
+        .flat_map(|snap| snap.samples.iter())
+        .filter(|s| s.name == name && s.label("target") == Some(target))
+        .filter_map(|s| s.label(label).map(str::to_string))
+        .collect()
+}
+
+/// A gauge as a whole number, `-` when absent or not a number.
+fn fmt_count(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v.is_finite() => format!("{v:.0}"),
+        _ => "-".to_string(),
+    }
+}
+
+/// A rate with one decimal, or a bare `0` when nothing happened.
+fn fmt_rate(r: f64) -> String {
+    if r == 0.0 { "0".to_string() } else { format!("{r:.1}") }
+}
+
+/// A latency in seconds shown in milliseconds with three significant digits
+/// or so; `-` when there were no samples (NaN) or the series is absent.
+fn fmt_latency(v: Option<f64>) -> String {
+    match v {
+        Some(s) if s.is_finite() => {
+            let ms = s * 1000.0;
+            if ms < 10.0 {
+                format!("{ms:.2} ms")
+            } else if ms < 100.0 {
+                format!("{ms:.1} ms")
+            } else {
+                format!("{ms:.0} ms")
+            }
+        }
+        _ => "-".to_string(),
+    }
+}
+
+/// One parsed exposition.
+#[derive(Debug)]
+struct Snapshot {
+    samples: Vec<Sample>,
+}
+
+impl Snapshot {
+    /// Parses exposition text; a parse failure is a [`Error::Usage`] cause.
+    fn parse(text: &str) -> Result<Snapshot, Error> {
+        let samples =
+            parse_exposition(text).map_err(|e| Error::Usage(format!("not Prometheus text exposition ({e})")))?;
+        Ok(Snapshot { samples })
+    }
+
+    /// The value of series `name` for `target` (and `label`, if given),
+    /// summed over any other labels; `None` when no such series exists.
+    fn value(&self, name: &str, target: &str, label: Option<(&str, &str)>) -> Option<f64> {
+        let mut found = None;
+        for s in &self.samples {
+            if s.name != name || s.label("target") != Some(target) {
+                continue;
+            }
+            if let Some((k, v)) = label
+                && s.label(k) != Some(v)
+            {
+                continue;
+            }
+            found = Some(found.unwrap_or(0.0) + s.value);
+        }
+        found
+    }
+}
+
+/// One sample line of the text exposition format.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Sample {
+    /// Metric name, e.g. `soakd_responses_total`.
+    pub(crate) name: String,
+    /// Labels in the order they appeared, values unescaped.
+    pub(crate) labels: Vec<(String, String)>,
+    /// The sample value (may be NaN or infinite).
+    pub(crate) value: f64,
+}
+
+impl Sample {
+    /// The value of label `name`, if present.
+    pub(crate) fn label(&self, name: &str) -> Option<&str> {
+        self.labels.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Parses Prometheus text exposition format 0.0.4.
+///
+/// Blank lines and `#` lines (HELP, TYPE, comments) are skipped. Sample
+/// lines are `name value [timestamp]` or `name{label="value",...} value
+/// [timestamp]`; label values may contain `\"`, `\\`, `\n` escapes, commas
+/// and braces. The error names the 1-based line number.
+pub(crate) fn parse_exposition(text: &str) -> Result<Vec<Sample>, String> {
+    let mut samples = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let sample = parse_line(line).map_err(|e| format!("line {}: {e}", i + 1))?;
+        samples.push(sample);
+    }
+    Ok(samples)
+}
+
+/// Parses one non-comment line.
+fn parse_line(line: &str) -> Result<Sample, String> {
+    let bytes = line.as_bytes();
+    let name_end = scan_name(bytes, 0, true);
+    if name_end == 0 {
+        return Err("expected a metric name".to_string());
+    }
+    let name = line[..name_end].to_string();
+    let mut pos = name_end;
+    if bytes[skip_blanks(bytes, pos)..].starts_with(b"{") {
+        pos = skip_blanks(bytes, pos);
+    }
+
+    let mut labels = Vec::new();
+    if bytes.get(pos) == Some(&b'{') {
+        pos = skip_blanks(bytes, pos + 1);
+        loop {
+            if bytes.get(pos) == Some(&b'}') {
+                pos += 1;
+                break;
+            }
+            let key_end = scan_name(bytes, pos, false);
+            if key_end == pos {
+                return Err(format!("expected a label name or '}}' at column {}", pos + 1));
+            }
+            let key = line[pos..key_end].to_string();
+            pos = skip_blanks(bytes, key_end);
+            if bytes.get(pos) != Some(&b'=') {
+                return Err(format!("expected '=' after label {key}"));
+            }
+            pos = skip_blanks(bytes, pos + 1);
+            if bytes.get(pos) != Some(&b'"') {
+                return Err(format!("expected '\"' to open the value of label {key}"));
+            }
+            let (value, next) =
+                scan_quoted(line, pos + 1).ok_or_else(|| format!("unterminated value of label {key}"))?;
+            labels.push((key, value));
+            pos = skip_blanks(bytes, next);
+            match bytes.get(pos) {
+                Some(b',') => pos = skip_blanks(bytes, pos + 1),
+                Some(b'}') => {
+                    pos += 1;
+                    break;
+                }
+                _ => return Err(format!("expected ',' or '}}' at column {}", pos + 1)),
+            }
+        }
+    }
+
+    let rest = &line[pos..];
+    if !rest.starts_with([' ', '\t']) {
+        return Err("expected whitespace before the value".to_string());
+    }
+    let mut fields = rest.split_ascii_whitespace();
+    let value = fields.next().ok_or("missing value")?;
+    let value = parse_value(value).ok_or_else(|| format!("invalid value {value:?}"))?;
+    if let Some(ts) = fields.next()
+        && ts.parse::<i64>().is_err()
+    {
+        return Err(format!("invalid timestamp {ts:?}"));
+    }
+    if let Some(extra) = fields.next() {
+        return Err(format!("unexpected {extra:?} after the value"));
+    }
+    Ok(Sample { name, labels, value })
+}
+
+/// End of a metric name (`[a-zA-Z_:][a-zA-Z0-9_:]*`, colons only when
+/// `metric`) or label name starting at `start`; `start` when there is none.
+fn scan_name(bytes: &[u8], start: usize, metric: bool) -> usize {
+    let mut i = start;
+    while let Some(&b) = bytes.get(i) {
+        let ok = b.is_ascii_alphabetic() || b == b'_' || (metric && b == b':') || (i > start && b.is_ascii_digit());
+        if !ok {
+            break;
+        }
+        i += 1;
+    }
+    i
+}
+
+/// Index of the first non-blank byte at or after `i`.
+fn skip_blanks(bytes: &[u8], mut i: usize) -> usize {
+    while matches!(bytes.get(i), Some(b' ' | b'\t')) {
+        i += 1;
+    }
+    i
+}
+
+/// Reads a label value whose opening quote is just before `start`; returns
+/// the unescaped value and the index after the closing quote.
+fn scan_quoted(line: &str, start: usize) -> Option<(String, usize)> {
+    let mut value = String::new();
+    let mut chars = line[start..].char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '"' => return Some((value, start + i + 1)),
+            '\\' => match chars.next()?.1 {
+                'n' => value.push('\n'),
+                '"' => value.push('"'),
+                '\\' => value.push('\\'),
+                // Not defined by the format: keep it as written.
+                other => {
+                    value.push('\\');
+                    value.push(other);
+                }
+            },
+            other => value.push(other),
+        }
+    }
+    None
+}
+
+/// Parses a sample value, including `NaN`, `+Inf`, `-Inf`.
+fn parse_value(s: &str) -> Option<f64> {
+    match s {
+        "NaN" => Some(f64::NAN),
+        "+Inf" | "Inf" => Some(f64::INFINITY),
+        "-Inf" => Some(f64::NEG_INFINITY),
+        _ => s.parse().ok(),
+    }
+}
+
+/// A parsed `http://host[:port]/path` URL.
+#[derive(Debug, PartialEq)]
+struct MetricsUrl {
+    /// Host without IPv6 brackets, for resolution.
+    host: String,
+    port: u16,
+    /// Authority as written (`host:port`), for the Host header.
+    authority: String,
+    /// Path and query, at least `/`.
+    path: String,
+}
+
+impl MetricsUrl {
+    /// Parses `url`; the error is a cause for [`cannot_read`].
+    fn parse(url: &str) -> Result<MetricsUrl, String> {
+        let bad = |why: &str| format!("invalid URL ({why}; expected http://host:port/path)");
+        let scheme_end = url.find("://").ok_or_else(|| bad("no scheme"))?;
+        if !url[..scheme_end].eq_ignore_ascii_case("http") {
+            return Err(bad("only http:// is supported"));
+        }
+        let rest = &url[scheme_end + 3..];
+        let rest = rest.split('#').next().unwrap_or_default();
+        let (authority, path) = match rest.find(['/', '?']) {
+            Some(i) if rest.as_bytes()[i] == b'/' => (&rest[..i], rest[i..].to_string()),
+            Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
+            None => (rest, "/".to_string()),
+        };
+        if authority.contains('@') {
+            return Err(bad("user info is not supported"));
+        }
+        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+            let close = v6.find(']').ok_or_else(|| bad("unclosed '['"))?;
+            let host = &v6[..close];
+            let after = &v6[close + 1..];
+            let port = match after.strip_prefix(':') {
+                Some(p) => Some(p),
+                None if after.is_empty() => None,
+                None => return Err(bad("junk after ']'")),
+            };
+            (host, port)
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (authority, None),
+            }
+        };
+        if host.is_empty() {
+            return Err(bad("no host"));
+        }
+        let port = match port {
+            None => 80,
+            Some(p) => p
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p != 0)
+                .ok_or_else(|| bad("bad port"))?,
+        };
+        if path.chars().any(|c| c.is_ascii_whitespace() || c.is_control()) {
+            return Err(bad("whitespace in path"));
+        }
+        Ok(MetricsUrl {
+            host: host.to_string(),
+            port,
+            authority: authority.to_string(),
+            path,
+        })
+    }
+}
+
+/// GETs the URL and returns the body as text; the error is a cause for
+/// [`cannot_read`].
+fn fetch(url: &MetricsUrl) -> Result<String, String> {
+    let addrs: Vec<SocketAddr> = (url.host.as_str(), url.port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {}: {e}", url.host))?
+        .collect();
+    let mut last_err = format!("{} resolves to no address", url.host);
+    let mut stream = None;
+    for addr in addrs {
+        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+            Ok(s) => {
+                stream = Some(s);
+                break;
+            }
+            Err(e) if e.kind() == ErrorKind::TimedOut => last_err = format!("connect to {addr} timed out"),
+            Err(e) => last_err = format!("connect to {addr}: {e}"),
+        }
+    }
+    let mut stream = stream.ok_or(last_err)?;
+    let io = |what: &str, e: std::io::Error| {
+        if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
+            format!("{what} timed out")
+        } else {
+            format!("{what}: {e}")
+        }
+    };
+    stream
+        .set_read_timeout(Some(IO_TIMEOUT))
+        .map_err(|e| io("setting timeouts", e))?;
+    stream
+        .set_write_timeout(Some(IO_TIMEOUT))
+        .map_err(|e| io("setting timeouts", e))?;
+
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: {}\r\nAccept: text/plain\r\nConnection: close\r\n\r\n",
+        url.path, url.authority
+    );
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| io("sending the request", e))?;
+
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    let body = loop {
+        if let Some(body) = parse_response(&buf, false)? {
+            break body;
+        }
+        let n = match stream.read(&mut chunk) {
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io("reading the response", e)),
+        };
+        if n == 0 {
+            break parse_response(&buf, true)?.ok_or("connection closed before a complete HTTP response arrived")?;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if buf.len() > MAX_RESPONSE {
+            return Err(format!("response larger than {} MiB", MAX_RESPONSE >> 20));
+        }
+    };
+    String::from_utf8(body).map_err(|_| "response body is not UTF-8 text".to_string())
+}
+
+/// Tries to take a complete 200 response out of `buf`.
+///
+/// `Ok(None)` means more bytes are needed; `eof` says none will come, so a
+/// close-delimited body is complete and a short framed body is an error.
+fn parse_response(buf: &[u8], eof: bool) -> Result<Option<Vec<u8>>, String> {
+    let Some((head_len, body_start)) = find_head_end(buf) else {
+        return Ok(None);
+    };
+    let head = std::str::from_utf8(&buf[..head_len]).map_err(|_| "response headers are not text".to_string())?;
+    let mut lines = head.lines();
+    let status_line = lines.next().unwrap_or_default();
+    let mut parts = status_line.splitn(3, ' ');
+    let version = parts.next().unwrap_or_default();
+    let code = parts.next().unwrap_or_default();
+    let reason = parts.next().unwrap_or_default().trim();
+    if !version.starts_with("HTTP/1.") || code.len() != 3 || !code.bytes().all(|b| b.is_ascii_digit()) {
+        return Err("the server did not answer with HTTP/1.x".to_string());
+    }
+    if code != "200" {
+        return Err(format!("HTTP status {code} {reason}").trim_end().to_string());
+    }
+
+    let mut content_length = None;
+    let mut chunked = false;
+    for line in lines {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        if name.trim().eq_ignore_ascii_case("content-length") {
+            content_length = Some(
+                value
+                    .parse::<usize>()
+                    .map_err(|_| format!("bad Content-Length {value:?}"))?,
+            );
+        } else if name.trim().eq_ignore_ascii_case("transfer-encoding") {
+            chunked = value.to_ascii_lowercase().split(',').any(|t| t.trim() == "chunked");
+        }
+    }
+
+    let body = &buf[body_start..];
+    if chunked {
+        return match decode_chunked(body)? {
+            Some(decoded) => Ok(Some(decoded)),
+            None if eof => Err("connection closed in the middle of a chunked body".to_string()),
+            None => Ok(None),
+        };
+    }
+    match content_length {
+        Some(n) if body.len() >= n => Ok(Some(body[..n].to_vec())),
+        Some(n) if eof => Err(format!("body ended after {} of {n} bytes", body.len())),
+        Some(_) => Ok(None),
+        None if eof => Ok(Some(body.to_vec())),
+        None => Ok(None),
+    }
+}
+
+/// Length of the header block (without the blank line) and where the body
+/// starts; tolerates bare `\n` line ends.
+fn find_head_end(buf: &[u8]) -> Option<(usize, usize)> {
+    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| (i, i + 4));
+    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| (i, i + 2));
+    match (crlf, lf) {
+        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Decodes a chunked body; `Ok(None)` if it is not complete yet.
+fn decode_chunked(mut body: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    let mut out = Vec::new();
+    loop {
+        let Some(line_end) = body.iter().position(|&b| b == b'\n') else {
+            return Ok(None);
+        };
+        let size_line = std::str::from_utf8(&body[..line_end]).map_err(|_| "bad chunk size line".to_string())?;
+        let size_hex = size_line.split(';').next().unwrap_or_default().trim();
+        let size = usize::from_str_radix(size_hex, 16).map_err(|_| format!("bad chunk size {size_hex:?}"))?;
+        body = &body[line_end + 1..];
+        if size == 0 {
+            // Trailers, if any, end with an empty line.
+            loop {
+                let Some(end) = body.iter().position(|&b| b == b'\n') else {
+                    return Ok(None);
+                };
+                let blank = body[..end].iter().all(|&b| b == b'\r');
+                body = &body[end + 1..];
+                if blank {
+                    return Ok(Some(out));
+                }
+            }
+        }
+        if size > MAX_RESPONSE {
+            return Err(format!("chunk of {size} bytes is too large"));
+        }
+        if body.len() < size {
+            return Ok(None);
+        }
+        out.extend_from_slice(&body[..size]);
+        body = &body[size..];
+        // The CRLF after the chunk data.
+        match body {
+            [b'\r', b'\n', rest @ ..] | [b'\n', rest @ ..] => body = rest,
+            [] | [b'\r'] => return Ok(None),
+            _ => return Err("missing line end after a chunk".to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+    use std::thread;
+
+    #[test]
+    fn parses_plain_and_labelled_samples() {
+        let text = "# HELP soakd_build_info Build.\n\
+                    # TYPE soakd_build_info gauge\n\
+                    \n\
+                    soakd_build_info{version=\"0.1.0\"} 1\n\
+                    process_open_fds 12\n\
+                    up 1 1712345678000\n\
+                    x:y_z{a=\"1\",b=\"2\",} -3.5e2\n";
+        let samples = parse_exposition(text).unwrap();
+        assert_eq!(samples.len(), 4);
+        assert_eq!(samples[0].name, "soakd_build_info");
+        assert_eq!(samples[0].labels, vec![("version".to_string(), "0.1.0".to_string())]);
+        assert_eq!(samples[0].value, 1.0);
+        assert_eq!(samples[1].name, "process_open_fds");
+        assert!(samples[1].labels.is_empty());
+        assert_eq!(samples[1].value, 12.0);
+        assert_eq!(samples[2].name, "up");
+        assert_eq!(samples[2].value, 1.0);
+        assert_eq!(samples[3].name, "x:y_z");
+        assert_eq!(samples[3].label("b"), Some("2"));
+        assert_eq!(samples[3].value, -350.0);
+    }
+
+    #[test]
+    fn parses_escapes_commas_and_braces_in_label_values() {
+        let text = r#"m{a="say \"hi\", then go",b="back\\slash",c="two\nlines",d="{}=,"} 7"#;
+        let s = &parse_exposition(text).unwrap()[0];
+        assert_eq!(s.label("a"), Some("say \"hi\", then go"));
+        assert_eq!(s.label("b"), Some("back\\slash"));
+        assert_eq!(s.label("c"), Some("two\nlines"));
+        assert_eq!(s.label("d"), Some("{}=,"));
+        assert_eq!(s.value, 7.0);
+    }
+
+    #[test]
+    fn parses_special_values() {
+        let text = "a NaN\nb +Inf\nc -Inf\nd{q=\"0.5\"} NaN\ne 1e-3\n";
+        let v: Vec<f64> = parse_exposition(text).unwrap().iter().map(|s| s.value).collect();
+        assert!(v[0].is_nan());
+        assert_eq!(v[1], f64::INFINITY);
+        assert_eq!(v[2], f64::NEG_INFINITY);
+        assert!(v[3].is_nan());
+        assert_eq!(v[4], 0.001);
+    }
+
+    #[test]
+    fn tolerates_spaces_and_crlf() {
+        let text = "m{ a = \"1\" , b=\"2\" }   5\r\n\tn\t6\r\n";
+        let samples = parse_exposition(text).unwrap();
+        assert_eq!(samples[0].label("a"), Some("1"));
+        assert_eq!(samples[0].value, 5.0);
+        assert_eq!(samples[1].value, 6.0);
+    }
+
+    #[test]
+    fn rejects_non_exposition_text() {
+        for (text, want) in [
+            ("<html><body>hi</body></html>", "line 1"),
+            ("ok 1\nm{a=\"1\" 3", "line 2"),
+            ("m{a=\"1} 3", "unterminated"),
+            ("m{a=1} 3", "'\"'"),
+            ("m", "whitespace"),
+            ("m abc", "invalid value"),
+            ("m 1 2 3", "unexpected"),
+            ("m 1 soon", "timestamp"),
+            ("{\"json\": true}", "metric name"),
+        ] {
+            let err = parse_exposition(text).unwrap_err();
+            assert!(err.contains(want), "{text:?}: {err}");
+        }
+    }
+
+    /// An exposition for one target with the given counters.
+    fn exposition(target: &str, sent: u64, ok: u64, e5xx: u64, refused: u64, reset: u64, lat: (&str, &str)) -> String {
+        let (p50, p99) = lat;
+        format!(
+            "# HELP soakd_connections Connection slots by state.\n\
+             # TYPE soakd_connections gauge\n\
+             soakd_connections{{target=\"{target}\",state=\"open\"}} 1000\n\
+             soakd_connections{{target=\"{target}\",state=\"connecting\"}} 2\n\
+             soakd_connections{{target=\"{target}\",state=\"backoff\"}} 3\n\
+             soakd_connections_desired{{target=\"{target}\"}} 1005\n\
+             soakd_requests_sent_total{{target=\"{target}\"}} {sent}\n\
+             soakd_responses_total{{target=\"{target}\",code=\"1xx\"}} 0\n\
+             soakd_responses_total{{target=\"{target}\",code=\"2xx\"}} {ok}\n\
+             soakd_responses_total{{target=\"{target}\",code=\"3xx\"}} 0\n\
+             soakd_responses_total{{target=\"{target}\",code=\"4xx\"}} 0\n\
+             soakd_responses_total{{target=\"{target}\",code=\"5xx\"}} {e5xx}\n\
+             soakd_errors_total{{target=\"{target}\",kind=\"connect_refused\"}} {refused}\n\
+             soakd_errors_total{{target=\"{target}\",kind=\"reset\"}} {reset}\n\
+             soakd_errors_total{{target=\"{target}\",kind=\"timeout\"}} 4\n\
+             soakd_request_duration_window_seconds{{target=\"{target}\",quantile=\"0.5\"}} {p50}\n\
+             soakd_request_duration_window_seconds{{target=\"{target}\",quantile=\"0.9\"}} {p99}\n\
+             soakd_request_duration_window_seconds{{target=\"{target}\",quantile=\"0.99\"}} {p99}\n\
+             soakd_request_duration_window_seconds{{target=\"{target}\",quantile=\"0.999\"}} {p99}\n\
+             soakd_connections_opened_total{{target=\"{target}\"}} 1000\n\
+             soakd_build_info{{version=\"0.1.0\"}} 1\n"
+        )
+    }
+
+    #[test]
+    fn summary_of_one_target() {
+        let before = exposition("127.0.0.1:8080", 1000, 900, 10, 5, 0, ("0.0002", "0.0005"));
+        let after = exposition("127.0.0.1:8080", 3000, 2890, 12, 11, 2, ("0.00021", "0.00053"));
+        let out = summarize(&before, &after, 2.0).unwrap();
+        let want = "target 127.0.0.1:8080\n\
+                    \x20 connections  open 1000 / desired 1005   connecting 2   backoff 3\n\
+                    \x20 requests/s   1000.0 sent   996.0 completed\n\
+                    \x20 responses/s  1xx 0  2xx 995.0  3xx 0  4xx 0  5xx 1.0\n\
+                    \x20 errors/s     connect_refused 3.0  reset 1.0\n\
+                    \x20 latency      p50 0.21 ms   p99 0.53 ms   (last 10 s)\n";
+        assert_eq!(out, want);
+    }
+
+    #[test]
+    fn summary_without_errors_or_samples() {
+        let before = exposition("t", 0, 0, 0, 0, 0, ("NaN", "NaN"));
+        let after = exposition("t", 0, 0, 0, 0, 0, ("NaN", "NaN"));
+        let out = summarize(&before, &after, 1.0).unwrap();
+        assert!(out.contains("  requests/s   0.0 sent   0.0 completed\n"), "{out}");
+        assert!(
+            out.contains("  responses/s  1xx 0  2xx 0  3xx 0  4xx 0  5xx 0\n"),
+            "{out}"
+        );
+        assert!(out.contains("  errors/s     none\n"), "{out}");
+        assert!(out.contains("  latency      p50 -   p99 -   (last 10 s)\n"), "{out}");
+    }
+
+    #[test]
+    fn targets_are_sorted_and_escaped_names_survive() {
+        let names = ["b.example:80", "a \"quoted\" name", "127.0.0.1:9000"];
+        let escaped = |n: &str| n.replace('\\', "\\\\").replace('"', "\\\"");
+        let text: String = names
+            .iter()
+            .map(|n| exposition(&escaped(n), 1, 1, 0, 0, 0, ("0.001", "0.002")))
+            .collect();
+        let out = summarize(&text, &text, 1.0).unwrap();
+        let headers: Vec<&str> = out.lines().filter(|l| l.starts_with("target ")).collect();
+        assert_eq!(
+            headers,
+            vec![
+                "target 127.0.0.1:9000",
+                "target a \"quoted\" name",
+                "target b.example:80"
+            ]
+        );
+        assert_eq!(
+            out.matches("\n\ntarget ").count(),
+            2,
+            "blank line between targets:\n{out}"
+        );
+        assert!(out.contains("p50 1.00 ms   p99 2.00 ms"), "{out}");
+    }
+
+    #[test]
+    fn latency_formatting() {
+        assert_eq!(fmt_latency(Some(0.000_213)), "0.21 ms");
+        assert_eq!(fmt_latency(Some(0.012_34)), "12.3 ms");
+        assert_eq!(fmt_latency(Some(1.5)), "1500 ms");
+        assert_eq!(fmt_latency(Some(f64::NAN)), "-");
+        assert_eq!(fmt_latency(None), "-");
+    }
+
+    #[test]
+    fn counter_reset_and_new_series() {
+        // soakd restarted between scrapes: the new value is the delta.
+        let before = exposition("t", 5000, 5000, 0, 0, 0, ("0.001", "0.001"));
+        let after = exposition("t", 40, 30, 0, 0, 0, ("0.001", "0.001"))
+            + "soakd_errors_total{target=\"t\",kind=\"future_kind\"} 2\n";
+        let out = summarize(&before, &after, 1.0).unwrap();
+        assert!(out.contains("  requests/s   40.0 sent   30.0 completed\n"), "{out}");
+        assert!(out.contains("  errors/s     future_kind 2.0\n"), "{out}");
+    }
+
+    #[test]
+    fn missing_series_print_dashes() {
+        let text = "soakd_requests_sent_total{target=\"t\"} 1\n";
+        let out = summarize(text, text, 1.0).unwrap();
+        assert!(out.contains("open - / desired -   connecting -   backoff -"), "{out}");
+        assert!(out.contains("p50 -   p99 -"), "{out}");
+    }
+
+    #[test]
+    fn not_a_soakd() {
+        let text = "process_open_fds 10\nup 1\n";
+        let err = summarize(text, text, 1.0).unwrap_err();
+        assert!(matches!(&err, Error::Usage(m) if m.contains("not a soakd")), "{err}");
+        let err = summarize("", "", 1.0).unwrap_err();
+        assert!(matches!(&err, Error::Usage(m) if m.contains("not a soakd")), "{err}");
+        let err = summarize("<html>", "<html>", 1.0).unwrap_err();
+        assert!(
+            matches!(&err, Error::Usage(m) if m.contains("not Prometheus text")),
+            "{err}"
+        );
+        let out = summarize(
+            "soakd_build_info{version=\"1\"} 1\n",
+            "soakd_build_info{version=\"1\"} 1\n",
+            1.0,
+        )
+        .unwrap();
+        assert!(out.contains("no targets"), "{out}");
+        assert!(matches!(summarize("", "", 0.0), Err(Error::Internal(_))));
+    }
+
+    #[test]
+    fn url_parsing() {
+        let u = MetricsUrl::parse("http://127.0.0.1:9469/metrics").unwrap();
+        assert_eq!(
+            u,
+            MetricsUrl {
+                host: "127.0.0.1".into(),
+                port: 9469,
+                authority: "127.0.0.1:9469".into(),
+                path: "/metrics".into()
+            }
+        );
+        let u = MetricsUrl::parse("HTTP://localhost").unwrap();
+        assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("localhost", 80, "/"));
+        let u = MetricsUrl::parse("http://[::1]:9469/a/b?x=1#frag").unwrap();
+        assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("::1", 9469, "/a/b?x=1"));
+        assert_eq!(u.authority, "[::1]:9469");
+        let u = MetricsUrl::parse("http://h:1?q").unwrap();
+        assert_eq!(u.path, "/?q");
+        for bad in [
+            "127.0.0.1:9469",
+            "https://127.0.0.1/metrics",
+            "http://:80/",
+            "http://h:0/",
+            "http://h:99999/",
+            "http://h:x/",
+            "http://u@h/",
+            "http://[::1/",
+            "http://h/a b",
+        ] {
+            assert!(MetricsUrl::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn http_response_framing() {
+        let r = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello world";
+        assert_eq!(parse_response(r, false).unwrap().unwrap(), b"hello");
+        let r = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel";
+        assert_eq!(parse_response(r, false).unwrap(), None);
+        assert!(parse_response(r, true).unwrap_err().contains("3 of 5"));
+        let r = b"HTTP/1.0 200 OK\nContent-Type: text/plain\n\nbody";
+        assert_eq!(parse_response(r, false).unwrap(), None);
+        assert_eq!(parse_response(r, true).unwrap().unwrap(), b"body");
+        let r = b"HTTP/1.1 200 OK\r\ntransfer-encoding: Chunked\r\n\r\n4;x=y\r\nwiki\r\n5\r\npedia\r\n0\r\n\r\n";
+        assert_eq!(parse_response(r, false).unwrap().unwrap(), b"wikipedia");
+        let r = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nwiki\r\n0\r\nX-T: 1\r\n";
+        assert_eq!(parse_response(r, false).unwrap(), None);
+        assert!(parse_response(r, true).is_err());
+        let r = b"HTTP/1.1 404 Not Found\r\n\r\n";
+        assert_eq!(parse_response(r, false).unwrap_err(), "HTTP status 404 Not Found");
+        let r = b"SSH-2.0-OpenSSH_9.6\r\n\r\n";
+        assert!(parse_response(r, true).unwrap_err().contains("HTTP/1.x"));
+    }
+
+    /// Serves one canned response per body on 127.0.0.1:0 and returns the
+    /// URL and a handle yielding the requests received.
+    fn serve(responses: Vec<Vec<u8>>) -> (String, thread::JoinHandle<Vec<String>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/metrics", listener.local_addr().unwrap());
+        let handle = thread::spawn(move || {
+            let mut requests = Vec::new();
+            for response in responses {
+                let (mut conn, _) = listener.accept().unwrap();
+                conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let mut req = Vec::new();
+                let mut byte = [0u8; 1];
+                while !req.ends_with(b"\r\n\r\n") && conn.read(&mut byte).unwrap() == 1 {
+                    req.push(byte[0]);
+                }
+                requests.push(String::from_utf8(req).unwrap());
+                conn.write_all(&response).unwrap();
+            }
+            requests
+        });
+        (url, handle)
+    }
+
+    fn ok_length(body: &str) -> Vec<u8> {
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    }
+
+    fn ok_chunked(body: &str) -> Vec<u8> {
+        let (a, b) = body.split_at(body.len() / 2);
+        format!(
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
+            a.len(),
+            b.len()
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn status_scrapes_twice() {
+        let before = exposition("127.0.0.1:8080", 0, 0, 0, 0, 0, ("NaN", "NaN"));
+        let after = exposition("127.0.0.1:8080", 100, 100, 0, 0, 0, ("0.0002", "0.0005"));
+        let (url, server) = serve(vec![ok_length(&before), ok_chunked(&after)]);
+        let started = Instant::now();
+        let out = status(&url, Duration::from_millis(200)).unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(200));
+        let requests = server.join().unwrap();
+        assert_eq!(requests.len(), 2);
+        for req in &requests {
+            assert!(req.starts_with("GET /metrics HTTP/1.1\r\n"), "{req}");
+            assert!(req.contains(&format!("Host: {}\r\n", &url[7..url.len() - 8])), "{req}");
+            assert!(req.contains("Connection: close\r\n"), "{req}");
+        }
+        assert!(out.starts_with("target 127.0.0.1:8080\n"), "{out}");
+        assert!(out.contains("p50 0.20 ms   p99 0.50 ms"), "{out}");
+        // 100 requests in about 0.2 s (the exact figure depends on scheduling).
+        let sent: f64 = out
+            .lines()
+            .find_map(|l| l.strip_prefix("  requests/s   "))
+            .and_then(|l| l.split(' ').next())
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(sent > 50.0 && sent <= 1000.0, "{out}");
+    }
+
+    #[test]
+    fn status_close_delimited_body() {
+        let body = exposition("t", 1, 1, 0, 0, 0, ("0.001", "0.001"));
+        let resp = format!("HTTP/1.0 200 OK\r\n\r\n{body}").into_bytes();
+        let (url, server) = serve(vec![resp.clone(), resp]);
+        let out = status(&url, Duration::ZERO).unwrap();
+        server.join().unwrap();
+        assert!(out.contains("errors/s     none"), "{out}");
+    }
+
+    #[test]
+    fn status_rejects_wrong_endpoints() {
+        // A failed fetch ends the command at once; a body is only judged
+        // after both scrapes, so those cases serve it twice.
+        let cases: Vec<(Vec<u8>, usize, &str)> = vec![
+            (
+                b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_vec(),
+                1,
+                "HTTP status 404",
+            ),
+            (ok_length("<!doctype html><p>hello</p>"), 2, "not Prometheus text"),
+            (ok_length("go_goroutines 7\n"), 2, "not a soakd"),
+        ];
+        for (response, times, want) in cases {
+            let (url, server) = serve(vec![response; times]);
+            let err = status(&url, Duration::ZERO).unwrap_err();
+            server.join().unwrap();
+            let Error::Usage(msg) = &err else {
+                panic!("expected a usage error, got {err:?}");
+            };
+            assert!(msg.contains(&url), "{msg}");
+            assert!(msg.contains(want), "{msg}");
+            assert!(
+                msg.contains("--metrics-listen") && msg.contains("--metrics URL"),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn status_unreachable() {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let url = format!("http://127.0.0.1:{port}/metrics");
+        let err = status(&url, Duration::ZERO).unwrap_err();
+        assert_eq!(err.to_string().matches(&url).count(), 1, "{err}");
+        assert!(
+            matches!(&err, Error::Usage(m) if m.contains("cannot read soakd metrics at")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn status_bad_url() {
+        let err = status("ftp://127.0.0.1/metrics", Duration::ZERO).unwrap_err();
+        assert!(matches!(&err, Error::Usage(m) if m.contains("only http://")), "{err}");
+    }
+}
