@@ -40,6 +40,16 @@ pub enum Command {
     /// Soak an embedded target: 1000 connections, one request per second
     /// each, until Ctrl-C.
     Demo(DemoArgs),
+    /// Summarise a running soakd from its metrics endpoint.
+    Status(StatusArgs),
+}
+
+/// Flags of `soakd status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The daemon's metrics URL.
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:9469/metrics")]
+    pub metrics: String,
 }
 
 fn duration(v: &str) -> Result<Duration, String> {
@@ -168,6 +178,17 @@ pub struct RunArgs {
     /// Prometheus endpoint address, or "off".
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9469", value_parser = metrics_addr)]
     pub metrics_listen: Listen,
+    /// PID of the server under test (repeatable, e.g. nginx master and
+    /// workers): its memory, CPU and open files join the metrics.
+    #[arg(long = "target-pid", value_name = "PID", value_parser = clap::value_parser!(u32).range(1..))]
+    pub target_pids: Vec<u32>,
+    /// Write latency as an HdrHistogram interval log (one interval per 10 s).
+    #[arg(long, value_name = "FILE")]
+    pub hdr_log: Option<PathBuf>,
+    /// After the run, keep serving the final metrics for DUR so Prometheus
+    /// scrapes the final counters (e.g. 2 × the scrape interval).
+    #[arg(long, value_name = "DUR", default_value = "0s", value_parser = duration, allow_hyphen_values = true)]
+    pub metrics_linger: Duration,
 }
 
 impl RunArgs {
@@ -250,6 +271,7 @@ impl RunArgs {
                 source_addrs: self.source_addrs,
                 max_requests_per_conn: self.max_requests_per_conn,
                 max_conn_lifetime: self.max_conn_lifetime,
+                target_pids: self.target_pids,
             }],
             threads,
             duration: self.duration,
@@ -257,6 +279,8 @@ impl RunArgs {
             report,
             metrics_listen: self.metrics_listen.0,
             drain_timeout: Duration::from_secs(5),
+            hdr_log: self.hdr_log,
+            metrics_linger: self.metrics_linger,
         })
     }
 }
@@ -307,6 +331,11 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
         }
         Command::Target(args) => serve_target(args),
         Command::Demo(args) => demo(args),
+        Command::Status(args) => {
+            let summary = crate::statuscmd::status(&args.metrics, Duration::from_secs(1))?;
+            print!("{summary}");
+            Ok(())
+        }
     }
 }
 

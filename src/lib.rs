@@ -15,12 +15,16 @@
 pub mod cli;
 pub mod engine;
 pub mod error;
+pub mod exporter;
+pub mod hdrlog;
 pub mod http;
+pub mod metrics;
 pub mod plan;
 pub mod preflight;
 pub mod report;
 pub mod stats;
 pub mod status;
+pub mod statuscmd;
 pub mod target;
 pub mod timer;
 

@@ -82,6 +82,8 @@ pub struct Workload {
     pub max_requests_per_conn: Option<u32>,
     /// Planned churn: close after about this long (±10%).
     pub max_conn_lifetime: Option<Duration>,
+    /// PIDs of the server under test, watched through /proc for the metrics.
+    pub target_pids: Vec<u32>,
 }
 
 /// Where the final JSON report goes.
@@ -110,6 +112,11 @@ pub struct Plan {
     pub metrics_listen: Option<SocketAddr>,
     /// Time allowed for responses in flight after a stop.
     pub drain_timeout: Duration,
+    /// HdrHistogram interval log of latencies, one interval per 10 s.
+    pub hdr_log: Option<PathBuf>,
+    /// Keep serving the final metrics this long after the run, so the last
+    /// scrape sees the final counters.
+    pub metrics_linger: Duration,
 }
 
 impl Plan {

@@ -25,6 +25,9 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook_mio::v1_0::Signals;
 
+use crate::exporter::{Exporter, Handler, Reply};
+use crate::hdrlog::HdrLog;
+use crate::metrics::Metrics;
 use crate::plan::Plan;
 use crate::report::Report;
 use crate::stats::{Delta, Gauges, WorkloadStats};
@@ -54,10 +57,16 @@ pub struct Totals {
     pub open_at_stop: Option<Vec<u64>>,
     /// Per worker: loop iterations seen in its last flush.
     pub heartbeats: Vec<u64>,
+    /// Per workload: latency recorded since the metrics' window last took
+    /// it (see [`crate::metrics::Metrics::update`]).
+    pub window: Vec<hdrhistogram::Histogram<u64>>,
+    /// Per workload: latency since the HDR interval log last took it; only
+    /// kept with `--hdr-log`.
+    log_interval: Option<Vec<hdrhistogram::Histogram<u64>>>,
 }
 
 impl Totals {
-    fn new(names: Vec<String>, workers: usize) -> Totals {
+    fn new(names: Vec<String>, workers: usize, hdr_log: bool) -> Totals {
         let n = names.len();
         Totals {
             names,
@@ -68,6 +77,8 @@ impl Totals {
             ramp: vec![None; n],
             open_at_stop: None,
             heartbeats: vec![0; workers],
+            window: (0..n).map(|_| crate::stats::histogram()).collect(),
+            log_interval: hdr_log.then(|| (0..n).map(|_| crate::stats::histogram()).collect()),
         }
     }
 
@@ -92,6 +103,14 @@ impl Totals {
             for wi in 0..n {
                 self.stats[wi].add(&stats[wi]);
                 self.interval[wi].add(&stats[wi]);
+                if !stats[wi].latency.is_empty() {
+                    self.window[wi]
+                        .add(&stats[wi].latency)
+                        .expect("histograms share bounds");
+                    if let Some(log) = self.log_interval.as_mut() {
+                        log[wi].add(&stats[wi].latency).expect("histograms share bounds");
+                    }
+                }
                 stats[wi].clear();
                 gauges[wi].add(&g[wi]);
                 if g[wi].desired > 0 {
@@ -122,6 +141,17 @@ impl Totals {
             self.open_at_stop = at_stop;
         }
         (all_idle, all_budget)
+    }
+
+    /// Latency per workload since the last call (for the HDR interval log).
+    pub fn take_log_interval(&mut self) -> Vec<hdrhistogram::Histogram<u64>> {
+        match self.log_interval.as_mut() {
+            Some(log) => log
+                .iter_mut()
+                .map(|h| std::mem::replace(h, crate::stats::histogram()))
+                .collect(),
+            None => Vec::new(),
+        }
     }
 
     /// Everything that arrived since the last call, merged over workloads,
@@ -223,6 +253,45 @@ pub struct Hooks {
     pub on_tick: Option<TickHook>,
 }
 
+/// True when SIGINT or SIGTERM arrived since the last look.
+fn exit_now_requested(signals: &mut Signals) -> bool {
+    signals.pending().any(|s| s == SIGINT || s == SIGTERM)
+}
+
+/// Serves `/metrics` from the registry and `/healthz` from the snapshot's
+/// worker check-ins; everything else is 404.
+fn scrape_handler(metrics: &Metrics) -> Handler {
+    let registry = metrics.registry().clone();
+    let snapshot = metrics.snapshot();
+    Arc::new(move |path: &str| match path {
+        "/metrics" => Reply {
+            status: 200,
+            content_type: "text/plain; version=0.0.4; charset=utf-8",
+            body: crate::metrics::render(&registry),
+        },
+        "/healthz" => {
+            if snapshot.lock().unwrap_or_else(|p| p.into_inner()).healthy {
+                Reply {
+                    status: 200,
+                    content_type: "text/plain; charset=utf-8",
+                    body: b"ok\n".to_vec(),
+                }
+            } else {
+                Reply {
+                    status: 503,
+                    content_type: "text/plain; charset=utf-8",
+                    body: b"a worker loop has not checked in for 5 s\n".to_vec(),
+                }
+            }
+        }
+        _ => Reply {
+            status: 404,
+            content_type: "text/plain; charset=utf-8",
+            body: b"not found: try /metrics or /healthz\n".to_vec(),
+        },
+    })
+}
+
 /// Runs a plan to the end. See [`crate::run`].
 pub fn run(plan: Plan) -> Result<Report, Error> {
     run_with_hooks(plan, Hooks::default())
@@ -243,6 +312,26 @@ pub fn run_with_hooks(plan: Plan, mut hooks: Hooks) -> Result<Report, Error> {
         .registry()
         .register(&mut signals, Token(0), Interest::READABLE)
         .map_err(|e| Error::io("registering signals", e))?;
+
+    // Bound before any connection is opened: a port that cannot be had is
+    // a preflight failure (exit 2), not a surprise an hour in.
+    let mut metrics = Metrics::new(
+        &names,
+        plan.workloads.iter().map(|w| w.target_pids.clone()).collect(),
+        threads,
+    );
+    let exporter = match plan.metrics_listen {
+        Some(addr) => {
+            let e = Exporter::start(addr, scrape_handler(&metrics))?;
+            eprintln!("soakd: metrics on http://{}/metrics", e.local_addr());
+            Some(e)
+        }
+        None => None,
+    };
+    let mut hdr_log = match &plan.hdr_log {
+        Some(path) => Some(HdrLog::create(path, &names)?),
+        None => None,
+    };
 
     let shared = Arc::new(Shared {
         phase: AtomicU8::new(PHASE_RUN),
@@ -273,7 +362,7 @@ pub fn run_with_hooks(plan: Plan, mut hooks: Hooks) -> Result<Report, Error> {
         handles.push(handle);
     }
 
-    let mut totals = Totals::new(names, threads);
+    let mut totals = Totals::new(names, threads, plan.hdr_log.is_some());
     let mut status = StatusLine::new(&plan);
     let deadline = plan.duration.map(|d| shared.start + d);
     let mut stop_at: Option<Instant> = None;
@@ -318,6 +407,10 @@ pub fn run_with_hooks(plan: Plan, mut hooks: Hooks) -> Result<Report, Error> {
         }
         let (idle, budget_done) = totals.collect(&shared);
         let elapsed = shared.start.elapsed();
+        metrics.update(&mut totals);
+        if let Some(log) = hdr_log.as_mut() {
+            log.tick(&mut totals, elapsed);
+        }
         if let Some(hook) = hooks.on_tick.as_mut() {
             hook(&totals, elapsed);
         }
@@ -355,6 +448,23 @@ pub fn run_with_hooks(plan: Plan, mut hooks: Hooks) -> Result<Report, Error> {
         }
     }
     totals.collect(&shared);
+    metrics.update(&mut totals);
+    if let Some(log) = hdr_log.as_mut() {
+        log.finish(&mut totals, shared.start.elapsed());
+    }
+    if let Some(e) = exporter {
+        if !plan.metrics_linger.is_zero() && !exit_now_requested(&mut signals) {
+            status.note(&format!(
+                "run over; serving the final metrics for {} (signal to stop)",
+                humantime::format_duration(plan.metrics_linger)
+            ));
+            let until = Instant::now() + plan.metrics_linger;
+            while Instant::now() < until && !exit_now_requested(&mut signals) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        e.stop();
+    }
     status.finish();
     if let Some(e) = failure {
         return Err(e);

@@ -253,7 +253,7 @@ http {{
     {extra_http}
 
     server {{
-        listen 127.0.0.1:{port};
+        listen 127.0.0.1:{port} backlog=4096;
         location / {{
             {location_body}
         }}

@@ -1,0 +1,466 @@
+#!/usr/bin/env bash
+# Benchmark soakd against wrk in the same run, against the same nginx.
+# See bench/README.md for what is measured and how to read the numbers.
+#
+#   bench/compare.sh                        # wrk vs soakd, 100 and 10000 connections
+#   CONNS="100 1000" DURATION=5 bench/compare.sh
+#   MODE=hold bench/compare.sh              # soakd CPU while holding 15,000 idle-ish connections
+#   MODE=ramp bench/compare.sh              # how long opening 15,000 connections takes
+#   MODE=lag  bench/compare.sh              # p99 schedule lag at 15,000 connections
+#   SOAKD=/path/to/soakd bench/compare.sh   # use that binary, skip the build
+#
+# nginx (1 worker) is pinned to CPU 0 and the load generator to CPU 1, so
+# neither steals the other's core.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+
+MODE=${MODE:-compare}
+CONNS=${CONNS:-100 10000}
+DURATION=${DURATION:-10}
+# SOAKD=/path/to/soakd benchmarks that binary instead, without building.
+SOAKD_GIVEN=${SOAKD:+yes}
+SOAKD=${SOAKD:-$ROOT/target/release/soakd}
+
+case "$MODE" in
+compare | hold | ramp | lag) ;;
+*)
+    echo "unknown MODE=$MODE (want compare, hold, ramp or lag)" >&2
+    exit 2
+    ;;
+esac
+
+section() {
+    printf '\n==== %s ====\n' "$*"
+}
+
+# ---------------------------------------------------------------------------
+# Tools
+# ---------------------------------------------------------------------------
+
+export DEBIAN_FRONTEND=noninteractive
+apt_updated=no
+
+# apt-get install PKG..., with one `apt-get update` first. Service starts are
+# forbidden meanwhile: we never use the system nginx.
+apt_install() {
+    if [ "$apt_updated" = no ]; then
+        apt-get update
+        apt_updated=yes
+    fi
+    local made_policy=no rc=0
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+        chmod +x /usr/sbin/policy-rc.d
+        made_policy=yes
+    fi
+    apt-get install -y --no-install-recommends "$@" || rc=$?
+    [ "$made_policy" = no ] || rm -f /usr/sbin/policy-rc.d
+    return "$rc"
+}
+
+# need COMMAND PACKAGE: install PACKAGE when COMMAND is absent.
+need() {
+    if ! command -v "$1" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$1" ]; then
+        echo "$1 missing: installing $2"
+        apt_install "$2"
+    fi
+}
+
+need python3 python3 # free ports, JSON
+need nginx nginx-light
+need taskset util-linux
+[ -x /usr/bin/time ] || apt_install time
+[ "$MODE" != compare ] || need wrk wrk
+NGINX_BIN=$(command -v nginx || echo /usr/sbin/nginx)
+
+# Open files: wrk and soakd need one per connection plus a few; nginx as well.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+NOFILE=$(ulimit -n)
+
+# Everything this run writes goes here; removed on exit.
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/soakd-bench.XXXXXX")
+NGINX_PID=
+LOAD_PID=
+
+cleanup() {
+    set +e
+    [ -z "$LOAD_PID" ] || kill -KILL "$LOAD_PID" 2>/dev/null
+    if [ -n "$NGINX_PID" ] && kill -0 "$NGINX_PID" 2>/dev/null; then
+        kill -TERM "$NGINX_PID" 2>/dev/null
+        for _ in $(seq 100); do
+            kill -0 "$NGINX_PID" 2>/dev/null || break
+            sleep 0.02
+        done
+        kill -KILL "$NGINX_PID" 2>/dev/null
+    fi
+    wait 2>/dev/null
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# json_get FILE PATH: prints the value at PATH (like .requests.completed).
+json_get() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))
+for key in sys.argv[2].strip(".").split("."):
+    v = v[key]
+print(v)
+PY
+}
+
+# calc EXPR: floating-point arithmetic with 2 decimals, via awk (cheap
+# enough to call every second while sampling). "n/a" when it fails, e.g. on
+# division by 0 (mawk prints inf, gawk errors out).
+calc() {
+    local r
+    r=$(awk "BEGIN { printf \"%.2f\", ($1) }" 2>/dev/null) || r=n/a
+    case $r in
+    '' | *inf* | *nan*) r=n/a ;;
+    esac
+    echo "$r"
+}
+
+# ---------------------------------------------------------------------------
+# Build
+# ---------------------------------------------------------------------------
+
+section "cargo build --release"
+SOAKD_OK=yes
+if [ -n "$SOAKD_GIVEN" ]; then
+    echo "SOAKD=$SOAKD given: not building"
+    [ -x "$SOAKD" ] || SOAKD_OK=no
+elif ! cargo build --release; then
+    echo "WARNING: cargo build --release failed; soakd runs are skipped" >&2
+    SOAKD_OK=no
+elif [ ! -x "$SOAKD" ]; then
+    echo "WARNING: $SOAKD not found after the build; soakd runs are skipped" >&2
+    SOAKD_OK=no
+fi
+if [ "$MODE" != compare ] && [ "$SOAKD_OK" = no ]; then
+    echo "MODE=$MODE needs soakd" >&2
+    exit 1
+fi
+
+# ---------------------------------------------------------------------------
+# nginx
+# ---------------------------------------------------------------------------
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+port_open() {
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# The same config as the tests' nginx (tests/util/mod.rs): everything,
+# including temp paths, inside our own dir; long keep-alive; no access log.
+write_nginx_conf() {
+    local dir=$1 port=$2
+    cat >"$dir/nginx.conf" <<EOF
+daemon off;
+master_process on;
+worker_processes 1;
+worker_rlimit_nofile 40000;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events {
+    worker_connections 30000;
+    multi_accept on;
+}
+http {
+    access_log off;
+    keepalive_requests 1000000;
+    keepalive_timeout 3600s;
+    client_body_temp_path $dir/client_body;
+    proxy_temp_path $dir/proxy;
+    fastcgi_temp_path $dir/fastcgi;
+    uwsgi_temp_path $dir/uwsgi;
+    scgi_temp_path $dir/scgi;
+    server {
+        listen 127.0.0.1:$port backlog=4096;
+        location / { return 200 "pong"; }
+    }
+}
+EOF
+}
+
+# Sets PORT and NGINX_PID. nginx cannot bind port 0, so take a port that was
+# just free and retry with another if someone grabbed it meanwhile.
+start_nginx() {
+    local dir=$WORK/nginx attempt
+    for attempt in $(seq 10); do
+        rm -rf "$dir"
+        mkdir -p "$dir"
+        PORT=$(free_port)
+        write_nginx_conf "$dir" "$PORT"
+        taskset -c 0 "$NGINX_BIN" -p "$dir/" -c "$dir/nginx.conf" -e "$dir/error.log" \
+            </dev/null >/dev/null 2>"$dir/stderr.log" &
+        NGINX_PID=$!
+        # nginx writes its pid file only after binding, and retries a busy
+        # port for 2.5 s before giving up, so wait up to 5 s.
+        for _ in $(seq 250); do
+            if ! kill -0 "$NGINX_PID" 2>/dev/null; then
+                wait "$NGINX_PID" || true
+                NGINX_PID=
+                if grep -q "Address already in use" "$dir/error.log" "$dir/stderr.log"; then
+                    echo "port $PORT taken, retrying (attempt $attempt)"
+                    continue 2
+                fi
+                echo "nginx failed to start:" >&2
+                cat "$dir/error.log" "$dir/stderr.log" >&2
+                exit 1
+            fi
+            if [ -s "$dir/nginx.pid" ] && port_open "$PORT"; then
+                return 0
+            fi
+            sleep 0.02
+        done
+        echo "nginx did not come up within 5 s:" >&2
+        cat "$dir/error.log" "$dir/stderr.log" >&2
+        exit 1
+    done
+    echo "nginx: no free port found in 10 attempts" >&2
+    exit 1
+}
+
+section "nginx"
+start_nginx
+URL=http://127.0.0.1:$PORT/
+echo "nginx pid $NGINX_PID on $URL (CPU 0); load generators on CPU 1; open-file limit $NOFILE"
+
+# ---------------------------------------------------------------------------
+# Running a load generator
+# ---------------------------------------------------------------------------
+
+# timed NAME CMD...: runs CMD on CPU 1 under /usr/bin/time with stdout in
+# $WORK/NAME.out and stderr in $WORK/NAME.err; sets CPU_S (user+system CPU
+# seconds), RSS_KIB (max RSS) and RC (exit status).
+timed() {
+    local name=$1
+    shift
+    RC=0
+    /usr/bin/time -o "$WORK/$name.time" -f '%U %S %M' taskset -c 1 "$@" \
+        </dev/null >"$WORK/$name.out" 2>"$WORK/$name.err" || RC=$?
+    # On failure time(1) puts a "Command exited with..." line first.
+    local u s m
+    read -r u s m < <(tail -n 1 "$WORK/$name.time")
+    CPU_S=$(calc "$u + $s")
+    RSS_KIB=$m
+}
+
+# show_failure NAME: what a failed run printed.
+show_failure() {
+    echo "---- $1 failed (exit $RC); stderr (last 30 lines): ----" >&2
+    tail -n 30 "$WORK/$1.err" >&2 || true
+    echo "----" >&2
+}
+
+# wait_timewait: sockets a previous run closed sit in TIME_WAIT for 60 s and
+# keep their local ports; 15,000 of them plus 15,000 new connections do not
+# fit the 28,000-port range, and connects then crawl through the kernel's
+# port search. Start every run with the ports free.
+wait_timewait() {
+    local tw i
+    for i in $(seq 70); do
+        tw=$(ss -tan state time-wait 2>/dev/null | wc -l)
+        [ "$tw" -gt 1000 ] || return 0
+        [ "$i" -gt 1 ] || echo "waiting for $tw TIME_WAIT sockets to expire..."
+        sleep 1
+    done
+}
+
+# soakd_run NAME ARGS...: runs `soakd run URL ARGS... --report FILE
+# --metrics-listen off` timed on CPU 1. Sets REPORT (empty on failure).
+soakd_run() {
+    local name=$1
+    shift
+    REPORT=$WORK/$name.json
+    rm -f "$REPORT"
+    wait_timewait
+    timed "$name" "$SOAKD" run "$URL" "$@" --report "$REPORT" --metrics-listen off
+    if [ "$RC" -ne 0 ] || [ ! -s "$REPORT" ] || ! json_get "$REPORT" .requests.completed >/dev/null 2>&1; then
+        show_failure "$name"
+        REPORT=
+    fi
+}
+
+# ---------------------------------------------------------------------------
+# MODE=compare: wrk vs soakd
+# ---------------------------------------------------------------------------
+
+# Results, keyed "tool:conns".
+declare -A COMPLETED RPS CPU_US RSS RSS_PER
+
+# record TOOL N COMPLETED SECONDS: fills the result arrays from the last run.
+record() {
+    local key=$1:$2
+    COMPLETED[$key]=$3
+    RPS[$key]=$(calc "$3 / $4")
+    CPU_US[$key]=$(calc "$CPU_S * 1e6 / $3")
+    RSS[$key]=$RSS_KIB
+    RSS_PER[$key]=$(calc "$RSS_KIB / $2")
+}
+
+mode_compare() {
+    local n wrk_line completed secs
+    for n in $CONNS; do
+        if [ "$NOFILE" != unlimited ] && [ "$NOFILE" -lt $((n + 100)) ]; then
+            echo "WARNING: open-file limit $NOFILE is below $((n + 100)); $n connections will hit it" >&2
+        fi
+
+        section "wrk, $n connections, ${DURATION}s"
+        wait_timewait
+        timed "wrk-$n" wrk -t1 -c "$n" -d "${DURATION}s" --latency "$URL"
+        cat "$WORK/wrk-$n.out"
+        # "  123456 requests in 10.00s, 14.24MB read"
+        wrk_line=$(grep ' requests in ' "$WORK/wrk-$n.out" || true)
+        if [ "$RC" -eq 0 ] && [ -n "$wrk_line" ]; then
+            completed=$(awk '{print $1}' <<<"$wrk_line")
+            secs=$(awk '{sub(/s,?$/, "", $4); print $4}' <<<"$wrk_line")
+            record wrk "$n" "$completed" "$secs"
+        else
+            show_failure "wrk-$n"
+        fi
+
+        section "soakd, $n connections, ${DURATION}s"
+        if [ "$SOAKD_OK" = no ]; then
+            echo "skipped: soakd did not build"
+            continue
+        fi
+        soakd_run "soakd-$n" -c "$n" --ramp 100000 -t 1 -d "${DURATION}s"
+        if [ -n "$REPORT" ]; then
+            cat "$WORK/soakd-$n.out"
+            completed=$(json_get "$REPORT" .requests.completed)
+            secs=$(json_get "$REPORT" .duration_seconds)
+            echo "report: completed=$completed duration=${secs}s" \
+                "errors=$(python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["errors"]; print({k: v for k, v in e.items() if v})' "$REPORT" 2>/dev/null || echo '?')"
+            record soakd "$n" "$completed" "$secs"
+        fi
+    done
+
+    section "Results (CPU and RSS over the whole run, ramp included)"
+    local fmt='%-6s %7s %12s %10s %12s %12s %12s\n' tool key
+    # shellcheck disable=SC2059
+    printf "$fmt" tool conns completed req/s cpu_us/req maxrss_KiB KiB/conn
+    for n in $CONNS; do
+        for tool in wrk soakd; do
+            key=$tool:$n
+            # shellcheck disable=SC2059
+            printf "$fmt" "$tool" "$n" "${COMPLETED[$key]:-failed}" "${RPS[$key]:--}" \
+                "${CPU_US[$key]:--}" "${RSS[$key]:--}" "${RSS_PER[$key]:--}"
+        done
+    done
+    echo
+    echo "soakd/wrk ratios (below 1 = soakd uses less):"
+    for n in $CONNS; do
+        if [ -n "${CPU_US[soakd:$n]:-}" ] && [ -n "${CPU_US[wrk:$n]:-}" ]; then
+            printf '  %6s connections: CPU per request %s, RSS per connection %s\n' "$n" \
+                "$(calc "${CPU_US[soakd:$n]} / ${CPU_US[wrk:$n]}")" \
+                "$(calc "${RSS_PER[soakd:$n]} / ${RSS_PER[wrk:$n]}")"
+        else
+            printf '  %6s connections: n/a (a run failed)\n' "$n"
+        fi
+    done
+}
+
+# ---------------------------------------------------------------------------
+# MODE=hold: soakd's CPU while holding 15,000 connections
+# ---------------------------------------------------------------------------
+
+# cpu_ticks PID: utime + stime of the whole process (all threads), in clock
+# ticks. Fields after "(comm) " start at field 3 (state), so utime (14) and
+# stime (15) are the 12th and 13th.
+cpu_ticks() {
+    local rest
+    rest=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null) || return 1
+    awk '{print $12 + $13}' <<<"$rest"
+}
+
+mode_hold() {
+    local n=15000 pid t0 fds prev now t_prev t_now pct hz samples=0 sum=0 max=0 hwm=
+    section "hold: soakd -c $n -i 60s -d 60s -t 1 (CPU 1)"
+    hz=$(getconf CLK_TCK)
+    wait_timewait
+    taskset -c 1 "$SOAKD" run "$URL" -c "$n" -i 60s -d 60s -t 1 --ramp 10000 \
+        --report "$WORK/hold.json" --metrics-listen off \
+        </dev/null >"$WORK/hold.out" 2>"$WORK/hold.err" &
+    pid=$!
+    LOAD_PID=$pid
+    # The ramp is over when soakd holds n descriptors (one per connection),
+    # or when the count has stopped growing for 3 s (some connects failed).
+    t0=$(date +%s.%N)
+    local last=-1 last_change=$SECONDS
+    while kill -0 "$pid" 2>/dev/null; do
+        fds=$(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+        [ "$fds" -lt "$n" ] || break
+        if [ "$fds" -ne "$last" ]; then
+            last=$fds
+            last_change=$SECONDS
+        elif [ $((SECONDS - last_change)) -ge 3 ]; then
+            echo "WARNING: stuck at $fds descriptors (< $n); sampling anyway" >&2
+            break
+        fi
+        sleep 0.2
+    done
+    echo "ramp done after $(calc "$(date +%s.%N) - $t0") s ($fds fds); sampling CPU every second:"
+    prev=$(cpu_ticks "$pid") || prev=
+    t_prev=$(date +%s.%N)
+    while [ -n "$prev" ] && sleep 1 && now=$(cpu_ticks "$pid"); do
+        t_now=$(date +%s.%N)
+        hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo "$hwm")
+        pct=$(calc "($now - $prev) / $hz / ($t_now - $t_prev) * 100")
+        printf '  %5.1f%%' "$pct"
+        samples=$((samples + 1))
+        sum=$(calc "$sum + $pct")
+        max=$(calc "$pct > $max ? $pct : $max")
+        [ $((samples % 10)) -ne 0 ] || echo
+        prev=$now
+        t_prev=$t_now
+    done
+    echo
+    RC=0
+    wait "$pid" || RC=$?
+    LOAD_PID=
+    if [ "$RC" -ne 0 ] || [ ! -s "$WORK/hold.json" ]; then
+        show_failure hold
+    fi
+    if [ "$samples" -gt 0 ]; then
+        echo "soakd CPU after the ramp: mean $(calc "$sum / $samples")% of one core, max $max% ($samples samples)"
+    fi
+    echo "max RSS ${hwm:-?} KiB"
+    if [ -s "$WORK/hold.json" ]; then
+        echo "peak_open $(json_get "$WORK/hold.json" .connections.peak_open)," \
+            "completed $(json_get "$WORK/hold.json" .requests.completed)"
+    fi
+}
+
+# ---------------------------------------------------------------------------
+# MODE=ramp and MODE=lag
+# ---------------------------------------------------------------------------
+
+mode_ramp() {
+    section "ramp: soakd -c 15000 --ramp 10000 -d 5s -i 1s -t 1 (CPU 1)"
+    soakd_run ramp -c 15000 --ramp 10000 -d 5s -i 1s -t 1
+    [ -n "$REPORT" ] || exit 1
+    echo "connections.ramp_seconds: $(json_get "$REPORT" .connections.ramp_seconds)" \
+        "(ideal 1.5 at 10,000/s)"
+    echo "connections.peak_open:    $(json_get "$REPORT" .connections.peak_open)"
+    echo "CPU ${CPU_S}s, max RSS ${RSS_KIB} KiB"
+}
+
+mode_lag() {
+    section "lag: soakd -c 15000 -i 1s -d 30s --ramp 10000 -t 1 (CPU 1)"
+    soakd_run lag -c 15000 -i 1s -d 30s --ramp 10000 -t 1
+    [ -n "$REPORT" ] || exit 1
+    echo "schedule_lag_seconds.p99: $(json_get "$REPORT" .schedule_lag_seconds.p99)"
+    echo "schedule_lag_seconds.max: $(json_get "$REPORT" .schedule_lag_seconds.max)"
+    echo "requests.completed:       $(json_get "$REPORT" .requests.completed)"
+    echo "CPU ${CPU_S}s, max RSS ${RSS_KIB} KiB"
+}
+
+"mode_$MODE"

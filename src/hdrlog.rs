@@ -1,0 +1,126 @@
+//! `--hdr-log FILE`: latency as an HdrHistogram interval log.
+//!
+//! A multi-day soak is analysed afterwards with the standard HdrHistogram
+//! log tools (HistogramLogAnalyzer, `hdr-plot`, HdrHistogram's
+//! `HistogramLogProcessor`), which need the full distribution per interval,
+//! not percentiles. Every 10 s one interval per workload is appended,
+//! tagged with the workload name; values are microseconds, and the
+//! `MaxValueDivisor` of 1e6 makes the tools print seconds.
+//!
+//! The log writer borrows its file for as long as the log is open, so it
+//! lives on a small thread of its own; the control thread hands it one
+//! histogram per workload every 10 s.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::Path;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime};
+
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::V2DeflateSerializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+
+use crate::Error;
+use crate::engine::Totals;
+
+/// Length of one logged interval.
+pub const INTERVAL: Duration = Duration::from_secs(10);
+
+struct Interval {
+    start: Duration,
+    length: Duration,
+    histograms: Vec<Histogram<u64>>,
+}
+
+/// An open interval log.
+pub struct HdrLog {
+    sender: Option<mpsc::Sender<Interval>>,
+    thread: Option<JoinHandle<()>>,
+    started: Duration,
+}
+
+impl HdrLog {
+    /// Creates (truncates) `path` and writes the log header. Tags are the
+    /// workload names with characters the format forbids replaced by `_`.
+    pub fn create(path: &Path, names: &[String]) -> Result<HdrLog, Error> {
+        let file = File::create(path).map_err(|e| {
+            Error::Usage(format!(
+                "--hdr-log {}: cannot create it ({e}); give a writable path",
+                path.display()
+            ))
+        })?;
+        let tags: Vec<String> = names
+            .iter()
+            .map(|n| {
+                n.chars()
+                    .map(|c| if matches!(c, ',' | ' ' | '\r' | '\n') { '_' } else { c })
+                    .collect()
+            })
+            .collect();
+        let (sender, receiver) = mpsc::channel::<Interval>();
+        let now = SystemTime::now();
+        let thread = std::thread::Builder::new()
+            .name("soakd-hdr-log".into())
+            .spawn(move || {
+                let mut out = BufWriter::new(file);
+                let mut serializer = V2DeflateSerializer::new();
+                let writer = IntervalLogWriterBuilder::new()
+                    .add_comment("soakd request latency in microseconds, one interval per workload (tag) every 10 s")
+                    .with_start_time(now)
+                    .with_base_time(now)
+                    .with_max_value_divisor(1e6)
+                    .begin_log_with(&mut out, &mut serializer);
+                let Ok(mut writer) = writer else {
+                    eprintln!("soakd: --hdr-log: cannot write the log header; no interval log");
+                    return;
+                };
+                for interval in receiver {
+                    for (h, tag) in interval.histograms.iter().zip(&tags) {
+                        if let Err(e) = writer.write_histogram(h, interval.start, interval.length, Tag::new(tag)) {
+                            eprintln!("soakd: --hdr-log: writing an interval failed ({e:?})");
+                        }
+                    }
+                }
+                drop(writer);
+                let _ = std::io::Write::flush(&mut out);
+            })
+            .map_err(|e| Error::io("starting the hdr-log thread", e))?;
+        Ok(HdrLog {
+            sender: Some(sender),
+            thread: Some(thread),
+            started: Duration::ZERO,
+        })
+    }
+
+    /// Called every aggregation tick: writes an interval when 10 s are up.
+    pub fn tick(&mut self, totals: &mut Totals, elapsed: Duration) {
+        if elapsed >= self.started + INTERVAL {
+            self.write(totals, elapsed);
+        }
+    }
+
+    /// Writes the last (partial) interval and closes the log.
+    pub fn finish(&mut self, totals: &mut Totals, elapsed: Duration) {
+        if elapsed > self.started {
+            self.write(totals, elapsed);
+        }
+        self.sender = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+
+    fn write(&mut self, totals: &mut Totals, elapsed: Duration) {
+        let histograms = totals.take_log_interval();
+        if let Some(s) = &self.sender {
+            let _ = s.send(Interval {
+                start: self.started,
+                length: elapsed - self.started,
+                histograms,
+            });
+        }
+        self.started = elapsed;
+    }
+}

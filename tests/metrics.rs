@@ -1,0 +1,475 @@
+//! The Prometheus endpoint against live runs: promtool-clean exposition,
+//! every contract metric present from the start, monotonic counters,
+//! counters equal to the final report, health, hostile clients, the target
+//! process metrics and `soakd status`.
+
+mod util;
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use util::{BuiltinTarget, Nginx, free_port, heavy_lock, raw_server, soakd, spawn_soakd, temp_path, wait_with_timeout};
+
+const CONTRACT: &[&str] = &[
+    "soakd_connections",
+    "soakd_connections_desired",
+    "soakd_connections_opened_total",
+    "soakd_connections_closed_total",
+    "soakd_requests_sent_total",
+    "soakd_responses_total",
+    "soakd_errors_total",
+    "soakd_request_duration_seconds_bucket",
+    "soakd_connect_duration_seconds_bucket",
+    "soakd_schedule_lag_seconds_bucket",
+    "soakd_sent_bytes_total",
+    "soakd_received_bytes_total",
+    "soakd_request_duration_window_seconds",
+    "soakd_build_info",
+    "process_resident_memory_bytes",
+    "process_cpu_seconds_total",
+    "process_open_fds",
+    "process_max_fds",
+];
+
+/// GET `path` from `addr`: (status, body, time taken).
+fn get(addr: &str, path: &str) -> (u16, String, Duration) {
+    request(
+        addr,
+        &format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+    )
+}
+
+fn request(addr: &str, raw: &str) -> (u16, String, Duration) {
+    let t = Instant::now();
+    let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(raw.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap_or_else(|e| panic!("read {addr}: {e}"));
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body, t.elapsed())
+}
+
+/// Series → value, from exposition text.
+fn parse(text: &str) -> HashMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| {
+            let (series, v) = l.rsplit_once(' ')?;
+            Some((series.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+fn sum(m: &HashMap<String, f64>, name: &str) -> f64 {
+    m.iter()
+        .filter(|(k, _)| k.split('{').next() == Some(name))
+        .map(|(_, v)| v)
+        .sum()
+}
+
+fn one(m: &HashMap<String, f64>, series: &str) -> f64 {
+    *m.get(series).unwrap_or_else(|| panic!("{series} missing"))
+}
+
+fn promtool_check(text: &str) {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian package prometheus) must be installed");
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let findings = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && findings.trim().is_empty(),
+        "promtool check metrics: {findings}"
+    );
+}
+
+/// Waits until the endpoint answers (soakd binds it before connecting).
+fn wait_up(addr: &str) {
+    let t = Instant::now();
+    while TcpStream::connect(addr).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "metrics endpoint {addr} never came up"
+        );
+        sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn exposition_is_clean_complete_and_monotonic_under_5000_connections() {
+    let _heavy = heavy_lock();
+    let nginx = Nginx::start("", "");
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let url = nginx.url("/");
+    let child = spawn_soakd(&[
+        "run",
+        &url,
+        "-c",
+        "5000",
+        "--ramp",
+        "5000",
+        "-i",
+        "1s",
+        "-d",
+        "7s",
+        "--metrics-listen",
+        &metrics,
+    ]);
+    wait_up(&metrics);
+    // Right away: every series is there, with zeros.
+    let (status, first, _) = get(&metrics, "/metrics");
+    assert_eq!(status, 200);
+    let m0 = parse(&first);
+    for name in CONTRACT {
+        assert!(
+            m0.keys().any(|k| k.split('{').next() == Some(*name)),
+            "{name} missing from the first scrape"
+        );
+    }
+    let target = nginx.addr();
+    for kind in [
+        "connect_refused",
+        "connect_timeout",
+        "connect_other",
+        "addr_unavailable",
+        "fd_limit",
+        "reset",
+        "eof",
+        "timeout",
+        "protocol",
+    ] {
+        one(
+            &m0,
+            &format!("soakd_errors_total{{target=\"{target}\",kind=\"{kind}\"}}"),
+        );
+    }
+    let mut previous = m0;
+    for _ in 0..3 {
+        sleep(Duration::from_millis(1500));
+        let (status, text, _) = get(&metrics, "/metrics");
+        assert_eq!(status, 200);
+        promtool_check(&text);
+        let now = parse(&text);
+        for (series, v) in &now {
+            let counter = series.contains("_total") || series.contains("_bucket") || series.contains("_count");
+            if counter && let Some(before) = previous.get(series) {
+                assert!(v >= before, "{series} went down: {before} -> {v}");
+            }
+        }
+        previous = now;
+    }
+    assert_eq!(
+        one(
+            &previous,
+            &format!("soakd_connections{{target=\"{target}\",state=\"open\"}}")
+        ),
+        5000.0
+    );
+    assert_eq!(get(&metrics, "/healthz").0, 200);
+    assert_eq!(get(&metrics, "/nothing-here").0, 404);
+    assert_eq!(
+        request(
+            &metrics,
+            "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
+        )
+        .0,
+        405
+    );
+    let (status, stderr) = wait_with_timeout(child, 30);
+    assert!(status.success(), "{stderr}");
+}
+
+/// With `--metrics-linger`, the last scrape after the run sees the final
+/// counters, and they are exactly the report's.
+#[test]
+fn final_counters_equal_the_report() {
+    let target = BuiltinTarget::start(&[]);
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let report = temp_path("final", "json");
+    let url = target.url("/");
+    let child = spawn_soakd(&[
+        "run",
+        &url,
+        "-c",
+        "20",
+        "-n",
+        "5000",
+        "--metrics-listen",
+        &metrics,
+        "--metrics-linger",
+        "3s",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    wait_up(&metrics);
+    let t = Instant::now();
+    let last = loop {
+        let (_, text, _) = get(&metrics, "/metrics");
+        let m = parse(&text);
+        if sum(&m, "soakd_responses_total") >= 5000.0
+            && one(
+                &m,
+                &format!(
+                    "soakd_connections_closed_total{{target=\"{}\",reason=\"shutdown\"}}",
+                    target.addr
+                ),
+            ) > 0.0
+        {
+            break m;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "never saw the final counters");
+        sleep(Duration::from_millis(100));
+    };
+    let (status, stderr) = wait_with_timeout(child, 30);
+    assert!(status.success(), "{stderr}");
+    let rep: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&report);
+    let r = |p: &str| rep.pointer(p).and_then(Value::as_u64).unwrap() as f64;
+    assert_eq!(sum(&last, "soakd_requests_sent_total"), r("/requests/sent"));
+    assert_eq!(sum(&last, "soakd_responses_total"), r("/requests/completed"));
+    assert_eq!(sum(&last, "soakd_connections_opened_total"), r("/connections/opened"));
+    assert_eq!(sum(&last, "soakd_connections_closed_total"), r("/connections/closed"));
+    assert_eq!(sum(&last, "soakd_errors_total"), 0.0);
+    assert_eq!(sum(&last, "soakd_sent_bytes_total"), r("/bytes/sent"));
+    assert_eq!(sum(&last, "soakd_received_bytes_total"), r("/bytes/received"));
+    assert_eq!(
+        sum(&last, "soakd_request_duration_seconds_count"),
+        r("/latency_seconds/count")
+    );
+    for code in ["1xx", "2xx", "3xx", "4xx", "5xx"] {
+        let series = format!("soakd_responses_total{{target=\"{}\",code=\"{code}\"}}", target.addr);
+        assert_eq!(one(&last, &series), r(&format!("/responses/{code}")), "{code}");
+    }
+}
+
+/// 20 scrapes during a 10,000-connection closed-loop run all succeed, and
+/// a scrape is served in well under 100 ms (median; the max is printed).
+#[test]
+fn scrapes_during_a_10000_connection_closed_loop_run() {
+    let _heavy = heavy_lock();
+    let nginx = Nginx::start("", "");
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let url = nginx.url("/");
+    let child = spawn_soakd(&[
+        "run",
+        &url,
+        "-c",
+        "10000",
+        "--ramp",
+        "10000",
+        "-d",
+        "9s",
+        "--metrics-listen",
+        &metrics,
+    ]);
+    wait_up(&metrics);
+    sleep(Duration::from_secs(2));
+    let mut times = Vec::new();
+    for _ in 0..20 {
+        let (status, text, took) = get(&metrics, "/metrics");
+        assert_eq!(status, 200);
+        assert!(text.contains("soakd_requests_sent_total"));
+        times.push(took);
+        sleep(Duration::from_millis(200));
+    }
+    times.sort();
+    eprintln!("scrape times: median {:?}, max {:?}", times[10], times[19]);
+    assert!(times[10] < Duration::from_millis(100), "median scrape {:?}", times[10]);
+    let (status, stderr) = wait_with_timeout(child, 40);
+    assert!(status.success(), "{stderr}");
+}
+
+/// Garbage, a 1 MB head, 200 idle connections and a slowloris on the
+/// metrics port: a normal scrape still works and the run is unaffected.
+#[test]
+fn hostile_clients_on_the_metrics_port() {
+    let target = BuiltinTarget::start(&[]);
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let report = temp_path("hostile", "json");
+    let url = target.url("/");
+    let child = spawn_soakd(&[
+        "run",
+        &url,
+        "-c",
+        "50",
+        "-i",
+        "10ms",
+        "-d",
+        "8s",
+        "--metrics-listen",
+        &metrics,
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    wait_up(&metrics);
+    let idle: Vec<TcpStream> = (0..200).filter_map(|_| TcpStream::connect(&metrics).ok()).collect();
+    let mut garbage = TcpStream::connect(&metrics).unwrap();
+    let _ = garbage.write_all(b"\x00\x01\x02 not http at all\r\n\r\n");
+    let mut huge = TcpStream::connect(&metrics).unwrap();
+    let mut head = b"GET /metrics HTTP/1.1\r\nX-Big: ".to_vec();
+    head.resize(1 << 20, b'a');
+    let _ = huge.write_all(&head);
+    let mut slow = TcpStream::connect(&metrics).unwrap();
+    let _ = slow.write_all(b"GET /metr");
+    for _ in 0..3 {
+        let (status, text, _) = get(&metrics, "/metrics");
+        assert_eq!(status, 200);
+        assert!(text.contains("soakd_connections_desired"));
+        let _ = slow.write_all(b"i");
+        sleep(Duration::from_millis(500));
+    }
+    drop(idle);
+    let (status, stderr) = wait_with_timeout(child, 30);
+    assert!(status.success(), "{stderr}");
+    let rep: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&report);
+    // 50 connections × 100/s for 8 s: the workers kept their schedule.
+    let completed = rep["requests"]["completed"].as_u64().unwrap();
+    assert!(completed >= 50 * 100 * 7, "completed {completed}");
+    assert_eq!(
+        rep["errors"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum::<u64>(),
+        0
+    );
+}
+
+#[test]
+fn target_pids_and_status_summary() {
+    let nginx = Nginx::start("", "");
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let url = nginx.url("/");
+    let mut args: Vec<String> = [
+        "run",
+        &url,
+        "-c",
+        "100",
+        "-i",
+        "100ms",
+        "-d",
+        "6s",
+        "--metrics-listen",
+        &metrics,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut pids = vec![nginx.master_pid];
+    pids.extend(nginx.worker_pids());
+    for pid in &pids {
+        args.push("--target-pid".into());
+        args.push(pid.to_string());
+    }
+    let child = spawn_soakd(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    wait_up(&metrics);
+    sleep(Duration::from_millis(2500));
+    let (_, text, _) = get(&metrics, "/metrics");
+    let m = parse(&text);
+    for pid in &pids {
+        let rss = one(
+            &m,
+            &format!(
+                "soakd_target_process_resident_memory_bytes{{target=\"{}\",pid=\"{pid}\"}}",
+                nginx.addr()
+            ),
+        );
+        assert!(rss > 100_000.0, "pid {pid} rss {rss}");
+        one(
+            &m,
+            &format!(
+                "soakd_target_process_open_fds{{target=\"{}\",pid=\"{pid}\"}}",
+                nginx.addr()
+            ),
+        );
+    }
+    let out = soakd(&["status", "--metrics", &format!("http://{metrics}/metrics")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains(&format!("target {}", nginx.addr())), "{text}");
+    assert!(text.contains("open 100 / desired 100"), "{text}");
+    assert!(text.contains("p99"), "{text}");
+    let (status, stderr) = wait_with_timeout(child, 30);
+    assert!(status.success(), "{stderr}");
+}
+
+#[test]
+fn status_of_nothing_exits_2() {
+    let out = soakd(&[
+        "status",
+        "--metrics",
+        &format!("http://127.0.0.1:{}/metrics", free_port()),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read soakd metrics"));
+}
+
+/// A metrics port that cannot be bound stops the run before any
+/// connection is opened.
+#[test]
+fn unbindable_metrics_port_exits_2_before_connecting() {
+    let server = raw_server(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let url = server.url("/");
+    let out = soakd(&["run", &url, "-c", "5", "-d", "2s", "--metrics-listen", &addr]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--metrics-listen"), "{stderr}");
+    assert_eq!(server.accepted(), 0);
+}
+
+/// `--hdr-log` writes a log the HdrHistogram tools read: a header and one
+/// tagged interval per 10 s (here: the final partial one).
+#[test]
+fn hdr_interval_log_is_written() {
+    let target = BuiltinTarget::start(&[]);
+    let log = temp_path("latency", "hlog");
+    let url = target.url("/");
+    let out = soakd(&[
+        "run",
+        &url,
+        "-c",
+        "10",
+        "-i",
+        "10ms",
+        "-d",
+        "2s",
+        "--metrics-listen",
+        "off",
+        "--hdr-log",
+        log.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    assert!(text.contains("#[StartTime:"), "{text}");
+    let intervals: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with(&format!("Tag={},", target.addr)))
+        .collect();
+    assert_eq!(intervals.len(), 1, "{text}");
+    assert!(intervals[0].contains(",HISTF"), "{text}");
+}
