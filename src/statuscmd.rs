@@ -30,18 +30,6 @@ const MAX_RESPONSE: usize = 64 << 20;
 const SHOWN_QUANTILES: [(&str, &str); 2] = [("0.5", "p50"), ("0.99", "p99")];
 /// Response code classes, in display order.
 const CODES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
-/// Error kinds, in display order; kinds not listed here follow, sorted.
-const ERROR_KINDS: [&str; 9] = [
-    "connect_refused",
-    "connect_timeout",
-    "connect_other",
-    "addr_unavailable",
-    "fd_limit",
-    "reset",
-    "eof",
-    "timeout",
-    "protocol",
-];
 /// Metrics whose `target` label names a workload shown in the summary.
 const TARGET_METRICS: [&str; 6] = [
     "soakd_connections",
@@ -177,7 +165,10 @@ fn summarize_target(out: &mut String, target: &str, before: &Snapshot, after: &S
         .collect();
     let _ = writeln!(out, "  {:<13}{}", "responses/s", responses.join("  "));
 
-    let mut kinds: Vec<String> = ERROR_KINDS.iter().map(|k| (*k).to_string()).collect();
+    let mut kinds: Vec<String> = crate::stats::ErrorKind::ALL
+        .iter()
+        .map(|k| k.name().to_string())
+        .collect();
     for extra in label_values(before, after, "soakd_errors_total", target, "kind") {
         if !kinds.contains(&extra) {
             kinds.push(extra);

@@ -8,13 +8,9 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use util::{BuiltinTarget, raw_server, signal, soakd, soakd_report, spawn_soakd, temp_path, wait_with_timeout};
-
-fn u(v: &Value, path: &str) -> u64 {
-    v.pointer(path)
-        .and_then(Value::as_u64)
-        .unwrap_or_else(|| panic!("{path} missing in {v:#}"))
-}
+use util::{
+    BuiltinTarget, field as u, raw_server, signal, soakd, soakd_report, spawn_soakd, temp_path, wait_with_timeout,
+};
 
 /// Each row: arguments after `soakd`, and text the error must contain. A
 /// raw server stands behind the URL: if soakd started anyway, it would

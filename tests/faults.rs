@@ -7,19 +7,7 @@ use std::thread::sleep;
 use std::time::Duration;
 
 use serde_json::Value;
-use util::{BuiltinTarget, Nginx, heavy_lock, spawn_soakd, temp_path, wait_with_timeout};
-
-fn u(v: &Value, path: &str) -> u64 {
-    v.pointer(path)
-        .and_then(Value::as_u64)
-        .unwrap_or_else(|| panic!("{path} missing in {v:#}"))
-}
-
-fn f(v: &Value, path: &str) -> f64 {
-    v.pointer(path)
-        .and_then(Value::as_f64)
-        .unwrap_or_else(|| panic!("{path} missing in {v:#}"))
-}
+use util::{BuiltinTarget, Nginx, field as u, field_f64 as f, heavy_lock, spawn_soakd, temp_path, wait_with_timeout};
 
 fn read_report(path: &std::path::Path, stderr: &str) -> Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("no report ({e})\n{stderr}"));

@@ -4,13 +4,7 @@
 mod util;
 
 use serde_json::Value;
-use util::{BuiltinTarget, raw_server, soakd_report};
-
-fn u(v: &Value, path: &str) -> u64 {
-    v.pointer(path)
-        .and_then(Value::as_u64)
-        .unwrap_or_else(|| panic!("{path} missing in {v:#}"))
-}
+use util::{BuiltinTarget, field as u, raw_server, soakd_report};
 
 fn errors(r: &Value) -> Vec<(String, u64)> {
     r["errors"]

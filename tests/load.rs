@@ -7,13 +7,7 @@
 mod util;
 
 use serde_json::Value;
-use util::{BuiltinTarget, Nginx, heavy_lock, soakd_report};
-
-fn u(v: &Value, path: &str) -> u64 {
-    v.pointer(path)
-        .and_then(Value::as_u64)
-        .unwrap_or_else(|| panic!("{path} missing in {v:#}"))
-}
+use util::{BuiltinTarget, Nginx, field as u, heavy_lock, soakd_report};
 
 fn total_errors(r: &Value) -> u64 {
     r["errors"]

@@ -88,6 +88,7 @@ impl Totals {
         let mut gauges = vec![Gauges::default(); n];
         let mut ramp_done: Vec<Option<Duration>> = vec![Some(Duration::ZERO); n];
         let mut at_stop: Option<Vec<u64>> = None;
+        let mut reported = 0;
         let (mut all_idle, mut all_budget) = (true, true);
         for (i, mb) in shared.mailboxes.iter().enumerate() {
             let mut d = mb.lock().unwrap_or_else(|p| p.into_inner());
@@ -121,6 +122,7 @@ impl Totals {
                 }
             }
             if let Some(v) = open_at_stop {
+                reported += 1;
                 let acc = at_stop.get_or_insert_with(|| vec![0; n]);
                 for (a, b) in acc.iter_mut().zip(v.iter()) {
                     *a += b;
@@ -137,7 +139,9 @@ impl Totals {
             }
         }
         self.gauges = gauges;
-        if self.open_at_stop.is_none() {
+        // Only once every worker has recorded its count at the stop: a sum
+        // over some of them would be taken for the whole.
+        if self.open_at_stop.is_none() && reported == shared.mailboxes.len() {
             self.open_at_stop = at_stop;
         }
         (all_idle, all_budget)
@@ -315,15 +319,14 @@ pub fn run_with_hooks(plan: Plan, mut hooks: Hooks) -> Result<Report, Error> {
 
     // Bound before any connection is opened: a port that cannot be had is
     // a preflight failure (exit 2), not a surprise an hour in.
-    let mut metrics = Metrics::new(
-        &names,
-        plan.workloads.iter().map(|w| w.target_pids.clone()).collect(),
-        threads,
-    );
+    let mut metrics = None;
     let exporter = match plan.metrics_listen {
         Some(addr) => {
-            let e = Exporter::start(addr, scrape_handler(&metrics))?;
+            let pids = plan.workloads.iter().map(|w| w.target_pids.clone()).collect();
+            let m = Metrics::new(&names, pids, threads);
+            let e = Exporter::start(addr, scrape_handler(&m))?;
             eprintln!("soakd: metrics on http://{}/metrics", e.local_addr());
+            metrics = Some(m);
             Some(e)
         }
         None => None,
@@ -341,6 +344,16 @@ pub fn run_with_hooks(plan: Plan, mut hooks: Hooks) -> Result<Report, Error> {
     let mut wakers = Vec::with_capacity(threads);
     let mut handles: Vec<JoinHandle<std::io::Result<()>>> = Vec::with_capacity(threads);
     for (index, Share { slots, budget, ramp }) in deal(&plan, threads).into_iter().enumerate() {
+        // The mailbox knows the worker's share before its first flush, so an
+        // early aggregation never takes a worker for one without slots (and
+        // its ramp as done).
+        {
+            let mut mb = shared.mailboxes[index].lock().unwrap_or_else(|p| p.into_inner());
+            for &(wi, _) in &slots {
+                mb.gauges[wi as usize].desired += 1;
+                mb.gauges[wi as usize].backoff += 1;
+            }
+        }
         let poll = Poll::new().map_err(|e| Error::io("creating a worker poll", e))?;
         wakers.push(Waker::new(poll.registry(), WAKER).map_err(|e| Error::io("creating a waker", e))?);
         let start = fastrand::u32(..);
@@ -407,7 +420,9 @@ pub fn run_with_hooks(plan: Plan, mut hooks: Hooks) -> Result<Report, Error> {
         }
         let (idle, budget_done) = totals.collect(&shared);
         let elapsed = shared.start.elapsed();
-        metrics.update(&mut totals);
+        if let Some(m) = metrics.as_mut() {
+            m.update(&mut totals);
+        }
         if let Some(log) = hdr_log.as_mut() {
             log.tick(&mut totals, elapsed);
         }
@@ -448,7 +463,9 @@ pub fn run_with_hooks(plan: Plan, mut hooks: Hooks) -> Result<Report, Error> {
         }
     }
     totals.collect(&shared);
-    metrics.update(&mut totals);
+    if let Some(m) = metrics.as_mut() {
+        m.update(&mut totals);
+    }
     if let Some(log) = hdr_log.as_mut() {
         log.finish(&mut totals, shared.start.elapsed());
     }

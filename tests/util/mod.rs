@@ -822,6 +822,25 @@ impl Drop for RawServer {
 }
 
 // ---------------------------------------------------------------------------
+// Reading reports
+// ---------------------------------------------------------------------------
+
+/// The unsigned number at JSON pointer `path` (e.g. `/requests/completed`);
+/// panics showing the report when it is missing.
+pub fn field(v: &serde_json::Value, path: &str) -> u64 {
+    v.pointer(path)
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or_else(|| panic!("{path} missing in {v:#}"))
+}
+
+/// The number at JSON pointer `path`, as f64.
+pub fn field_f64(v: &serde_json::Value, path: &str) -> f64 {
+    v.pointer(path)
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or_else(|| panic!("{path} missing in {v:#}"))
+}
+
+// ---------------------------------------------------------------------------
 // Serialising heavy tests
 // ---------------------------------------------------------------------------
 
