@@ -14,8 +14,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::http::{RequestSpec, render_request};
-use crate::plan::{self, LoadModel, Plan, ReportDest, Target, Workload};
+use crate::plan::{self, LoadModel, Plan, ReportDest, WorkloadSpec};
 use crate::report::Report;
 use crate::{Error, target};
 
@@ -42,6 +41,17 @@ pub enum Command {
     Demo(DemoArgs),
     /// Summarise a running soakd from its metrics endpoint.
     Status(StatusArgs),
+    /// Validate a config file and print the effective plan and the
+    /// preflight verdict (nothing is opened).
+    Check(CheckArgs),
+}
+
+/// Flags of `soakd check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The TOML config file.
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
 }
 
 /// Flags of `soakd status`.
@@ -117,21 +127,26 @@ fn method(v: &str) -> Result<String, String> {
 pub struct RunArgs {
     /// Target URL (http:// only), e.g. http://127.0.0.1:8080/
     pub url: Option<String>,
-    /// Connections to open and hold.
-    #[arg(short = 'c', long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..), allow_hyphen_values = true)]
-    pub connections: u32,
-    /// At most N new connections per second while ramping up.
-    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..), allow_hyphen_values = true)]
-    pub ramp: u32,
+    /// Run the workloads of a TOML config file (see docs/config.md); flags
+    /// for globals (-t, -d, -n, --report, --metrics-listen, --hdr-log)
+    /// override the file.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Connections to open and hold [default: 100].
+    #[arg(short = 'c', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_hyphen_values = true)]
+    pub connections: Option<u32>,
+    /// At most N new connections per second while ramping up [default: 1000].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_hyphen_values = true)]
+    pub ramp: Option<u32>,
     /// Paced: each connection sends one request every DUR (e.g. 5s, 250ms).
     #[arg(short = 'i', long, value_name = "DUR", value_parser = positive_duration, conflicts_with = "rate", allow_hyphen_values = true)]
     pub interval: Option<Duration>,
     /// Open loop: N requests/s in total, spread evenly over the connections.
     #[arg(short = 'r', long, value_name = "N", value_parser = rate, allow_hyphen_values = true)]
     pub rate: Option<f64>,
-    /// Requests in flight per connection (HTTP/1.1 pipelining when > 1).
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024), allow_hyphen_values = true)]
-    pub pipeline: u16,
+    /// Requests in flight per connection (HTTP/1.1 pipelining when > 1) [default: 1].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024), allow_hyphen_values = true)]
+    pub pipeline: Option<u16>,
     /// One request per connection, then close (HTTP/1.0 style churn).
     #[arg(long, conflicts_with = "max_requests_per_conn")]
     pub close: bool,
@@ -144,9 +159,9 @@ pub struct RunArgs {
     /// Worker threads (default: available CPUs).
     #[arg(short = 't', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024), allow_hyphen_values = true)]
     pub threads: Option<u16>,
-    /// Request method.
-    #[arg(short = 'm', long, value_name = "M", default_value = "GET", value_parser = method)]
-    pub method: String,
+    /// Request method [default: GET].
+    #[arg(short = 'm', long, value_name = "M", value_parser = method)]
+    pub method: Option<String>,
     /// Extra request header "Name: value" (repeatable).
     #[arg(short = 'H', long = "header", value_name = "HEADER", value_parser = header)]
     pub headers: Vec<(String, String)>,
@@ -156,12 +171,12 @@ pub struct RunArgs {
     /// Request body read from FILE.
     #[arg(long, value_name = "FILE")]
     pub body_file: Option<PathBuf>,
-    /// Connect timeout.
-    #[arg(long, value_name = "DUR", default_value = "5s", value_parser = positive_duration, allow_hyphen_values = true)]
-    pub connect_timeout: Duration,
-    /// Time a request may wait for its complete response.
-    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = positive_duration, allow_hyphen_values = true)]
-    pub request_timeout: Duration,
+    /// Connect timeout [default: 5s].
+    #[arg(long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub connect_timeout: Option<Duration>,
+    /// Time a request may wait for its complete response [default: 30s].
+    #[arg(long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub request_timeout: Option<Duration>,
     /// Local address to bind (repeatable); spreads connections over several
     /// addresses to go past the ephemeral-port limit per target.
     #[arg(long = "source-addr", value_name = "ADDR")]
@@ -175,9 +190,9 @@ pub struct RunArgs {
     /// Write the final JSON report to FILE ("-" = stdout).
     #[arg(long, value_name = "FILE")]
     pub report: Option<String>,
-    /// Prometheus endpoint address, or "off".
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9469", value_parser = metrics_addr)]
-    pub metrics_listen: Listen,
+    /// Prometheus endpoint address, or "off" [default: 127.0.0.1:9469].
+    #[arg(long, value_name = "ADDR", value_parser = metrics_addr)]
+    pub metrics_listen: Option<Listen>,
     /// PID of the server under test (repeatable, e.g. nginx master and
     /// workers): its memory, CPU and open files join the metrics.
     #[arg(long = "target-pid", value_name = "PID", value_parser = clap::value_parser!(u32).range(1..))]
@@ -195,93 +210,119 @@ impl RunArgs {
     /// Validates the flags into a plan (resolving the URL, reading the body
     /// file, rendering the request).
     pub fn into_plan(self) -> Result<Plan, Error> {
-        let Some(url) = self.url.as_deref() else {
+        if let Some(path) = self.config.clone() {
+            return self.into_config_plan(path);
+        }
+        let Some(url) = self.url.clone() else {
             return Err(Error::Usage(
                 "soakd run needs a target URL, e.g. `soakd run http://127.0.0.1:8080/ -c 1000 -i 1s`".into(),
             ));
         };
-        let parsed = plan::parse_url(url)?;
-        let addr = plan::resolve(&parsed, url)?;
-        if self.close && self.pipeline > 1 {
-            return Err(Error::Usage(format!(
-                "--pipeline {} cannot be used with --close, which sends one request per connection",
-                self.pipeline
-            )));
-        }
-        let body = match (&self.body, &self.body_file) {
-            (Some(b), _) => b.clone().into_bytes(),
-            (None, Some(path)) => std::fs::read(path).map_err(|e| {
-                Error::Usage(format!(
-                    "--body-file {}: cannot read it ({e}); give a readable file",
-                    path.display()
-                ))
-            })?,
-            (None, None) => Vec::new(),
-        };
-        if self.method == "HEAD" && !body.is_empty() {
-            return Err(Error::Usage(
-                "--body with -m HEAD: a HEAD request cannot carry a body".into(),
-            ));
-        }
-        let request = render_request(&RequestSpec {
-            method: self.method.clone(),
-            target: parsed.target.clone(),
-            host: parsed.host_header.clone(),
-            headers: self.headers,
-            body,
-            close: self.close,
-        });
         let model = match (self.interval, self.rate) {
             (Some(i), _) => LoadModel::Interval(i),
             (None, Some(r)) => LoadModel::Rate(r),
             (None, None) => LoadModel::Closed,
         };
-        let threads = match self.threads {
-            Some(t) => t as usize,
-            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        let spec = WorkloadSpec {
+            name: None,
+            url,
+            connections: self.connections.unwrap_or(100),
+            ramp: self.ramp.unwrap_or(1000),
+            model,
+            pipeline: self.pipeline.unwrap_or(1),
+            close: self.close,
+            method: self.method.clone().unwrap_or_else(|| "GET".into()),
+            headers: self.headers.clone(),
+            body: self.body.clone().map(String::into_bytes),
+            body_file: self.body_file.clone(),
+            connect_timeout: self.connect_timeout.unwrap_or(Duration::from_secs(5)),
+            request_timeout: self.request_timeout.unwrap_or(Duration::from_secs(30)),
+            source_addrs: self.source_addrs.clone(),
+            max_requests_per_conn: self.max_requests_per_conn,
+            max_conn_lifetime: self.max_conn_lifetime,
+            target_pids: self.target_pids.clone(),
         };
-        let report = self.report.map(|r| {
-            if r == "-" {
-                ReportDest::Stdout
-            } else {
-                ReportDest::File(PathBuf::from(r))
-            }
-        });
-        let name = if addr.is_ipv6() && !parsed.host.contains('.') && parsed.host.contains(':') {
-            format!("[{}]:{}", parsed.host, parsed.port)
-        } else {
-            format!("{}:{}", parsed.host, parsed.port)
-        };
+        let workload = spec.build(&|k| match k {
+            "url" => String::new(),
+            "body" => "--body".into(),
+            "body_file" => "--body-file".into(),
+            other => format!("--{}", other.replace('_', "-")),
+        })?;
         Ok(Plan {
-            workloads: vec![Workload {
-                name,
-                target: Target {
-                    url: url.to_string(),
-                    addr,
-                    request,
-                    head: self.method == "HEAD",
-                },
-                connections: self.connections,
-                ramp: self.ramp,
-                model,
-                pipeline: self.pipeline,
-                close: self.close,
-                connect_timeout: self.connect_timeout,
-                request_timeout: self.request_timeout,
-                source_addrs: self.source_addrs,
-                max_requests_per_conn: self.max_requests_per_conn,
-                max_conn_lifetime: self.max_conn_lifetime,
-                target_pids: self.target_pids,
-            }],
-            threads,
+            workloads: vec![workload],
+            threads: self.threads.map_or_else(default_threads, |t| t as usize),
             duration: self.duration,
             max_requests: self.requests,
-            report,
-            metrics_listen: self.metrics_listen.0,
+            report: self.report.as_deref().map(report_dest),
+            metrics_listen: self.metrics_listen.map_or(DEFAULT_METRICS, |l| l.0),
             drain_timeout: Duration::from_secs(5),
             hdr_log: self.hdr_log,
             metrics_linger: self.metrics_linger,
         })
+    }
+}
+
+impl RunArgs {
+    /// With `--config`: the file's workloads, the flags' globals. A flag
+    /// that describes a workload is refused rather than silently ignored.
+    fn into_config_plan(self, path: PathBuf) -> Result<Plan, Error> {
+        let workload_flags: [(&str, bool); 17] = [
+            ("URL", self.url.is_some()),
+            ("--connections", self.connections.is_some()),
+            ("--ramp", self.ramp.is_some()),
+            ("--interval", self.interval.is_some()),
+            ("--rate", self.rate.is_some()),
+            ("--pipeline", self.pipeline.is_some()),
+            ("--close", self.close),
+            ("--method", self.method.is_some()),
+            ("--header", !self.headers.is_empty()),
+            ("--body", self.body.is_some()),
+            ("--body-file", self.body_file.is_some()),
+            ("--connect-timeout", self.connect_timeout.is_some()),
+            ("--request-timeout", self.request_timeout.is_some()),
+            ("--source-addr", !self.source_addrs.is_empty()),
+            ("--max-requests-per-conn", self.max_requests_per_conn.is_some()),
+            ("--max-conn-lifetime", self.max_conn_lifetime.is_some()),
+            ("--target-pid", !self.target_pids.is_empty()),
+        ];
+        if let Some((flag, _)) = workload_flags.iter().find(|(_, given)| *given) {
+            return Err(Error::Usage(format!(
+                "{flag} describes a workload, but --config {} defines the workloads; set it in the file's [[workload]] table",
+                path.display()
+            )));
+        }
+        crate::config::load(
+            &path,
+            crate::config::Overrides {
+                metrics_listen: self.metrics_listen.map(|l| l.0),
+                threads: self.threads.map(|t| t as usize),
+                report: self.report,
+                hdr_log: self.hdr_log,
+                duration: self.duration,
+                requests: self.requests,
+                metrics_linger: (!self.metrics_linger.is_zero()).then_some(self.metrics_linger),
+            },
+        )
+    }
+}
+
+/// Where the Prometheus endpoint listens unless told otherwise.
+pub const DEFAULT_METRICS: Option<SocketAddr> = Some(SocketAddr::V4(std::net::SocketAddrV4::new(
+    std::net::Ipv4Addr::LOCALHOST,
+    9469,
+)));
+
+/// Worker threads when not given: one per available CPU.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// `-` is standard output, anything else a file.
+pub fn report_dest(r: &str) -> ReportDest {
+    if r == "-" {
+        ReportDest::Stdout
+    } else {
+        ReportDest::File(PathBuf::from(r))
     }
 }
 
@@ -331,6 +372,12 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
         }
         Command::Target(args) => serve_target(args),
         Command::Demo(args) => demo(args),
+        Command::Check(args) => {
+            let plan = crate::config::load(&args.config, crate::config::Overrides::default())?;
+            print!("{}", crate::config::describe(&plan));
+            println!("{}", crate::preflight::verdict(&plan)?);
+            Ok(())
+        }
         Command::Status(args) => {
             let summary = crate::statuscmd::status(&args.metrics, Duration::from_secs(1))?;
             print!("{summary}");
@@ -407,13 +454,7 @@ fn demo(args: DemoArgs) -> Result<(), Error> {
         _ => return Err(Error::Internal("demo flags do not parse".into())),
     };
     let mut plan = run.into_plan()?;
-    plan.report = args.report.map(|r| {
-        if r == "-" {
-            ReportDest::Stdout
-        } else {
-            ReportDest::File(PathBuf::from(r))
-        }
-    });
+    plan.report = args.report.as_deref().map(report_dest);
     let dest = plan.report.clone();
     let result = crate::run(plan);
     handle.stop();

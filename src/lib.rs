@@ -13,6 +13,7 @@
 #![deny(missing_docs, rust_2018_idioms, unsafe_code)]
 
 pub mod cli;
+pub mod config;
 pub mod engine;
 pub mod error;
 pub mod exporter;

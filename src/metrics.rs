@@ -346,6 +346,12 @@ const FAMILIES: &[Family] = &[
         labels: &["target"],
     },
     Family {
+        name: "soakd_healthy",
+        help: "1 while every worker loop checked in within the last 5 s, else 0 (what /healthz reports).",
+        kind: MetricType::GAUGE,
+        labels: &[],
+    },
+    Family {
         name: "soakd_build_info",
         help: "Always 1; the version label says which soakd is running.",
         kind: MetricType::GAUGE,
@@ -481,8 +487,10 @@ impl Collector for SoakCollector {
                 for (w, procs) in snap.workloads.iter().zip(&procs) {
                     family_metrics(f, w, procs, &mut metrics);
                 }
-                if f.name == "soakd_build_info" {
-                    metrics.push(value(f.kind, &[("version", env!("CARGO_PKG_VERSION"))], 1.0));
+                match f.name {
+                    "soakd_build_info" => metrics.push(value(f.kind, &[("version", env!("CARGO_PKG_VERSION"))], 1.0)),
+                    "soakd_healthy" => metrics.push(value(f.kind, &[], if snap.healthy { 1.0 } else { 0.0 })),
+                    _ => {}
                 }
                 let mut fam = MetricFamily::default();
                 fam.set_name(f.name.into());

@@ -126,6 +126,135 @@ impl Plan {
     }
 }
 
+/// One workload as given (flags or a config file), before the URL is
+/// resolved and the request rendered. [`WorkloadSpec::build`] checks it.
+#[derive(Clone, Debug)]
+pub struct WorkloadSpec {
+    /// Name (the `target` label); `host:port` when absent.
+    pub name: Option<String>,
+    /// Target URL.
+    pub url: String,
+    /// Connections to hold.
+    pub connections: u32,
+    /// New connections per second while ramping.
+    pub ramp: u32,
+    /// Load model.
+    pub model: LoadModel,
+    /// Requests in flight per connection.
+    pub pipeline: u16,
+    /// One request per connection.
+    pub close: bool,
+    /// Request method.
+    pub method: String,
+    /// Extra headers.
+    pub headers: Vec<(String, String)>,
+    /// Body given inline.
+    pub body: Option<Vec<u8>>,
+    /// Body read from a file.
+    pub body_file: Option<PathBuf>,
+    /// Connect timeout.
+    pub connect_timeout: Duration,
+    /// Request timeout.
+    pub request_timeout: Duration,
+    /// Local addresses to bind.
+    pub source_addrs: Vec<IpAddr>,
+    /// Planned churn by count.
+    pub max_requests_per_conn: Option<u32>,
+    /// Planned churn by age.
+    pub max_conn_lifetime: Option<Duration>,
+    /// PIDs of the server under test.
+    pub target_pids: Vec<u32>,
+}
+
+impl WorkloadSpec {
+    /// Checks the cross-field rules, reads the body file, resolves the URL
+    /// and renders the request. `key` turns a setting's name (`"pipeline"`)
+    /// into how the operator wrote it (`--pipeline`, or a file, line and
+    /// key), for the error messages.
+    pub fn build(self, key: &dyn Fn(&str) -> String) -> Result<Workload, Error> {
+        let in_url = |e: Error| match e {
+            Error::Usage(m) => Error::Usage(format!("{}{m}", key("url"))),
+            other => other,
+        };
+        let parsed = parse_url(&self.url).map_err(in_url)?;
+        let addr = resolve(&parsed, &self.url).map_err(in_url)?;
+        if self.close && self.pipeline > 1 {
+            return Err(Error::Usage(format!(
+                "{} {} cannot be used with {}, which sends one request per connection",
+                key("pipeline"),
+                self.pipeline,
+                key("close")
+            )));
+        }
+        if self.close && self.max_requests_per_conn.is_some() {
+            return Err(Error::Usage(format!(
+                "{} cannot be used with {} (which already means one request per connection)",
+                key("max_requests_per_conn"),
+                key("close")
+            )));
+        }
+        let body = match (self.body, &self.body_file) {
+            (Some(_), Some(_)) => {
+                return Err(Error::Usage(format!(
+                    "{} and {}: give one of them",
+                    key("body"),
+                    key("body_file")
+                )));
+            }
+            (Some(b), None) => b,
+            (None, Some(path)) => std::fs::read(path).map_err(|e| {
+                Error::Usage(format!(
+                    "{} {}: cannot read it ({e}); give a readable file",
+                    key("body_file"),
+                    path.display()
+                ))
+            })?,
+            (None, None) => Vec::new(),
+        };
+        if self.method == "HEAD" && !body.is_empty() {
+            return Err(Error::Usage(format!(
+                "{}: a HEAD request cannot carry a body",
+                key("body")
+            )));
+        }
+        let request = crate::http::render_request(&crate::http::RequestSpec {
+            method: self.method.clone(),
+            target: parsed.target.clone(),
+            host: parsed.host_header.clone(),
+            headers: self.headers,
+            body,
+            close: self.close,
+        });
+        let name = self.name.unwrap_or_else(|| {
+            if parsed.host.contains(':') {
+                format!("[{}]:{}", parsed.host, parsed.port)
+            } else {
+                format!("{}:{}", parsed.host, parsed.port)
+            }
+        });
+        Ok(Workload {
+            name,
+            target: Target {
+                url: self.url,
+                addr,
+                request,
+                head: self.method == "HEAD",
+            },
+            connections: self.connections,
+            ramp: self.ramp,
+            model: self.model,
+            pipeline: self.pipeline,
+            close: self.close,
+            connect_timeout: self.connect_timeout,
+            request_timeout: self.request_timeout,
+            source_addrs: self.source_addrs,
+            max_requests_per_conn: self.max_requests_per_conn,
+            max_conn_lifetime: self.max_conn_lifetime,
+            target_pids: self.target_pids,
+        })
+    }
+}
+
 /// Parses a duration such as `250ms`, `5s`, `10m`, `2h` or `1d` (units may
 /// be combined, `1m30s`). `what` names the flag in the error message.
 pub fn parse_duration(what: &str, value: &str) -> Result<Duration, Error> {

@@ -51,6 +51,27 @@ pub fn check(plan: &Plan) -> Result<(), Error> {
     check_sources(plan)
 }
 
+/// The same checks as [`check`] without changing anything (the soft limit
+/// is taken as already raised to the hard one): for `soakd check`.
+pub fn verdict(plan: &Plan) -> Result<String, Error> {
+    let (_, hard) = rlimit::Resource::NOFILE
+        .get()
+        .map_err(|e| Error::io("reading the open-file limit", e))?;
+    check_fds(plan.total_connections(), plan.threads, hard, hard)?;
+    let ports = match local_port_range() {
+        Some((lo, hi)) => {
+            check_ports(plan, lo, hi)?;
+            format!("local ports {lo}-{hi} ({} per source address)", hi - lo + 1)
+        }
+        None => "local port range unknown".to_string(),
+    };
+    check_sources(plan)?;
+    Ok(format!(
+        "preflight: ok: needs about {} open files of a hard limit of {hard}; {ports}",
+        plan.total_connections() + fd_margin(plan.threads)
+    ))
+}
+
 /// The open-file check, separated for testing.
 pub fn check_fds(connections: u64, threads: usize, soft: u64, hard: u64) -> Result<(), Error> {
     let needed = connections + fd_margin(threads);

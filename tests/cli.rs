@@ -154,3 +154,75 @@ fn target_prints_its_address_and_answers() {
     assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
     assert!(resp.ends_with("pong"), "{resp}");
 }
+
+/// A config file with two workloads runs both, each reported under its
+/// name; `soakd check` prints the plan; a bad file is refused with its
+/// line and key.
+#[test]
+fn config_file_runs_several_workloads() {
+    let target = BuiltinTarget::start(&[]);
+    let dir = util::TempDir::new("config");
+    let path = dir.path().join("soak.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "metrics_listen = \"off\"\n\n[[workload]]\nname = \"paced\"\nurl = \"{}\"\nconnections = 20\ninterval = \"100ms\"\n\n[[workload]]\nname = \"chunked\"\nurl = \"{}\"\nconnections = 5\nrate = 50.0\n",
+            target.url("/"),
+            target.url("/chunked")
+        ),
+    )
+    .unwrap();
+    let cfg = path.to_str().unwrap();
+    let out = soakd(&["check", "--config", cfg]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains("workload paced") && text.contains("workload chunked"),
+        "{text}"
+    );
+    assert!(
+        text.contains("total: 25 connections, 250.0 req/s") && text.contains("preflight: ok"),
+        "{text}"
+    );
+
+    let r = soakd_report(&["run", "--config", cfg, "-d", "2s"], 30);
+    assert!(r.status.success(), "{}", r.stderr);
+    let names: Vec<&str> = r.report["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["paced", "chunked"]);
+    for w in r.report["workloads"].as_array().unwrap() {
+        assert!(u(w, "/requests/completed") > 0, "{w:#}");
+        assert_eq!(
+            w["errors"]
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|v| v.as_u64().unwrap())
+                .sum::<u64>(),
+            0
+        );
+    }
+    assert_eq!(u(&r.report, "/connections/peak_open"), 25);
+
+    std::fs::write(
+        &path,
+        "[[workload]]\nurl = \"http://127.0.0.1:1/\"\nintervall = \"1s\"\n",
+    )
+    .unwrap();
+    for args in [&["check", "--config", cfg][..], &["run", "--config", cfg][..]] {
+        let out = soakd(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("soak.toml:3") && stderr.contains("intervall"),
+            "{stderr}"
+        );
+    }
+    let out = soakd(&["run", "--config", cfg, "-c", "5"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--connections describes a workload"));
+}

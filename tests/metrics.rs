@@ -30,6 +30,7 @@ const CONTRACT: &[&str] = &[
     "soakd_received_bytes_total",
     "soakd_request_duration_window_seconds",
     "soakd_build_info",
+    "soakd_healthy",
     "process_resident_memory_bytes",
     "process_cpu_seconds_total",
     "process_open_fds",
@@ -186,6 +187,7 @@ fn exposition_is_clean_complete_and_monotonic_under_5000_connections() {
         5000.0
     );
     assert_eq!(get(&metrics, "/healthz").0, 200);
+    assert_eq!(one(&previous, "soakd_healthy"), 1.0);
     assert_eq!(get(&metrics, "/nothing-here").0, 404);
     assert_eq!(
         request(

@@ -414,7 +414,9 @@ pub fn run_with_hooks(plan: Plan, mut hooks: Hooks) -> Result<Report, Error> {
                     status.clear();
                     let _ = std::io::stderr().write_all(report.summary().as_bytes());
                 }
-                SIGHUP => status.note("SIGHUP: nothing to reload (soakd run was not started with a config file)"),
+                SIGHUP => {
+                    status.note("SIGHUP: live reload is not supported yet; restart soakd to apply a changed config")
+                }
                 _ => {}
             }
         }

@@ -1,0 +1,509 @@
+//! The TOML config file: declared workloads for a daemon left running.
+//!
+//! A file holds globals (metrics address, threads, report and log paths,
+//! duration) and one or more `[[workload]]` tables, each the equivalent of a
+//! `soakd run URL ...` command line. It is parsed with serde into raw
+//! structs that refuse unknown keys, then every workload goes through the
+//! same [`WorkloadSpec::build`] as the command line, so a setting means the
+//! same thing in both places. Errors name the file, the line, the key and
+//! what is expected.
+//!
+//! ```toml
+//! metrics_listen = "127.0.0.1:9469"
+//! threads = 2
+//!
+//! [[workload]]
+//! name = "api"
+//! url = "http://127.0.0.1:8080/health"
+//! connections = 5000
+//! interval = "1s"
+//! ```
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::Error;
+use crate::plan::{self, LoadModel, Plan, WorkloadSpec};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileGlobals {
+    metrics_listen: Option<Spanned<String>>,
+    metrics_linger: Option<Spanned<String>>,
+    threads: Option<Spanned<u16>>,
+    report: Option<String>,
+    hdr_log: Option<PathBuf>,
+    duration: Option<Spanned<String>>,
+    requests: Option<Spanned<u64>>,
+    #[serde(default)]
+    workload: Vec<Spanned<FileWorkload>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileWorkload {
+    name: Option<Spanned<String>>,
+    url: Spanned<String>,
+    connections: Option<Spanned<u32>>,
+    ramp: Option<Spanned<u32>>,
+    interval: Option<Spanned<String>>,
+    rate: Option<Spanned<f64>>,
+    closed: Option<Spanned<bool>>,
+    pipeline: Option<Spanned<u16>>,
+    #[serde(default)]
+    close: bool,
+    method: Option<Spanned<String>>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    body: Option<String>,
+    body_file: Option<PathBuf>,
+    connect_timeout: Option<Spanned<String>>,
+    request_timeout: Option<Spanned<String>>,
+    #[serde(default)]
+    source_addrs: Vec<Spanned<String>>,
+    max_requests_per_conn: Option<Spanned<u32>>,
+    max_conn_lifetime: Option<Spanned<String>>,
+    #[serde(default)]
+    target_pids: Vec<u32>,
+}
+
+/// Where things are in the file, for messages.
+struct Locator<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Locator<'_> {
+    fn line(&self, offset: usize) -> usize {
+        self.text[..offset.min(self.text.len())].matches('\n').count() + 1
+    }
+
+    fn at<T>(&self, v: &Spanned<T>, key: &str) -> String {
+        format!("{}:{}: {key}", self.path.display(), self.line(v.span().start))
+    }
+
+    fn err<T>(&self, v: &Spanned<T>, key: &str, msg: impl std::fmt::Display) -> Error {
+        Error::Usage(format!("{} {msg}", self.at(v, key)))
+    }
+}
+
+/// Settings the command line may override.
+#[derive(Debug, Default)]
+pub struct Overrides {
+    /// `--metrics-listen`.
+    pub metrics_listen: Option<Option<SocketAddr>>,
+    /// `-t`.
+    pub threads: Option<usize>,
+    /// `--report`.
+    pub report: Option<String>,
+    /// `--hdr-log`.
+    pub hdr_log: Option<PathBuf>,
+    /// `-d`.
+    pub duration: Option<Duration>,
+    /// `-n`.
+    pub requests: Option<u64>,
+    /// `--metrics-linger`.
+    pub metrics_linger: Option<Duration>,
+}
+
+/// Reads and validates `path` into a plan; flags in `over` win over the
+/// file's globals.
+pub fn load(path: &Path, over: Overrides) -> Result<Plan, Error> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::Usage(format!(
+            "--config {}: cannot read it ({e}); give a readable TOML file",
+            path.display()
+        ))
+    })?;
+    parse(path, &text, over)
+}
+
+/// [`load`] on text already read (tests and `soakd check` use it too).
+pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
+    let loc = Locator { path, text };
+    let file: FileGlobals = toml::from_str(text).map_err(|e| {
+        // serde's messages do not always name the key ("invalid type:
+        // string, expected u32"), so show the line itself too.
+        let (line, source) = match e.span() {
+            Some(sp) => {
+                let n = loc.line(sp.start);
+                let src = text.lines().nth(n - 1).unwrap_or("").trim();
+                (format!(":{n}"), format!(" (in `{src}`)"))
+            }
+            None => (String::new(), String::new()),
+        };
+        Error::Usage(format!("{}{line}: {}{source}", path.display(), e.message()))
+    })?;
+    if file.workload.is_empty() {
+        return Err(Error::Usage(format!(
+            "{}: no [[workload]] table; add at least one with a url and connections",
+            path.display()
+        )));
+    }
+    let dur = |v: &Option<Spanned<String>>, key: &str, positive: bool| -> Result<Option<Duration>, Error> {
+        let Some(v) = v else { return Ok(None) };
+        let d = plan::parse_duration(key, v.get_ref()).map_err(|_| {
+            loc.err(
+                v,
+                key,
+                format!(
+                    "= {:?} is not a duration; expected e.g. \"250ms\", \"5s\", \"10m\"",
+                    v.get_ref()
+                ),
+            )
+        })?;
+        if positive && d.is_zero() {
+            return Err(loc.err(v, key, "must be greater than 0"));
+        }
+        Ok(Some(d))
+    };
+    let mut workloads = Vec::with_capacity(file.workload.len());
+    let mut names = std::collections::HashSet::new();
+    for w in &file.workload {
+        let ww = w.get_ref();
+        let key_at = |k: &str| format!("{}:{}: workload key {k}", path.display(), loc.line(w.span().start));
+        let model = match (&ww.interval, &ww.rate, &ww.closed) {
+            (Some(i), None, None | Some(_)) if ww.closed.as_ref().is_some_and(|c| *c.get_ref()) => {
+                return Err(loc.err(i, "interval", "cannot be used with closed = true"));
+            }
+            (Some(_), Some(r), _) => return Err(loc.err(r, "rate", "cannot be used with interval; keep one")),
+            (Some(_), None, _) => LoadModel::Interval(dur(&ww.interval, "interval", true)?.unwrap_or_default()),
+            (None, Some(r), _) => {
+                let v = *r.get_ref();
+                if !(v.is_finite() && v > 0.0) {
+                    return Err(loc.err(
+                        r,
+                        "rate",
+                        format!("= {v} must be a number of requests per second above 0"),
+                    ));
+                }
+                if ww.closed.as_ref().is_some_and(|c| *c.get_ref()) {
+                    return Err(loc.err(r, "rate", "cannot be used with closed = true"));
+                }
+                LoadModel::Rate(v)
+            }
+            (None, None, _) => LoadModel::Closed,
+        };
+        let positive_u32 = |v: &Option<Spanned<u32>>, key: &str, default: u32| -> Result<u32, Error> {
+            match v {
+                Some(v) if *v.get_ref() == 0 => Err(loc.err(v, key, "must be at least 1")),
+                Some(v) => Ok(*v.get_ref()),
+                None => Ok(default),
+            }
+        };
+        let pipeline = match &ww.pipeline {
+            Some(p) if !(1..=1024).contains(p.get_ref()) => {
+                return Err(loc.err(p, "pipeline", "must be between 1 and 1024"));
+            }
+            Some(p) => *p.get_ref(),
+            None => 1,
+        };
+        let method = match &ww.method {
+            Some(m) if m.get_ref().is_empty() || !m.get_ref().chars().all(|c| c.is_ascii_uppercase()) => {
+                return Err(loc.err(
+                    m,
+                    "method",
+                    "must be an upper-case HTTP method such as GET, POST or HEAD",
+                ));
+            }
+            Some(m) => m.get_ref().clone(),
+            None => "GET".into(),
+        };
+        let mut sources = Vec::new();
+        for s in &ww.source_addrs {
+            let ip: IpAddr = s
+                .get_ref()
+                .parse()
+                .map_err(|_| loc.err(s, "source_addrs", format!("{:?} is not an IP address", s.get_ref())))?;
+            sources.push(ip);
+        }
+        if let Some(n) = &ww.name {
+            if n.get_ref().is_empty() {
+                return Err(loc.err(n, "name", "must not be empty"));
+            }
+            if !names.insert(n.get_ref().clone()) {
+                return Err(loc.err(
+                    n,
+                    "name",
+                    format!("{:?} is used by two workloads; names must differ", n.get_ref()),
+                ));
+            }
+        }
+        let max_requests_per_conn = match &ww.max_requests_per_conn {
+            Some(v) if *v.get_ref() == 0 => return Err(loc.err(v, "max_requests_per_conn", "must be at least 1")),
+            v => v.as_ref().map(|v| *v.get_ref()),
+        };
+        let spec = WorkloadSpec {
+            name: ww.name.as_ref().map(|n| n.get_ref().clone()),
+            url: ww.url.get_ref().clone(),
+            connections: positive_u32(&ww.connections, "connections", 100)?,
+            ramp: positive_u32(&ww.ramp, "ramp", 1000)?,
+            model,
+            pipeline,
+            close: ww.close,
+            method,
+            headers: ww.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            body: ww.body.clone().map(String::into_bytes),
+            body_file: ww.body_file.clone(),
+            connect_timeout: dur(&ww.connect_timeout, "connect_timeout", true)?.unwrap_or(Duration::from_secs(5)),
+            request_timeout: dur(&ww.request_timeout, "request_timeout", true)?.unwrap_or(Duration::from_secs(30)),
+            source_addrs: sources,
+            max_requests_per_conn,
+            max_conn_lifetime: dur(&ww.max_conn_lifetime, "max_conn_lifetime", true)?,
+            target_pids: ww.target_pids.clone(),
+        };
+        let url_key = loc.at(&ww.url, "url");
+        let built = spec.build(&|k| if k == "url" { format!("{url_key}: ") } else { key_at(k) })?;
+        if !names.insert(built.name.clone()) && ww.name.is_none() {
+            return Err(Error::Usage(format!(
+                "{}: two workloads are both named {:?} (from their URLs); give them distinct `name`s",
+                loc.at(&ww.url, "url"),
+                built.name
+            )));
+        }
+        workloads.push(built);
+    }
+    let metrics_listen = match (over.metrics_listen, &file.metrics_listen) {
+        (Some(m), _) => m,
+        (None, None) => Some(SocketAddr::from(([127, 0, 0, 1], 9469))),
+        (None, Some(v)) if v.get_ref() == "off" => None,
+        (None, Some(v)) => Some(v.get_ref().parse().map_err(|_| {
+            loc.err(
+                v,
+                "metrics_listen",
+                format!("= {:?}: expected ADDRESS:PORT or \"off\"", v.get_ref()),
+            )
+        })?),
+    };
+    let threads = match (over.threads, &file.threads) {
+        (Some(t), _) => t,
+        (None, Some(t)) if *t.get_ref() == 0 => return Err(loc.err(t, "threads", "must be at least 1")),
+        (None, Some(t)) => *t.get_ref() as usize,
+        (None, None) => crate::cli::default_threads(),
+    };
+    let requests = match (over.requests, &file.requests) {
+        (Some(n), _) => Some(n),
+        (None, Some(n)) if *n.get_ref() == 0 => return Err(loc.err(n, "requests", "must be at least 1")),
+        (None, n) => n.as_ref().map(|n| *n.get_ref()),
+    };
+    Ok(Plan {
+        workloads,
+        threads,
+        duration: match over.duration {
+            Some(d) => Some(d),
+            None => dur(&file.duration, "duration", true)?,
+        },
+        max_requests: requests,
+        report: over.report.or(file.report).as_deref().map(crate::cli::report_dest),
+        metrics_listen,
+        drain_timeout: Duration::from_secs(5),
+        hdr_log: over.hdr_log.or(file.hdr_log),
+        metrics_linger: match over.metrics_linger {
+            Some(d) => d,
+            None => dur(&file.metrics_linger, "metrics_linger", false)?.unwrap_or_default(),
+        },
+    })
+}
+
+/// The effective plan in words, for `soakd check`.
+pub fn describe(plan: &Plan) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let mut total_rate = 0.0;
+    let mut rate_known = true;
+    for w in &plan.workloads {
+        let _ = writeln!(s, "workload {} -> {} ({})", w.name, w.target.url, w.target.addr);
+        let model = match w.model {
+            LoadModel::Closed => {
+                rate_known = false;
+                "closed loop (next request as soon as a response is in)".to_string()
+            }
+            LoadModel::Interval(i) => {
+                let r = w.connections as f64 / i.as_secs_f64();
+                total_rate += r;
+                format!(
+                    "paced: one request every {} per connection = {r:.1} req/s",
+                    humantime::format_duration(i)
+                )
+            }
+            LoadModel::Rate(r) => {
+                total_rate += r;
+                format!("open loop: {r} req/s spread over the connections")
+            }
+        };
+        let _ = writeln!(
+            s,
+            "  connections {}  ramp {}/s (about {:.1} s)  pipeline {}{}",
+            w.connections,
+            w.ramp,
+            w.connections as f64 / w.ramp as f64,
+            w.pipeline,
+            if w.close { "  one request per connection" } else { "" }
+        );
+        let _ = writeln!(s, "  {model}");
+        let _ = writeln!(
+            s,
+            "  timeouts connect {} request {}",
+            humantime::format_duration(w.connect_timeout),
+            humantime::format_duration(w.request_timeout)
+        );
+        if !w.source_addrs.is_empty() {
+            let list: Vec<String> = w.source_addrs.iter().map(IpAddr::to_string).collect();
+            let _ = writeln!(s, "  source addresses {}", list.join(", "));
+        }
+        if let Some(n) = w.max_requests_per_conn {
+            let _ = writeln!(s, "  churn: about {n} requests per connection");
+        }
+        if let Some(d) = w.max_conn_lifetime {
+            let _ = writeln!(s, "  churn: connections live about {}", humantime::format_duration(d));
+        }
+    }
+    let _ = writeln!(
+        s,
+        "total: {} connections, {}, {} worker threads, metrics {}",
+        plan.total_connections(),
+        if rate_known {
+            format!("{total_rate:.1} req/s")
+        } else {
+            "closed-loop rate (as fast as the target answers)".into()
+        },
+        plan.threads,
+        plan.metrics_listen
+            .map_or("off".into(), |a| format!("http://{a}/metrics"))
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_text(text: &str) -> Result<Plan, String> {
+        parse(Path::new("soak.toml"), text, Overrides::default()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_full_file() {
+        let plan = parse_text(
+            r#"
+metrics_listen = "off"
+threads = 3
+duration = "2h"
+
+[[workload]]
+name = "api"
+url = "http://127.0.0.1:8080/health?x=1"
+connections = 5000
+ramp = 500
+interval = "1s"
+headers = { "X-Test" = "1" }
+source_addrs = ["127.0.0.2", "127.0.0.3"]
+max_requests_per_conn = 1000
+
+[[workload]]
+url = "http://127.0.0.1:8081/"
+connections = 10
+rate = 250.5
+pipeline = 2
+"#,
+        )
+        .unwrap();
+        assert_eq!(plan.threads, 3);
+        assert_eq!(plan.metrics_listen, None);
+        assert_eq!(plan.duration, Some(Duration::from_secs(7200)));
+        assert_eq!(plan.workloads.len(), 2);
+        let (a, b) = (&plan.workloads[0], &plan.workloads[1]);
+        assert_eq!((a.name.as_str(), a.connections, a.ramp), ("api", 5000, 500));
+        assert_eq!(a.model, LoadModel::Interval(Duration::from_secs(1)));
+        assert_eq!(a.source_addrs.len(), 2);
+        assert!(String::from_utf8_lossy(&a.target.request).contains("X-Test: 1\r\n"));
+        assert_eq!((b.name.as_str(), b.pipeline), ("127.0.0.1:8081", 2));
+        assert_eq!(b.model, LoadModel::Rate(250.5));
+        assert!(describe(&plan).contains("total: 5010 connections, 5250.5 req/s"));
+    }
+
+    #[test]
+    fn overrides_win() {
+        let text = "threads = 3\nmetrics_listen = \"off\"\n[[workload]]\nurl = \"http://127.0.0.1:1/\"\n";
+        let over = Overrides {
+            threads: Some(1),
+            metrics_listen: Some(Some("127.0.0.1:9999".parse().unwrap())),
+            ..Overrides::default()
+        };
+        let plan = parse(Path::new("x.toml"), text, over).unwrap();
+        assert_eq!(plan.threads, 1);
+        assert_eq!(plan.metrics_listen, Some("127.0.0.1:9999".parse().unwrap()));
+    }
+
+    /// Every bad file names the file, the line and the key.
+    #[test]
+    fn errors_name_file_line_and_key() {
+        let cases = [
+            (
+                "[[workload]]\nurl = \"http://127.0.0.1:1/\"\nconections = 5\n",
+                "soak.toml:3",
+                "conections",
+            ),
+            (
+                "[[workload]]\nurl = \"http://127.0.0.1:1/\"\ninterval = \"1s\"\nrate = 5.0\n",
+                "soak.toml:4",
+                "rate",
+            ),
+            (
+                "[[workload]]\nurl = \"http://127.0.0.1:1/\"\ninterval = \"soon\"\n",
+                "soak.toml:3",
+                "interval",
+            ),
+            (
+                "[[workload]]\nurl = \"http://127.0.0.1:1/\"\nconnections = 0\n",
+                "soak.toml:3",
+                "connections",
+            ),
+            (
+                "[[workload]]\nurl = \"https://127.0.0.1:1/\"\n",
+                "soak.toml:2",
+                "not supported yet",
+            ),
+            (
+                "[[workload]]\nurl = \"http://127.0.0.1:1/\"\nconnections = \"many\"\n",
+                "soak.toml:3",
+                "connections",
+            ),
+            (
+                "threads = 0\n[[workload]]\nurl = \"http://127.0.0.1:1/\"\n",
+                "soak.toml:1",
+                "threads",
+            ),
+            (
+                "[[workload]]\nurl = \"http://127.0.0.1:1/\"\nsource_addrs = [\"nope\"]\n",
+                "soak.toml:3",
+                "source_addrs",
+            ),
+            (
+                "[[workload]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/\"\n[[workload]]\nname = \"a\"\nurl = \"http://127.0.0.1:2/\"\n",
+                "soak.toml:5",
+                "name",
+            ),
+            (
+                "[[workload]]\nurl = \"http://127.0.0.1:1/\"\nclose = true\npipeline = 2\n",
+                "soak.toml:1",
+                "pipeline",
+            ),
+            (
+                "metrics_listen = \"here\"\n[[workload]]\nurl = \"http://127.0.0.1:1/\"\n",
+                "soak.toml:1",
+                "metrics_listen",
+            ),
+            ("duration = \"5\"\n", "soak.toml", "workload"),
+        ];
+        for (text, at, key) in cases {
+            let e = parse_text(text).unwrap_err();
+            assert!(e.contains(at) && e.contains(key), "{text:?}: {e}");
+        }
+    }
+}
