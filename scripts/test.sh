@@ -66,6 +66,24 @@ ulimit -n "$(ulimit -Hn)"
 echo "open-file limit: $(ulimit -n)"
 
 # ---------------------------------------------------------------------------
+section "systemd units"
+# ---------------------------------------------------------------------------
+# Offline: `systemd-analyze verify` must print nothing and `security` must
+# rate each unit's exposure <= 2.0; skipped when systemd-analyze is absent.
+scripts/check-units.sh
+
+# ---------------------------------------------------------------------------
+section "Monitoring mixin (promtool)"
+# ---------------------------------------------------------------------------
+# grafana/: recording rules, alerts and their unit tests, the example
+# Prometheus config (its rule_files resolve relative to the config file) and
+# the dashboard JSON. See grafana/README.md.
+promtool check rules grafana/rules.yml grafana/alerts.yml
+promtool test rules grafana/tests/*.yml
+promtool check config grafana/prometheus.yml
+python3 -m json.tool grafana/dashboards/soakd.json >/dev/null
+
+# ---------------------------------------------------------------------------
 section "cargo fmt --check"
 # ---------------------------------------------------------------------------
 cargo fmt --check

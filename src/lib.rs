@@ -20,6 +20,7 @@ pub mod exporter;
 pub mod hdrlog;
 pub mod http;
 pub mod metrics;
+pub mod notify;
 pub mod plan;
 pub mod preflight;
 pub mod report;

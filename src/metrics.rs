@@ -122,14 +122,13 @@ pub struct Metrics {
     ring: Vec<VecDeque<Histogram<u64>>>,
     scratch: Histogram<u64>,
     last_rotation: Instant,
-    heartbeats: Vec<(u64, Instant)>,
     pids: Vec<Vec<u32>>,
 }
 
 impl Metrics {
     /// Metrics for workloads named `names`, with `--target-pid`s per
-    /// workload, and `workers` worker loops to watch.
-    pub fn new(names: &[String], pids: Vec<Vec<u32>>, workers: usize) -> Metrics {
+    /// workload.
+    pub fn new(names: &[String], pids: Vec<Vec<u32>>) -> Metrics {
         let snapshot = Arc::new(Mutex::new(Snapshot {
             workloads: names
                 .iter()
@@ -164,7 +163,6 @@ impl Metrics {
                 .collect(),
             scratch: stats::histogram(),
             last_rotation: Instant::now(),
-            heartbeats: vec![(0, Instant::now()); workers],
             pids,
         }
     }
@@ -173,15 +171,7 @@ impl Metrics {
     /// aggregation tick.
     pub fn update(&mut self, totals: &mut Totals) {
         let now = Instant::now();
-        for (seen, hb) in self.heartbeats.iter_mut().zip(&totals.heartbeats) {
-            if seen.0 != *hb {
-                *seen = (*hb, now);
-            }
-        }
-        let healthy = self
-            .heartbeats
-            .iter()
-            .all(|(_, t)| now.duration_since(*t) < STALL_AFTER);
+        let healthy = totals.all_alive(STALL_AFTER);
         let mut window = None;
         if now.duration_since(self.last_rotation) >= Duration::from_secs(1) {
             self.last_rotation = now;
@@ -292,6 +282,24 @@ const FAMILIES: &[Family] = &[
         name: "soakd_requests_sent_total",
         help: "Requests written.",
         kind: MetricType::COUNTER,
+        labels: &["target"],
+    },
+    Family {
+        name: "soakd_requests_failed_total",
+        help: "Requests sent and then lost to an error (sent = completed + failed + in flight).",
+        kind: MetricType::COUNTER,
+        labels: &["target"],
+    },
+    Family {
+        name: "soakd_requests_missed_total",
+        help: "Scheduled requests never sent: already older than the request timeout when a connection was free.",
+        kind: MetricType::COUNTER,
+        labels: &["target"],
+    },
+    Family {
+        name: "soakd_requests_in_flight",
+        help: "Requests sent and not yet answered.",
+        kind: MetricType::GAUGE,
         labels: &["target"],
     },
     Family {
@@ -447,7 +455,9 @@ fn histogram(pairs: &[(&str, &str)], b: &Buckets) -> proto::Metric {
 struct ProcStat {
     rss_bytes: f64,
     cpu_seconds: f64,
-    open_fds: f64,
+    /// `None` when /proc/PID/fd is not readable (another user's process
+    /// under the hardened unit): memory and CPU are still reported.
+    open_fds: Option<f64>,
 }
 
 fn read_proc(pid: u32) -> Option<ProcStat> {
@@ -457,7 +467,7 @@ fn read_proc(pid: u32) -> Option<ProcStat> {
     Some(ProcStat {
         rss_bytes: (stat.rss * procfs::page_size()) as f64,
         cpu_seconds: (stat.utime + stat.stime) as f64 / ticks,
-        open_fds: p.fd_count().ok()? as f64,
+        open_fds: p.fd_count().ok().map(|n| n as f64),
     })
 }
 
@@ -530,6 +540,9 @@ fn family_metrics(f: &Family, w: &WorkloadSnapshot, procs: &[(String, ProcStat)]
             }
         }
         "soakd_requests_sent_total" => out.push(one(c.sent)),
+        "soakd_requests_failed_total" => out.push(one(c.failed)),
+        "soakd_requests_missed_total" => out.push(one(c.missed)),
+        "soakd_requests_in_flight" => out.push(one(w.gauges.in_flight)),
         "soakd_responses_total" => {
             for (i, code) in ["1xx", "2xx", "3xx", "4xx", "5xx"].iter().enumerate() {
                 out.push(value(f.kind, &[("target", t), ("code", code)], c.responses[i] as f64));
@@ -581,7 +594,9 @@ fn family_metrics(f: &Family, w: &WorkloadSnapshot, procs: &[(String, ProcStat)]
         }
         "soakd_target_process_open_fds" => {
             for (pid, p) in procs {
-                out.push(value(f.kind, &[("target", t), ("pid", pid)], p.open_fds));
+                if let Some(fds) = p.open_fds {
+                    out.push(value(f.kind, &[("target", t), ("pid", pid)], fds));
+                }
             }
         }
         _ => {}

@@ -41,6 +41,18 @@ pub fn local_port_range() -> Option<(u32, u32)> {
     Some((it.next()??, it.next()??))
 }
 
+/// `net.ipv4.ip_local_reserved_ports` as ranges (`8080,9000-9100`).
+pub fn reserved_ports() -> Vec<(u32, u32)> {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_reserved_ports").unwrap_or_default();
+    text.trim()
+        .split(',')
+        .filter_map(|part| {
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            Some((a.trim().parse().ok()?, b.trim().parse().ok()?))
+        })
+        .collect()
+}
+
 /// Runs every check; on success the soft open-file limit has been raised.
 pub fn check(plan: &Plan) -> Result<(), Error> {
     let (soft, hard) = raise_nofile()?;

@@ -226,3 +226,46 @@ fn config_file_runs_several_workloads() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--connections describes a workload"));
 }
+
+/// The systemd notify protocol, without systemd: READY=1 once running,
+/// WATCHDOG=1 pings while the workers check in, STOPPING=1 on SIGTERM.
+#[test]
+fn notifies_a_service_manager() {
+    use std::os::unix::net::UnixDatagram;
+    let target = BuiltinTarget::start(&[]);
+    let dir = util::TempDir::new("notify");
+    let sock_path = dir.path().join("notify.sock");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let url = target.url("/");
+    let child = std::process::Command::new(util::soakd_bin())
+        .args(["run", &url, "-c", "5", "-i", "100ms", "--metrics-listen", "off"])
+        .env("NOTIFY_SOCKET", &sock_path)
+        .env("WATCHDOG_USEC", "1000000")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut messages = Vec::new();
+    let mut buf = [0u8; 512];
+    let t = Instant::now();
+    let mut signalled = false;
+    while t.elapsed() < Duration::from_secs(6) {
+        if let Ok(n) = sock.recv(&mut buf) {
+            messages.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        }
+        if !signalled && t.elapsed() > Duration::from_millis(2500) {
+            signal(child.id(), "TERM");
+            signalled = true;
+        }
+    }
+    let (status, stderr) = wait_with_timeout(child, 15);
+    assert!(status.success(), "{stderr}");
+    assert_eq!(messages.first().map(String::as_str), Some("READY=1"), "{messages:?}");
+    assert!(
+        messages.iter().filter(|m| *m == "WATCHDOG=1").count() >= 3,
+        "{messages:?}"
+    );
+    assert!(messages.iter().any(|m| m == "STOPPING=1"), "{messages:?}");
+}

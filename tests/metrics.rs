@@ -248,6 +248,9 @@ fn final_counters_equal_the_report() {
     let _ = std::fs::remove_file(&report);
     let r = |p: &str| rep.pointer(p).and_then(Value::as_u64).unwrap() as f64;
     assert_eq!(sum(&last, "soakd_requests_sent_total"), r("/requests/sent"));
+    assert_eq!(sum(&last, "soakd_requests_failed_total"), r("/requests/failed"));
+    assert_eq!(sum(&last, "soakd_requests_missed_total"), r("/requests/missed"));
+    assert_eq!(sum(&last, "soakd_requests_in_flight"), r("/requests/in_flight_at_end"));
     assert_eq!(sum(&last, "soakd_responses_total"), r("/requests/completed"));
     assert_eq!(sum(&last, "soakd_connections_opened_total"), r("/connections/opened"));
     assert_eq!(sum(&last, "soakd_connections_closed_total"), r("/connections/closed"));

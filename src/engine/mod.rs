@@ -28,6 +28,7 @@ use signal_hook_mio::v1_0::Signals;
 use crate::exporter::{Exporter, Handler, Reply};
 use crate::hdrlog::HdrLog;
 use crate::metrics::Metrics;
+use crate::notify::Notifier;
 use crate::plan::Plan;
 use crate::report::Report;
 use crate::stats::{Delta, Gauges, WorkloadStats};
@@ -55,8 +56,9 @@ pub struct Totals {
     pub ramp: Vec<Option<Duration>>,
     /// Open connections when the stop began.
     pub open_at_stop: Option<Vec<u64>>,
-    /// Per worker: loop iterations seen in its last flush.
-    pub heartbeats: Vec<u64>,
+    /// Per worker: loop iterations seen in its last flush, and when that
+    /// count last moved.
+    pub heartbeats: Vec<(u64, Instant)>,
     /// Per workload: latency recorded since the metrics' window last took
     /// it (see [`crate::metrics::Metrics::update`]).
     pub window: Vec<hdrhistogram::Histogram<u64>>,
@@ -76,7 +78,7 @@ impl Totals {
             peak_open: vec![0; n],
             ramp: vec![None; n],
             open_at_stop: None,
-            heartbeats: vec![0; workers],
+            heartbeats: vec![(0, Instant::now()); workers],
             window: (0..n).map(|_| crate::stats::histogram()).collect(),
             log_interval: hdr_log.then(|| (0..n).map(|_| crate::stats::histogram()).collect()),
         }
@@ -130,7 +132,9 @@ impl Totals {
             }
             all_idle &= *idle;
             all_budget &= *budget_done;
-            self.heartbeats[i] = *heartbeat;
+            if self.heartbeats[i].0 != *heartbeat {
+                self.heartbeats[i] = (*heartbeat, Instant::now());
+            }
         }
         for wi in 0..n {
             self.peak_open[wi] = self.peak_open[wi].max(gauges[wi].open);
@@ -145,6 +149,12 @@ impl Totals {
             self.open_at_stop = at_stop;
         }
         (all_idle, all_budget)
+    }
+
+    /// True when every worker loop checked in within `within`: what
+    /// /healthz, `soakd_healthy` and the systemd watchdog report.
+    pub fn all_alive(&self, within: Duration) -> bool {
+        self.heartbeats.iter().all(|(_, t)| t.elapsed() < within)
     }
 
     /// Latency per workload since the last call (for the HDR interval log).
@@ -323,7 +333,7 @@ pub fn run_with_hooks(plan: Plan, mut hooks: Hooks) -> Result<Report, Error> {
     let exporter = match plan.metrics_listen {
         Some(addr) => {
             let pids = plan.workloads.iter().map(|w| w.target_pids.clone()).collect();
-            let m = Metrics::new(&names, pids, threads);
+            let m = Metrics::new(&names, pids);
             let e = Exporter::start(addr, scrape_handler(&m))?;
             eprintln!("soakd: metrics on http://{}/metrics", e.local_addr());
             metrics = Some(m);
@@ -357,8 +367,12 @@ pub fn run_with_hooks(plan: Plan, mut hooks: Hooks) -> Result<Report, Error> {
         let poll = Poll::new().map_err(|e| Error::io("creating a worker poll", e))?;
         wakers.push(Waker::new(poll.registry(), WAKER).map_err(|e| Error::io("creating a waker", e))?);
         let start = fastrand::u32(..);
-        let ports =
-            preflight::local_port_range().and_then(|(lo, hi)| socket::PortPicker::new(lo, hi, index, threads, start));
+        let ports = preflight::local_port_range()
+            .and_then(|(lo, hi)| socket::PortPicker::new(lo, hi, index, threads, start))
+            .map(|mut p| {
+                p.reserve(preflight::reserved_ports());
+                p
+            });
         let spec = WorkerSpec {
             index,
             poll,
@@ -376,6 +390,14 @@ pub fn run_with_hooks(plan: Plan, mut hooks: Hooks) -> Result<Report, Error> {
     }
 
     let mut totals = Totals::new(names, threads, plan.hdr_log.is_some());
+    // systemd: ready once preflight passed, the metrics port is bound and
+    // the workers run; a status line every 10 s; watchdog pings only while
+    // every worker loop checks in, so a stuck loop gets soakd restarted.
+    let notifier = Notifier::from_env();
+    notifier.ready();
+    let mut last_status = Duration::ZERO;
+    let mut last_ping = Instant::now();
+    let mut completed_at_status = 0u64;
     let mut status = StatusLine::new(&plan);
     let deadline = plan.duration.map(|d| shared.start + d);
     let mut stop_at: Option<Instant> = None;
@@ -404,6 +426,7 @@ pub fn run_with_hooks(plan: Plan, mut hooks: Hooks) -> Result<Report, Error> {
         for sig in signals.pending() {
             match sig {
                 SIGINT | SIGTERM if stop_at.is_none() => {
+                    notifier.stopping();
                     status.note("stopping: finishing requests in flight (signal again to exit at once)");
                     stop_at = Some(Instant::now());
                     set_phase(PHASE_DRAIN);
@@ -432,6 +455,29 @@ pub fn run_with_hooks(plan: Plan, mut hooks: Hooks) -> Result<Report, Error> {
             hook(&totals, elapsed);
         }
         status.tick(&mut totals, elapsed);
+        if notifier.enabled() {
+            if let Some(every) = notifier.watchdog_interval()
+                && last_ping.elapsed() >= every / 2
+                && totals.all_alive(crate::metrics::STALL_AFTER)
+            {
+                notifier.watchdog();
+                last_ping = Instant::now();
+            }
+            if elapsed >= last_status + Duration::from_secs(10) {
+                let completed: u64 = totals.stats.iter().map(|s| s.counters.completed).sum();
+                let errors: u64 = totals.stats.iter().map(|s| s.counters.total_errors()).sum();
+                let (open, desired) = totals
+                    .gauges
+                    .iter()
+                    .fold((0, 0), |(o, d), g| (o + g.open, d + g.desired));
+                let rate = (completed - completed_at_status) as f64 / (elapsed - last_status).as_secs_f64();
+                notifier.status(&format!(
+                    "open {open}/{desired}, {rate:.1} req/s, {completed} completed, {errors} errors"
+                ));
+                completed_at_status = completed;
+                last_status = elapsed;
+            }
+        }
         if stop_at.is_none() {
             let timed_out = deadline.is_some_and(|d| Instant::now() >= d);
             let counted = plan.max_requests.is_some() && budget_done;

@@ -49,6 +49,7 @@ pub struct PortPicker {
     count: u32,
     stride: u32,
     cursor: u32,
+    reserved: Vec<(u32, u32)>,
 }
 
 /// Ports tried per connect before leaving the choice to the kernel.
@@ -70,12 +71,27 @@ impl PortPicker {
             count,
             stride,
             cursor: start % count,
+            reserved: Vec::new(),
         })
     }
 
+    /// Leaves out `net.ipv4.ip_local_reserved_ports`: the kernel keeps its
+    /// own picks out of them, but not explicit binds.
+    pub fn reserve(&mut self, reserved: Vec<(u32, u32)>) {
+        self.reserved = reserved;
+    }
+
     fn next(&mut self) -> u16 {
-        let port = self.lo + self.cursor * self.stride;
-        self.cursor = (self.cursor + 1) % self.count;
+        let mut port = self.lo;
+        // At most one lap: if reserved ranges covered the whole share, the
+        // bind of a reserved port fails or succeeds as the kernel decides.
+        for _ in 0..self.count {
+            port = self.lo + self.cursor * self.stride;
+            self.cursor = (self.cursor + 1) % self.count;
+            if !self.reserved.iter().any(|(a, b)| (*a..=*b).contains(&port)) {
+                break;
+            }
+        }
         port as u16
     }
 }
@@ -204,6 +220,10 @@ mod tests {
         assert_eq!(pa, [100, 102, 104, 106, 108, 100]);
         assert_eq!(pb, [101, 103, 105, 107, 109, 101], "start wraps within the share");
         assert!(PortPicker::new(100, 100, 1, 2, 0).is_none());
+        let mut c = PortPicker::new(100, 109, 0, 1, 0).unwrap();
+        c.reserve(vec![(101, 103), (106, 106)]);
+        let pc: Vec<u16> = (0..6).map(|_| c.next()).collect();
+        assert_eq!(pc, [100, 104, 105, 107, 108, 109]);
     }
 
     #[test]
