@@ -9,7 +9,6 @@ use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use crate::engine::Totals;
-use crate::plan::Plan;
 use crate::report::human;
 use crate::stats::Gauges;
 
@@ -23,10 +22,16 @@ pub struct StatusLine {
     shown: bool,
 }
 
+impl Default for StatusLine {
+    fn default() -> Self {
+        StatusLine::new()
+    }
+}
+
 impl StatusLine {
-    /// A status line for `plan`, in terminal or log form depending on
-    /// whether stderr is a terminal.
-    pub fn new(_plan: &Plan) -> StatusLine {
+    /// A status line in terminal or log form depending on whether stderr is
+    /// a terminal.
+    pub fn new() -> StatusLine {
         let tty = std::io::stderr().is_terminal();
         StatusLine {
             tty,

@@ -256,16 +256,6 @@ fn deal(plan: &Plan, threads: usize) -> Vec<Share> {
         .collect()
 }
 
-/// A callback run after each aggregation tick with the totals and the run
-/// time so far.
-pub type TickHook = Box<dyn FnMut(&Totals, Duration) + Send>;
-
-/// Hooks the caller can attach to the control loop (the exporter uses them).
-#[derive(Default)]
-pub struct Hooks {
-    /// Called after each aggregation tick.
-    pub on_tick: Option<TickHook>,
-}
 
 /// True when SIGINT or SIGTERM arrived since the last look.
 fn exit_now_requested(signals: &mut Signals) -> bool {
@@ -308,11 +298,6 @@ fn scrape_handler(metrics: &Metrics) -> Handler {
 
 /// Runs a plan to the end. See [`crate::run`].
 pub fn run(plan: Plan) -> Result<Report, Error> {
-    run_with_hooks(plan, Hooks::default())
-}
-
-/// [`run`], with hooks into the control loop.
-pub fn run_with_hooks(plan: Plan, mut hooks: Hooks) -> Result<Report, Error> {
     preflight::check(&plan)?;
     let total = plan.total_connections().max(1);
     let threads = plan.threads.clamp(1, total as usize);
@@ -398,7 +383,7 @@ pub fn run_with_hooks(plan: Plan, mut hooks: Hooks) -> Result<Report, Error> {
     let mut last_status = Duration::ZERO;
     let mut last_ping = Instant::now();
     let mut completed_at_status = 0u64;
-    let mut status = StatusLine::new(&plan);
+    let mut status = StatusLine::new();
     let deadline = plan.duration.map(|d| shared.start + d);
     let mut stop_at: Option<Instant> = None;
     let mut events = Events::with_capacity(8);
@@ -450,9 +435,6 @@ pub fn run_with_hooks(plan: Plan, mut hooks: Hooks) -> Result<Report, Error> {
         }
         if let Some(log) = hdr_log.as_mut() {
             log.tick(&mut totals, elapsed);
-        }
-        if let Some(hook) = hooks.on_tick.as_mut() {
-            hook(&totals, elapsed);
         }
         status.tick(&mut totals, elapsed);
         if notifier.enabled() {
