@@ -241,6 +241,8 @@ impl RunArgs {
             max_requests_per_conn: self.max_requests_per_conn,
             max_conn_lifetime: self.max_conn_lifetime,
             target_pids: self.target_pids.clone(),
+            stages: Vec::new(),
+            then_stop: false,
         };
         let workload = spec.build(&|k| match k {
             "url" => String::new(),

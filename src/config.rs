@@ -70,6 +70,18 @@ struct FileWorkload {
     max_conn_lifetime: Option<Spanned<String>>,
     #[serde(default)]
     target_pids: Vec<u32>,
+    #[serde(default)]
+    stages: Vec<Spanned<FileStage>>,
+    then: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileStage {
+    connections: Option<Spanned<u32>>,
+    interval: Option<Spanned<String>>,
+    rate: Option<Spanned<f64>>,
+    hold: Spanned<String>,
 }
 
 /// Where things are in the file, for messages.
@@ -256,7 +268,60 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
             max_requests_per_conn,
             max_conn_lifetime: dur(&ww.max_conn_lifetime, "max_conn_lifetime", true)?,
             target_pids: ww.target_pids.clone(),
+            stages: Vec::new(),
+            then_stop: false,
         };
+        // Each stage inherits what it does not set from the step before; the
+        // first step replaces the workload's own connections and model.
+        let mut stages = Vec::with_capacity(ww.stages.len());
+        let (mut conns, mut model_now) = (spec.connections, spec.model);
+        for st in &ww.stages {
+            let sr = st.get_ref();
+            if let Some(c) = &sr.connections {
+                if *c.get_ref() == 0 {
+                    return Err(loc.err(c, "stages.connections", "must be at least 1"));
+                }
+                conns = *c.get_ref();
+            }
+            match (&sr.interval, &sr.rate) {
+                (Some(_), Some(r)) => {
+                    return Err(loc.err(r, "stages.rate", "cannot be used with interval in the same stage"));
+                }
+                (Some(_), None) => {
+                    model_now = LoadModel::Interval(dur(&sr.interval, "stages.interval", true)?.unwrap_or_default())
+                }
+                (None, Some(r)) if !(r.get_ref().is_finite() && *r.get_ref() > 0.0) => {
+                    return Err(loc.err(r, "stages.rate", "must be a number of requests per second above 0"));
+                }
+                (None, Some(r)) => model_now = LoadModel::Rate(*r.get_ref()),
+                (None, None) => {}
+            }
+            let hold = dur(&Some(sr.hold.clone()), "stages.hold", true)?.unwrap_or_default();
+            stages.push(plan::Stage {
+                connections: conns,
+                model: model_now,
+                hold,
+            });
+        }
+        let then_stop = match &ww.then {
+            None => false,
+            Some(t) if t.get_ref() == "stop" => true,
+            Some(t) if t.get_ref() == "hold" => false,
+            Some(t) => return Err(loc.err(t, "then", format!("= {:?}: expected \"hold\" or \"stop\"", t.get_ref()))),
+        };
+        if then_stop && stages.is_empty() {
+            return Err(Error::Usage(format!(
+                "{}: then = \"stop\" needs stages",
+                key_at("then")
+            )));
+        }
+        let mut spec = spec;
+        if let Some(first) = stages.first() {
+            spec.connections = first.connections;
+            spec.model = first.model;
+        }
+        spec.stages = stages;
+        spec.then_stop = then_stop;
         let url_key = loc.at(&ww.url, "url");
         let built = spec.build(&|k| if k == "url" { format!("{url_key}: ") } else { key_at(k) })?;
         if !names.insert(built.name.clone()) && ww.name.is_none() {
@@ -356,6 +421,27 @@ pub fn describe(plan: &Plan) -> String {
             let list: Vec<String> = w.source_addrs.iter().map(IpAddr::to_string).collect();
             let _ = writeln!(s, "  source addresses {}", list.join(", "));
         }
+        for (i, st) in w.stages.iter().enumerate() {
+            let how = match st.model {
+                LoadModel::Closed => "closed loop".to_string(),
+                LoadModel::Interval(iv) => format!("one request every {} each", humantime::format_duration(iv)),
+                LoadModel::Rate(r) => format!("{r} req/s"),
+            };
+            let _ = writeln!(
+                s,
+                "  stage {}: {} connections, {how}, for {}",
+                i + 1,
+                st.connections,
+                humantime::format_duration(st.hold)
+            );
+        }
+        if !w.stages.is_empty() {
+            let _ = writeln!(
+                s,
+                "  after the last stage: {}",
+                if w.then_stop { "stop the run" } else { "hold it" }
+            );
+        }
         if let Some(n) = w.max_requests_per_conn {
             let _ = writeln!(s, "  churn: about {n} requests per connection");
         }
@@ -438,6 +524,35 @@ pipeline = 2
         let plan = parse(Path::new("x.toml"), text, over).unwrap();
         assert_eq!(plan.threads, 1);
         assert_eq!(plan.metrics_listen, Some("127.0.0.1:9999".parse().unwrap()));
+    }
+
+    #[test]
+    fn stages_inherit_and_the_first_one_starts() {
+        let plan = parse_text(
+            "[[workload]]\nurl = \"http://127.0.0.1:1/\"\nconnections = 7\nrate = 10.0\nthen = \"stop\"\nstages = [\n  { connections = 100, hold = \"1m\" },\n  { interval = \"1s\", hold = \"2m\" },\n  { connections = 500, hold = \"3m\" },\n]\n",
+        )
+        .unwrap();
+        let w = &plan.workloads[0];
+        assert_eq!(
+            (w.connections, w.model, w.then_stop),
+            (100, LoadModel::Rate(10.0), true)
+        );
+        let got: Vec<(u32, LoadModel, u64)> = w
+            .stages
+            .iter()
+            .map(|s| (s.connections, s.model, s.hold.as_secs()))
+            .collect();
+        let iv = LoadModel::Interval(Duration::from_secs(1));
+        assert_eq!(got, [(100, LoadModel::Rate(10.0), 60), (100, iv, 120), (500, iv, 180)]);
+        assert_eq!(plan.total_connections(), 500, "limits must fit the largest stage");
+        assert!(describe(&plan).contains("stage 3: 500 connections"));
+        let e =
+            parse_text("[[workload]]\nurl = \"http://127.0.0.1:1/\"\nstages = [{ connections = 5 }]\n").unwrap_err();
+        assert!(e.contains("soak.toml") && e.contains("hold"), "{e}");
+        let e =
+            parse_text("[[workload]]\nurl = \"http://127.0.0.1:1/\"\nthen = \"later\"\nstages = [{ hold = \"1s\" }]\n")
+                .unwrap_err();
+        assert!(e.contains("soak.toml:3") && e.contains("then"), "{e}");
     }
 
     /// Every bad file names the file, the line and the key.

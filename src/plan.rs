@@ -84,6 +84,22 @@ pub struct Workload {
     pub max_conn_lifetime: Option<Duration>,
     /// PIDs of the server under test, watched through /proc for the metrics.
     pub target_pids: Vec<u32>,
+    /// Steps run in order after the start (the first step is the starting
+    /// `connections` and `model`); empty for a constant load.
+    pub stages: Vec<Stage>,
+    /// Stop the run when the last stage's hold is over (else hold it).
+    pub then_stop: bool,
+}
+
+/// One step of a workload's stages.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stage {
+    /// Connections during the step.
+    pub connections: u32,
+    /// Load model during the step.
+    pub model: LoadModel,
+    /// How long the step lasts.
+    pub hold: Duration,
 }
 
 /// Where the final JSON report goes.
@@ -120,9 +136,22 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Connections over all workloads.
+    /// Connections over all workloads, at the largest stage of each: what
+    /// the open-file and port limits must fit.
     pub fn total_connections(&self) -> u64 {
-        self.workloads.iter().map(|w| w.connections as u64).sum()
+        self.workloads.iter().map(Workload::peak_connections).sum()
+    }
+}
+
+impl Workload {
+    /// The most connections this workload ever holds (over its stages).
+    pub fn peak_connections(&self) -> u64 {
+        self.stages
+            .iter()
+            .map(|s| s.connections)
+            .max()
+            .unwrap_or(0)
+            .max(self.connections) as u64
     }
 }
 
@@ -164,6 +193,10 @@ pub struct WorkloadSpec {
     pub max_conn_lifetime: Option<Duration>,
     /// PIDs of the server under test.
     pub target_pids: Vec<u32>,
+    /// Stages (see [`Workload::stages`]).
+    pub stages: Vec<Stage>,
+    /// Stop after the last stage.
+    pub then_stop: bool,
 }
 
 impl WorkloadSpec {
@@ -251,6 +284,8 @@ impl WorkloadSpec {
             max_requests_per_conn: self.max_requests_per_conn,
             max_conn_lifetime: self.max_conn_lifetime,
             target_pids: self.target_pids,
+            stages: self.stages,
+            then_stop: self.then_stop,
         })
     }
 }

@@ -102,7 +102,7 @@ fn check_ports(plan: &Plan, lo: u32, hi: u32) -> Result<(), Error> {
     let mut by_target: HashMap<SocketAddr, (u64, usize)> = HashMap::new();
     for w in &plan.workloads {
         let e = by_target.entry(w.target.addr).or_insert((0, usize::MAX));
-        e.0 += w.connections as u64;
+        e.0 += w.peak_connections();
         e.1 = e.1.min(w.source_addrs.len().max(1));
     }
     for (addr, (conns, sources)) in by_target {

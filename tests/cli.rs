@@ -269,3 +269,45 @@ fn notifies_a_service_manager() {
     );
     assert!(messages.iter().any(|m| m == "STOPPING=1"), "{messages:?}");
 }
+
+/// Stages step the connections up and down and end the run: the classic
+/// sweep, with the desired count following each step.
+#[test]
+fn stages_step_connections_and_stop() {
+    let target = BuiltinTarget::start(&[]);
+    let dir = util::TempDir::new("stages");
+    let path = dir.path().join("stages.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "metrics_listen = \"off\"\n[[workload]]\nname = \"sweep\"\nurl = \"{}\"\nramp = 10000\nthen = \"stop\"\nstages = [\n  {{ connections = 10, interval = \"100ms\", hold = \"1s\" }},\n  {{ connections = 30, interval = \"50ms\", hold = \"1500ms\" }},\n  {{ connections = 5, hold = \"1s\" }},\n]\n",
+            target.url("/")
+        ),
+    )
+    .unwrap();
+    let r = soakd_report(&["run", "--config", path.to_str().unwrap()], 30);
+    assert!(r.status.success(), "{}", r.stderr);
+    let rep = &r.report;
+    assert_eq!(u(rep, "/connections/peak_open"), 30);
+    assert_eq!(u(rep, "/connections/open_at_end"), 5);
+    assert_eq!(u(rep, "/connections/desired"), 5);
+    assert_eq!(u(rep, "/connections/closed_by_reason/churn"), 25, "the retired slots");
+    assert_eq!(
+        rep["errors"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum::<u64>(),
+        0
+    );
+    // 10 × 10/s × 1 s + 30 × 20/s × 1.5 s + 5 × 20/s × 1 s = 1,100.
+    let completed = u(rep, "/requests/completed");
+    assert!((1000..=1200).contains(&completed), "completed {completed}");
+    let secs = rep["duration_seconds"].as_f64().unwrap();
+    assert!(
+        (3.4..6.0).contains(&secs),
+        "ran {secs} s: the stages should end it after 3.5 s"
+    );
+    assert!(r.stderr.contains("stage 2 of 3: 30 connections"), "{}", r.stderr);
+}

@@ -34,7 +34,7 @@ use crate::report::Report;
 use crate::stats::{Delta, Gauges, WorkloadStats};
 use crate::status::StatusLine;
 use crate::{Error, preflight};
-use worker::{PHASE_DRAIN, PHASE_EXIT, PHASE_RUN, Shared, WAKER, Worker, WorkerSpec, WorkloadRt};
+use worker::{PHASE_DRAIN, PHASE_EXIT, PHASE_RUN, Shared, StageCmd, WAKER, Worker, WorkerSpec, WorkloadRt};
 
 const TICK: Duration = Duration::from_millis(250);
 
@@ -203,6 +203,7 @@ fn runtime(plan: &Plan) -> Vec<WorkloadRt> {
                 max_lifetime_ns: w.max_conn_lifetime.map(|d| d.as_nanos() as u64),
                 connect_timeout_ns: w.connect_timeout.as_nanos() as u64,
                 request_timeout_ns: w.request_timeout.as_nanos() as u64,
+                ramp: w.ramp,
             }
         })
         .collect()
@@ -256,6 +257,62 @@ fn deal(plan: &Plan, threads: usize) -> Vec<Share> {
         .collect()
 }
 
+/// Where a workload is in its stages.
+struct StageRun {
+    workload: usize,
+    index: usize,
+    ends_at: Duration,
+}
+
+/// Moves workloads whose stage is over to their next one and queues the
+/// change for every worker. Returns true when commands were queued (the
+/// caller wakes the workers).
+fn advance_stages(
+    plan: &Plan,
+    runs: &mut [StageRun],
+    elapsed: Duration,
+    shared: &Shared,
+    status: &mut StatusLine,
+) -> bool {
+    let mut sent = false;
+    for r in runs.iter_mut() {
+        let w = &plan.workloads[r.workload];
+        while elapsed >= r.ends_at && r.index + 1 < w.stages.len() {
+            r.index += 1;
+            let st = w.stages[r.index];
+            r.ends_at += st.hold;
+            let cmd = StageCmd {
+                workload: r.workload as u16,
+                connections: st.connections,
+                interval_ns: st
+                    .model
+                    .per_connection_interval(st.connections)
+                    .map(|d| d.as_nanos() as u64),
+            };
+            for q in &shared.commands {
+                q.lock().unwrap_or_else(|p| p.into_inner()).push(cmd);
+            }
+            status.note(&format!(
+                "{}: stage {} of {}: {} connections, {}",
+                w.name,
+                r.index + 1,
+                w.stages.len(),
+                st.connections,
+                match st.model {
+                    crate::plan::LoadModel::Closed => "closed loop".to_string(),
+                    crate::plan::LoadModel::Interval(i) =>
+                        format!("one request every {} each", humantime::format_duration(i)),
+                    crate::plan::LoadModel::Rate(x) => format!("{x} req/s"),
+                }
+            ));
+            sent = true;
+        }
+    }
+    if sent {
+        shared.commands_sent.fetch_add(1, Ordering::Release);
+    }
+    sent
+}
 
 /// True when SIGINT or SIGTERM arrived since the last look.
 fn exit_now_requested(signals: &mut Signals) -> bool {
@@ -302,7 +359,7 @@ pub fn run(plan: Plan) -> Result<Report, Error> {
     let total = plan.total_connections().max(1);
     let threads = plan.threads.clamp(1, total as usize);
     let names: Vec<String> = plan.workloads.iter().map(|w| w.name.clone()).collect();
-    let wl: Arc<[WorkloadRt]> = runtime(&plan).into();
+    let wl: Vec<WorkloadRt> = runtime(&plan);
 
     let mut control = Poll::new().map_err(|e| Error::io("creating the control poll", e))?;
     let mut signals =
@@ -335,6 +392,8 @@ pub fn run(plan: Plan) -> Result<Report, Error> {
         phase: AtomicU8::new(PHASE_RUN),
         mailboxes: (0..threads).map(|_| Mutex::new(Delta::new(names.len()))).collect(),
         start: Instant::now(),
+        commands: (0..threads).map(|_| Mutex::new(Vec::new())).collect(),
+        commands_sent: std::sync::atomic::AtomicU64::new(0),
     });
     let mut wakers = Vec::with_capacity(threads);
     let mut handles: Vec<JoinHandle<std::io::Result<()>>> = Vec::with_capacity(threads);
@@ -365,6 +424,7 @@ pub fn run(plan: Plan) -> Result<Report, Error> {
             budget,
             ramp,
             ports,
+            threads,
         };
         let worker = Worker::new(spec, shared.clone(), wl.clone()).map_err(|e| Error::io("setting up a worker", e))?;
         let handle = std::thread::Builder::new()
@@ -387,6 +447,17 @@ pub fn run(plan: Plan) -> Result<Report, Error> {
     let deadline = plan.duration.map(|d| shared.start + d);
     let mut stop_at: Option<Instant> = None;
     let mut events = Events::with_capacity(8);
+    let mut stages: Vec<StageRun> = plan
+        .workloads
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| !w.stages.is_empty())
+        .map(|(wi, w)| StageRun {
+            workload: wi,
+            index: 0,
+            ends_at: w.stages[0].hold,
+        })
+        .collect();
     let set_phase = |phase: u8| {
         shared.phase.store(phase, Ordering::Release);
         for w in &wakers {
@@ -460,10 +531,20 @@ pub fn run(plan: Plan) -> Result<Report, Error> {
                 last_status = elapsed;
             }
         }
+        if stop_at.is_none() && advance_stages(&plan, &mut stages, elapsed, &shared, &mut status) {
+            for w in &wakers {
+                let _ = w.wake();
+            }
+        }
         if stop_at.is_none() {
             let timed_out = deadline.is_some_and(|d| Instant::now() >= d);
             let counted = plan.max_requests.is_some() && budget_done;
-            if timed_out || counted {
+            let staged_out = stages.iter().any(|r| plan.workloads[r.workload].then_stop)
+                && stages
+                    .iter()
+                    .filter(|r| plan.workloads[r.workload].then_stop)
+                    .all(|r| r.index + 1 == plan.workloads[r.workload].stages.len() && elapsed >= r.ends_at);
+            if timed_out || counted || staged_out {
                 stop_at = Some(Instant::now());
                 set_phase(PHASE_DRAIN);
             }

@@ -63,9 +63,16 @@ pub struct Shared {
     pub mailboxes: Vec<Mailbox>,
     /// The run's time zero.
     pub start: Instant,
+    /// Stage changes waiting for each worker; `commands_sent` moves when
+    /// there are new ones, so a worker looks at its queue only then.
+    pub commands: Vec<std::sync::Mutex<Vec<StageCmd>>>,
+    /// Bumped by the control thread after queueing commands.
+    pub commands_sent: std::sync::atomic::AtomicU64,
 }
 
-/// Per-workload constants the workers need, computed once from the plan.
+/// Per-workload settings the workers need, computed from the plan. Each
+/// worker has its own copy, which stage changes update.
+#[derive(Clone, Debug)]
 pub struct WorkloadRt {
     /// Where to connect.
     pub addr: SocketAddr,
@@ -94,6 +101,20 @@ pub struct WorkloadRt {
     pub connect_timeout_ns: u64,
     /// Request timeout, ns.
     pub request_timeout_ns: u64,
+    /// New connections per second for the whole workload (`--ramp`).
+    pub ramp: u32,
+}
+
+/// A change of a workload's load, sent by the control thread when a stage
+/// begins.
+#[derive(Clone, Copy, Debug)]
+pub struct StageCmd {
+    /// The workload.
+    pub workload: u16,
+    /// Connections the workload holds from now on.
+    pub connections: u32,
+    /// The per-connection interval from now on (`None`: closed loop).
+    pub interval_ns: Option<u64>,
 }
 
 /// What one worker is given.
@@ -110,6 +131,8 @@ pub struct WorkerSpec {
     pub ramp: Vec<f64>,
     /// Local ports this worker binds itself (`None`: the kernel picks).
     pub ports: Option<PortPicker>,
+    /// Worker threads in all (slot `s` belongs to worker `s % threads`).
+    pub threads: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,6 +158,9 @@ struct Conn {
     draining: bool,
     /// The current connection completed at least one response.
     answered: bool,
+    /// The slot is gone from the plan (a stage lowered the connections): it
+    /// closes after its requests in flight and is removed.
+    retiring: bool,
     inflight: u16,
     inflight_head: u16,
     backoff_ms: u32,
@@ -158,6 +184,33 @@ struct Conn {
     partial: Vec<u8>,
 }
 
+impl Conn {
+    /// A slot waiting for its first connection.
+    fn new(workload: u16, slot: u32, head: bool) -> Conn {
+        Conn {
+            stream: None,
+            generation: 0,
+            workload,
+            state: State::Waiting,
+            draining: false,
+            answered: false,
+            retiring: false,
+            inflight: 0,
+            inflight_head: 0,
+            backoff_ms: 0,
+            reqs_left: u32::MAX,
+            unwritten: 0,
+            write_off: 0,
+            slot,
+            since: 0,
+            next_due: 0,
+            lifetime_end: u64::MAX,
+            framer: Framer::new(head),
+            partial: Vec::new(),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default)]
 struct Inflight {
     /// When the request was due (latency starts here).
@@ -178,8 +231,13 @@ pub struct Worker {
     index: usize,
     poll: Poll,
     shared: Arc<Shared>,
-    wl: Arc<[WorkloadRt]>,
+    wl: Vec<WorkloadRt>,
     conns: Slab<Conn>,
+    /// Connection generations are unique per worker (not per slot), so an
+    /// event for a removed slot's socket can never match a new occupant.
+    next_generation: u32,
+    threads: usize,
+    commands_seen: u64,
     wheel: Wheel,
     fired: Vec<u32>,
     /// Ring storage for requests in flight: `max_pipeline` entries per slot.
@@ -216,6 +274,21 @@ fn tick_ceil(ns: u64) -> u64 {
     ns.div_ceil(TICK_NS)
 }
 
+/// The first due time at or after `now` of slot `slot` on the grid of a
+/// workload with `connections` slots and interval `iv`: slot j is due at
+/// j/connections of the interval, so the requests of all slots are spread
+/// evenly in time. (Grouping a few requests per due time would save loop
+/// wake-ups, but the bursts queue at servers with few workers and bias the
+/// very latency soakd measures: tried and rejected.)
+fn grid_due(slot: u32, connections: u32, iv: u64, now: u64) -> u64 {
+    let phase = (slot as u128 * iv as u128 / connections.max(1) as u128) as u64;
+    if now <= phase {
+        phase
+    } else {
+        phase + (now - phase).div_ceil(iv) * iv
+    }
+}
+
 /// ±10% around `v`.
 fn jitter(rng: &mut fastrand::Rng, v: u64) -> u64 {
     let f = 0.9 + rng.f64() * 0.2;
@@ -224,7 +297,7 @@ fn jitter(rng: &mut fastrand::Rng, v: u64) -> u64 {
 
 impl Worker {
     /// Builds a worker; nothing is opened until [`Worker::run`].
-    pub fn new(spec: WorkerSpec, shared: Arc<Shared>, wl: Arc<[WorkloadRt]>) -> io::Result<Worker> {
+    pub fn new(spec: WorkerSpec, shared: Arc<Shared>, wl: Vec<WorkloadRt>) -> io::Result<Worker> {
         let timerfd = timerfd::TimerFd::new_custom(timerfd::ClockId::Monotonic, true, true)?;
         {
             use std::os::fd::AsRawFd;
@@ -249,31 +322,15 @@ impl Worker {
             .collect();
         let mut gauges = vec![Gauges::default(); n];
         for &(w, slot) in &spec.slots {
-            let key = conns.insert(Conn {
-                stream: None,
-                generation: 0,
-                workload: w,
-                state: State::Waiting,
-                draining: false,
-                answered: false,
-                inflight: 0,
-                inflight_head: 0,
-                backoff_ms: 0,
-                reqs_left: u32::MAX,
-                unwritten: 0,
-                write_off: 0,
-                slot,
-                since: 0,
-                next_due: 0,
-                lifetime_end: u64::MAX,
-                framer: Framer::new(wl[w as usize].head),
-                partial: Vec::new(),
-            });
+            let key = conns.insert(Conn::new(w, slot, wl[w as usize].head));
             ramp[w as usize].queue.push_back(key as u32);
             gauges[w as usize].desired += 1;
             gauges[w as usize].backoff += 1;
         }
         Ok(Worker {
+            next_generation: 0,
+            threads: spec.threads,
+            commands_seen: 0,
             ports: spec.ports,
             timerfd,
             timer_armed: u64::MAX,
@@ -341,6 +398,11 @@ impl Worker {
                 }
             }
             let now = self.now();
+            let sent = self.shared.commands_sent.load(Ordering::Acquire);
+            if sent != self.commands_seen {
+                self.commands_seen = sent;
+                self.apply_commands(now);
+            }
             let phase = self.shared.phase.load(Ordering::Acquire);
             if phase != self.phase {
                 if phase == PHASE_EXIT {
@@ -403,7 +465,7 @@ impl Worker {
                     self.on_readable(key, &mut rbuf, to_the_end, now);
                     self.rbuf = rbuf;
                 }
-                let c = &self.conns[key];
+                let Some(c) = self.conns.get(key) else { return };
                 if ev.is_writable()
                     && c.generation == generation
                     && c.state == State::Open
@@ -441,7 +503,8 @@ impl Worker {
         let source = (!w.sources.is_empty()).then(|| w.sources[c.slot as usize % w.sources.len()]);
         let addr = w.addr;
         self.local[c.workload as usize].counters.connects_started += 1;
-        c.generation = c.generation.wrapping_add(1);
+        self.next_generation = self.next_generation.wrapping_add(1);
+        c.generation = self.next_generation;
         c.since = now;
         c.draining = false;
         c.answered = false;
@@ -492,18 +555,7 @@ impl Worker {
         };
         if let Some(iv) = w.interval_ns {
             if c.next_due == 0 {
-                // First connection of the slot: join the workload's grid, on
-                // which slot j is due at j/connections of the interval, so the
-                // requests of all slots are spread evenly in time. (Grouping
-                // a few requests per due time would save loop wake-ups, but
-                // the bursts queue at servers with few workers and bias the
-                // very latency soakd measures: tried and rejected.)
-                let phase = (c.slot as u128 * iv as u128 / w.connections.max(1) as u128) as u64;
-                c.next_due = if now <= phase {
-                    phase
-                } else {
-                    phase + (now - phase).div_ceil(iv) * iv
-                };
+                c.next_due = grid_due(c.slot, w.connections, iv, now);
             } else if c.next_due + w.request_timeout_ns < now {
                 // Requests that fell due while the slot had no connection and
                 // are already older than the request timeout are dropped as
@@ -786,8 +838,97 @@ impl Worker {
     /// After a graceful close: a new connection at once (no backoff, no ramp
     /// token), unless the run is stopping.
     fn reconnect(&mut self, key: usize, now: u64) {
-        if self.phase == PHASE_RUN {
+        if self.conns[key].retiring {
+            self.remove_slot(key);
+        } else if self.phase == PHASE_RUN {
             self.start_connect(key, now);
+        }
+    }
+
+    /// Takes a slot out of the worker for good.
+    fn remove_slot(&mut self, key: usize) {
+        if let Some(mut s) = self.conns[key].stream.take() {
+            let _ = self.poll.registry().deregister(&mut s);
+        }
+        self.wheel.cancel(key as u32);
+        self.set_state(key, State::Idle);
+        let wi = self.conns[key].workload as usize;
+        self.gauges[wi].desired -= 1;
+        self.conns.remove(key);
+    }
+
+    /// Applies the stage changes the control thread queued.
+    fn apply_commands(&mut self, now: u64) {
+        let cmds: Vec<StageCmd> = {
+            let mut q = self.shared.commands[self.index]
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            std::mem::take(&mut *q)
+        };
+        for cmd in cmds {
+            self.apply_stage(cmd, now);
+        }
+    }
+
+    /// A workload's connections or pacing changed. Slots past the new count
+    /// retire (after their requests in flight), new slots join the ramp
+    /// queue, and every remaining slot re-joins the schedule's grid.
+    fn apply_stage(&mut self, cmd: StageCmd, now: u64) {
+        let wi = cmd.workload as usize;
+        let old = self.wl[wi].connections;
+        self.wl[wi].connections = cmd.connections;
+        self.wl[wi].interval_ns = cmd.interval_ns;
+        let keys: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.workload as usize == wi && !c.retiring)
+            .map(|(k, _)| k)
+            .collect();
+        let mut mine = 0u64;
+        for key in keys {
+            let c = &mut self.conns[key];
+            if c.slot >= cmd.connections {
+                self.retire(key, now);
+                continue;
+            }
+            mine += 1;
+            c.next_due = 0;
+            if c.state == State::Open {
+                if let Some(iv) = cmd.interval_ns {
+                    c.next_due = grid_due(c.slot, cmd.connections, iv, now);
+                }
+                if self.pump(key, now) {
+                    self.arm(key);
+                }
+            }
+        }
+        let head = self.wl[wi].head;
+        for slot in old..cmd.connections {
+            if slot as usize % self.threads != self.index {
+                continue;
+            }
+            mine += 1;
+            let key = self.conns.insert(Conn::new(cmd.workload, slot, head));
+            self.ramp[wi].queue.push_back(key as u32);
+            self.gauges[wi].desired += 1;
+            self.gauges[wi].backoff += 1;
+        }
+        let rate = self.wl[wi].ramp as f64 * mine as f64 / cmd.connections.max(1) as f64;
+        self.ramp[wi].rate = rate.max(0.001);
+    }
+
+    /// Retires a slot: at once when it has nothing in flight, otherwise
+    /// after its last response (see `reconnect`).
+    fn retire(&mut self, key: usize, now: u64) {
+        let c = &mut self.conns[key];
+        c.retiring = true;
+        match c.state {
+            State::Open if c.inflight > 0 => c.draining = true,
+            State::Open => {
+                self.close(key, CloseReason::Churn, now);
+                self.remove_slot(key);
+            }
+            _ => self.remove_slot(key),
         }
     }
 
@@ -815,6 +956,9 @@ impl Worker {
         if lost > 0 {
             st.failed += lost;
             self.lose(wi, lost);
+        }
+        if self.conns[key].retiring {
+            return self.remove_slot(key);
         }
         if self.phase != PHASE_RUN {
             self.wheel.cancel(key as u32);
