@@ -260,6 +260,7 @@ impl RunArgs {
             drain_timeout: Duration::from_secs(5),
             hdr_log: self.hdr_log,
             metrics_linger: self.metrics_linger,
+            config: None,
         })
     }
 }
@@ -341,6 +342,13 @@ pub struct TargetArgs {
     /// Delay before each response.
     #[arg(long, value_name = "DUR", default_value = "0s", value_parser = duration, allow_hyphen_values = true)]
     pub delay: Duration,
+    /// Misbehave on purpose, for testing clients: on every request, or with
+    /// @N on every N-th (per thread). MODE is one of close-after-accept,
+    /// close-mid-head, close-mid-body, reset, never-answer, trickle,
+    /// huge-head, bad-status, bad-chunk, short-body, extra-bytes, continue,
+    /// http10-no-length, stop-accepting.
+    #[arg(long, value_name = "MODE[@N]")]
+    pub fault: Option<target::Fault>,
 }
 
 /// Flags of `soakd demo`.
@@ -406,6 +414,7 @@ fn serve_target(args: TargetArgs) -> Result<(), Error> {
         listen: args.listen,
         threads: args.threads as usize,
         delay: args.delay,
+        fault: args.fault,
     })?;
     // Tests and scripts read this line to learn the port.
     println!("listening on {}", handle.local_addr());
@@ -422,6 +431,7 @@ fn demo(args: DemoArgs) -> Result<(), Error> {
         listen: ([127, 0, 0, 1], 0).into(),
         threads: 1,
         delay: Duration::ZERO,
+        fault: None,
     })?;
     let url = format!("http://{}/", handle.local_addr());
     eprintln!(

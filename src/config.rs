@@ -105,7 +105,7 @@ impl Locator<'_> {
 }
 
 /// Settings the command line may override.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Overrides {
     /// `--metrics-listen`.
     pub metrics_listen: Option<Option<SocketAddr>>,
@@ -132,7 +132,9 @@ pub fn load(path: &Path, over: Overrides) -> Result<Plan, Error> {
             path.display()
         ))
     })?;
-    parse(path, &text, over)
+    let mut plan = parse(path, &text, over.clone())?;
+    plan.config = Some((path.to_path_buf(), over));
+    Ok(plan)
 }
 
 /// [`load`] on text already read (tests and `soakd check` use it too).
@@ -368,6 +370,7 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
         metrics_listen,
         drain_timeout: Duration::from_secs(5),
         hdr_log: over.hdr_log.or(file.hdr_log),
+        config: None,
         metrics_linger: match over.metrics_linger {
             Some(d) => d,
             None => dur(&file.metrics_linger, "metrics_linger", false)?.unwrap_or_default(),

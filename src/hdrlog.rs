@@ -32,6 +32,15 @@ struct Interval {
     start: Duration,
     length: Duration,
     histograms: Vec<Histogram<u64>>,
+    /// Workload names, in histogram order (a reload may add workloads).
+    names: Vec<String>,
+}
+
+/// A workload name as a log tag: the characters the format forbids become `_`.
+fn tag_of(name: &str) -> String {
+    name.chars()
+        .map(|c| if matches!(c, ',' | ' ' | '\r' | '\n') { '_' } else { c })
+        .collect()
 }
 
 /// An open interval log.
@@ -44,21 +53,13 @@ pub struct HdrLog {
 impl HdrLog {
     /// Creates (truncates) `path` and writes the log header. Tags are the
     /// workload names with characters the format forbids replaced by `_`.
-    pub fn create(path: &Path, names: &[String]) -> Result<HdrLog, Error> {
+    pub fn create(path: &Path) -> Result<HdrLog, Error> {
         let file = File::create(path).map_err(|e| {
             Error::Usage(format!(
                 "--hdr-log {}: cannot create it ({e}); give a writable path",
                 path.display()
             ))
         })?;
-        let tags: Vec<String> = names
-            .iter()
-            .map(|n| {
-                n.chars()
-                    .map(|c| if matches!(c, ',' | ' ' | '\r' | '\n') { '_' } else { c })
-                    .collect()
-            })
-            .collect();
         let (sender, receiver) = mpsc::channel::<Interval>();
         let now = SystemTime::now();
         let thread = std::thread::Builder::new()
@@ -77,8 +78,9 @@ impl HdrLog {
                     return;
                 };
                 for interval in receiver {
-                    for (h, tag) in interval.histograms.iter().zip(&tags) {
-                        if let Err(e) = writer.write_histogram(h, interval.start, interval.length, Tag::new(tag)) {
+                    for (h, name) in interval.histograms.iter().zip(&interval.names) {
+                        let tag = tag_of(name);
+                        if let Err(e) = writer.write_histogram(h, interval.start, interval.length, Tag::new(&tag)) {
                             eprintln!("soakd: --hdr-log: writing an interval failed ({e:?})");
                         }
                     }
@@ -119,6 +121,7 @@ impl HdrLog {
                 start: self.started,
                 length: elapsed - self.started,
                 histograms,
+                names: totals.names.clone(),
             });
         }
         self.started = elapsed;

@@ -112,6 +112,10 @@ pub struct Snapshot {
     pub workloads: Vec<WorkloadSnapshot>,
     /// Every worker loop checked in within [`STALL_AFTER`].
     pub healthy: bool,
+    /// Config reloads: [succeeded, failed].
+    pub reloads: [u64; 2],
+    /// Unix time of the last successful config load (the start counts).
+    pub last_reload_success: f64,
 }
 
 /// The exporter's side of the control loop: keeps the window ring and the
@@ -144,6 +148,8 @@ impl Metrics {
                 })
                 .collect(),
             healthy: true,
+            reloads: [0, 0],
+            last_reload_success: unix_now(),
         }));
         let registry = prometheus::Registry::new();
         // Both collectors are built here with fixed, valid descriptors, so
@@ -224,6 +230,31 @@ impl Metrics {
         }
     }
 
+    /// Room for a workload a reload added.
+    pub fn add_workload(&mut self, name: &str, pids: Vec<u32>) {
+        self.ring.push(VecDeque::with_capacity(WINDOW_SECONDS + 1));
+        self.pids.push(pids.clone());
+        let mut snap = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        snap.workloads.push(WorkloadSnapshot {
+            name: name.to_string(),
+            latency: Buckets::from_hdr(&stats::histogram()),
+            connect: Buckets::from_hdr(&stats::histogram()),
+            lag: Buckets::from_hdr(&stats::histogram()),
+            window: [f64::NAN; 4],
+            target_pids: pids,
+            ..WorkloadSnapshot::default()
+        });
+    }
+
+    /// Counts a config reload.
+    pub fn reloaded(&mut self, ok: bool) {
+        let mut snap = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        snap.reloads[usize::from(!ok)] += 1;
+        if ok {
+            snap.last_reload_success = unix_now();
+        }
+    }
+
     /// The registry (soakd's collector and the process collector).
     pub fn registry(&self) -> &prometheus::Registry {
         &self.registry
@@ -233,6 +264,12 @@ impl Metrics {
     pub fn snapshot(&self) -> Arc<Mutex<Snapshot>> {
         self.snapshot.clone()
     }
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// Renders a registry in the text exposition format 0.0.4.
@@ -356,6 +393,18 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "soakd_healthy",
         help: "1 while every worker loop checked in within the last 5 s, else 0 (what /healthz reports).",
+        kind: MetricType::GAUGE,
+        labels: &[],
+    },
+    Family {
+        name: "soakd_config_reloads_total",
+        help: "Config file reloads (SIGHUP) by result.",
+        kind: MetricType::COUNTER,
+        labels: &["result"],
+    },
+    Family {
+        name: "soakd_config_last_reload_success_timestamp_seconds",
+        help: "Unix time of the last successful config load (the start counts).",
         kind: MetricType::GAUGE,
         labels: &[],
     },
@@ -500,6 +549,13 @@ impl Collector for SoakCollector {
                 match f.name {
                     "soakd_build_info" => metrics.push(value(f.kind, &[("version", env!("CARGO_PKG_VERSION"))], 1.0)),
                     "soakd_healthy" => metrics.push(value(f.kind, &[], if snap.healthy { 1.0 } else { 0.0 })),
+                    "soakd_config_reloads_total" => {
+                        metrics.push(value(f.kind, &[("result", "success")], snap.reloads[0] as f64));
+                        metrics.push(value(f.kind, &[("result", "failure")], snap.reloads[1] as f64));
+                    }
+                    "soakd_config_last_reload_success_timestamp_seconds" => {
+                        metrics.push(value(f.kind, &[], snap.last_reload_success));
+                    }
                     _ => {}
                 }
                 let mut fam = MetricFamily::default();

@@ -42,7 +42,7 @@ impl LoadModel {
 }
 
 /// Where the target lives and how requests to it look.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Target {
     /// The URL as given.
     pub url: String,
@@ -55,7 +55,7 @@ pub struct Target {
 }
 
 /// One load: a target, a connection count and a load model.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Workload {
     /// Name used in reports and as the `target` metric label (`host:port`
     /// unless a config file names it).
@@ -133,6 +133,9 @@ pub struct Plan {
     /// Keep serving the final metrics this long after the run, so the last
     /// scrape sees the final counters.
     pub metrics_linger: Duration,
+    /// The config file the plan came from and the flags that overrode it:
+    /// what SIGHUP re-reads. `None` for a command-line plan.
+    pub config: Option<(PathBuf, crate::config::Overrides)>,
 }
 
 impl Plan {

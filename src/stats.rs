@@ -341,6 +341,15 @@ impl Delta {
     }
 }
 
+impl Delta {
+    /// Room for one more workload (a reload added it).
+    pub fn add_workload(&mut self) {
+        self.stats.push(WorkloadStats::default());
+        self.gauges.push(Gauges::default());
+        self.full_at.push(None);
+    }
+}
+
 /// One worker's hand-over point to the aggregator.
 pub type Mailbox = Mutex<Delta>;
 

@@ -19,6 +19,13 @@
 //!   memory while a request head is split across reads or while the socket
 //!   will not take our output, and gives it back afterwards, so an idle
 //!   connection costs a socket plus a struct of about a hundred bytes.
+//!
+//! For hardening tests it can also misbehave on purpose: with a [`Fault`]
+//! (`soakd target --fault MODE[@N]`) every connection, or only every N-th
+//! request, gets a broken answer (a close mid-response, a reset, silence, a
+//! trickle, a huge or malformed head, …) or the listener stops accepting.
+//! Fault responses are rendered at startup like all others, and without a
+//! fault the hot path is the same as before but for one branch.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -48,6 +55,158 @@ pub struct TargetConfig {
     /// How long after its request arrived each response is sent; zero
     /// answers at once.
     pub delay: Duration,
+    /// Misbehave on purpose (see [`Fault`]); `None`, the default, serves
+    /// every request correctly.
+    pub fault: Option<Fault>,
+}
+
+/// A deliberate misbehaviour of the target, for testing clients.
+///
+/// Written `MODE` or `MODE@N` on the command line (see [`Fault::from_str`]).
+/// Without `@N` (`every == 1`) the fault hits every request; with `@N` only
+/// every N-th request, counted per target thread, so good and broken
+/// responses mix. `close-after-accept` counts accepted connections instead
+/// of requests, and `stop-accepting` concerns the listener, so it takes no
+/// `@N`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fault {
+    /// What goes wrong.
+    pub mode: FaultMode,
+    /// Hit every `every`-th request (or accepted connection); 1 is all of
+    /// them. Must be at least 1.
+    pub every: u32,
+}
+
+/// The ways [`Fault`] makes the target misbehave. The names in brackets are
+/// the command-line spellings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultMode {
+    /// [`close-after-accept`] Close each connection right after accepting
+    /// it, before reading anything.
+    CloseAfterAccept,
+    /// [`close-mid-head`] Send the first half of a response head, then
+    /// close.
+    CloseMidHead,
+    /// [`close-mid-body`] Send a head with `Content-Length: 100` and 10 body
+    /// bytes, then close.
+    CloseMidBody,
+    /// [`reset`] Reset the connection (`SO_LINGER` 0, then close: an RST)
+    /// instead of answering.
+    Reset,
+    /// [`never-answer`] Take the request and never answer it, nor anything
+    /// after it on that connection; the connection stays open until the
+    /// client closes it.
+    NeverAnswer,
+    /// [`trickle`] Send the response one byte every 100 ms. Later requests
+    /// on the connection wait until it is out. Cannot be combined with a
+    /// delay.
+    Trickle,
+    /// [`huge-head`] A complete response whose head is 1 MiB of header
+    /// lines; the connection stays open.
+    HugeHead,
+    /// [`bad-status`] A response with an invalid status line, then close.
+    BadStatus,
+    /// [`bad-chunk`] A chunked response with an invalid chunk size, then
+    /// close.
+    BadChunk,
+    /// [`short-body`] A head with `Content-Length: 100` and only 50 body
+    /// bytes, then close.
+    ShortBody,
+    /// [`extra-bytes`] A valid response followed by garbage bytes nobody
+    /// asked for; the connection stays open.
+    ExtraBytes,
+    /// [`continue`] Answer as the `/continue` route does: `100 Continue`,
+    /// then `pong`.
+    Continue,
+    /// [`http10-no-length`] Answer as the `/http10` route does: an HTTP/1.0
+    /// response without a length, ended by closing the connection.
+    Http10NoLength,
+    /// [`stop-accepting`] Never accept: the listener gets a backlog of 1
+    /// and is never polled, so the backlog fills and further connects hang
+    /// in the handshake until the client gives up.
+    StopAccepting,
+}
+
+impl FaultMode {
+    /// Every mode with its command-line name.
+    pub const ALL: [(FaultMode, &'static str); 14] = [
+        (FaultMode::CloseAfterAccept, "close-after-accept"),
+        (FaultMode::CloseMidHead, "close-mid-head"),
+        (FaultMode::CloseMidBody, "close-mid-body"),
+        (FaultMode::Reset, "reset"),
+        (FaultMode::NeverAnswer, "never-answer"),
+        (FaultMode::Trickle, "trickle"),
+        (FaultMode::HugeHead, "huge-head"),
+        (FaultMode::BadStatus, "bad-status"),
+        (FaultMode::BadChunk, "bad-chunk"),
+        (FaultMode::ShortBody, "short-body"),
+        (FaultMode::ExtraBytes, "extra-bytes"),
+        (FaultMode::Continue, "continue"),
+        (FaultMode::Http10NoLength, "http10-no-length"),
+        (FaultMode::StopAccepting, "stop-accepting"),
+    ];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        FaultMode::ALL
+            .iter()
+            .find(|(mode, _)| *mode == self)
+            .map_or("?", |(_, name)| name)
+    }
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.mode.name())?;
+        if self.every != 1 {
+            write!(f, "@{}", self.every)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for Fault {
+    type Err = String;
+
+    /// Parses `MODE` or `MODE@N` (N ≥ 1); the error lists the modes.
+    fn from_str(text: &str) -> Result<Fault, String> {
+        let names = || {
+            FaultMode::ALL
+                .iter()
+                .map(|(_, name)| *name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let (name, every) = match text.split_once('@') {
+            Some((name, n)) => match n.parse::<u32>() {
+                Ok(n) if n >= 1 => (name, n),
+                _ => {
+                    return Err(format!(
+                        "{n:?} after @ is not a whole number of at least 1; expected MODE or MODE@N, e.g. reset@10"
+                    ));
+                }
+            },
+            None => (text, 1),
+        };
+        let Some(&(mode, _)) = FaultMode::ALL.iter().find(|(_, known)| *known == name) else {
+            return Err(format!("unknown fault mode {name:?}; expected one of: {}", names()));
+        };
+        let fault = Fault { mode, every };
+        fault.validate()?;
+        Ok(fault)
+    }
+}
+
+impl Fault {
+    fn validate(&self) -> Result<(), String> {
+        if self.every == 0 {
+            return Err("a fault's @N must be at least 1".to_string());
+        }
+        if self.mode == FaultMode::StopAccepting && self.every != 1 {
+            return Err("stop-accepting concerns the listener and takes no @N".to_string());
+        }
+        Ok(())
+    }
 }
 
 /// A running target; dropping it does not stop it, call [`TargetHandle::stop`].
@@ -98,27 +257,39 @@ pub fn spawn(cfg: &TargetConfig) -> Result<TargetHandle, Error> {
     if cfg.threads == 0 {
         return Err(Error::Usage("the target needs at least 1 thread".to_string()));
     }
+    if let Some(fault) = &cfg.fault {
+        fault.validate().map_err(Error::Usage)?;
+        if fault.mode == FaultMode::Trickle && !cfg.delay.is_zero() {
+            return Err(Error::Usage(
+                "the trickle fault cannot be combined with --delay".to_string(),
+            ));
+        }
+    }
+    let stop_accepting = cfg.fault.is_some_and(|f| f.mode == FaultMode::StopAccepting);
+    // A listener that is never accepted from: the smallest backlog, so that
+    // it fills after a connection or two.
+    let backlog = if stop_accepting { 1 } else { BACKLOG };
     // SO_REUSEPORT only when several of our own listeners must share the
     // port: on a lone listener it would let another process silently steal
     // half of the connections.
     let reuse_port = cfg.threads > 1;
-    let first = bind(cfg.listen, reuse_port)?;
+    let first = bind(cfg.listen, reuse_port, backlog)?;
     let addr = first
         .local_addr()
         .map_err(|e| Error::io("reading the target's bound address", e))?;
     let mut listeners = vec![first];
     for _ in 1..cfg.threads {
-        listeners.push(bind(addr, reuse_port)?);
+        listeners.push(bind(addr, reuse_port, backlog)?);
     }
 
-    let responses = Arc::new(Responses::build());
+    let responses = Arc::new(Responses::build(cfg.fault.map(|f| f.mode)));
     let mut handle = TargetHandle {
         addr,
         stop: Arc::new(AtomicBool::new(false)),
         threads: Vec::with_capacity(cfg.threads),
     };
     for (index, listener) in listeners.into_iter().enumerate() {
-        match start_thread(index, listener, cfg.delay, &responses, &handle.stop) {
+        match start_thread(index, listener, cfg, &responses, &handle.stop) {
             Ok(thread) => handle.threads.push(thread),
             Err(err) => {
                 handle.stop();
@@ -163,7 +334,7 @@ const WAKER: Token = Token(usize::MAX - 1);
 const KEY_LIMIT: usize = KEY_MASK - 1;
 
 /// Opens one non-blocking listening socket on `addr`.
-fn bind(addr: SocketAddr, reuse_port: bool) -> Result<TcpListener, Error> {
+fn bind(addr: SocketAddr, reuse_port: bool, backlog: i32) -> Result<TcpListener, Error> {
     let fail = |err: io::Error| {
         Error::Preflight(format!(
             "cannot listen on {addr}: {err}; pick a free address with --listen"
@@ -178,7 +349,7 @@ fn bind(addr: SocketAddr, reuse_port: bool) -> Result<TcpListener, Error> {
     }
     socket.set_nonblocking(true).map_err(fail)?;
     socket.bind(&addr.into()).map_err(fail)?;
-    socket.listen(BACKLOG).map_err(fail)?;
+    socket.listen(backlog).map_err(fail)?;
     Ok(TcpListener::from_std(socket.into()))
 }
 
@@ -186,15 +357,19 @@ fn bind(addr: SocketAddr, reuse_port: bool) -> Result<TcpListener, Error> {
 fn start_thread(
     index: usize,
     mut listener: TcpListener,
-    delay: Duration,
+    cfg: &TargetConfig,
     responses: &Arc<Responses>,
     stop: &Arc<AtomicBool>,
 ) -> Result<(Waker, JoinHandle<()>), Error> {
     let poll = Poll::new().map_err(|e| Error::io("creating the target's poll", e))?;
     let waker = Waker::new(poll.registry(), WAKER).map_err(|e| Error::io("creating the target's waker", e))?;
-    poll.registry()
-        .register(&mut listener, LISTENER, Interest::READABLE)
-        .map_err(|e| Error::io("registering the target's listener", e))?;
+    // The stop-accepting fault keeps the listener (its backlog fills) but
+    // never polls it, so nothing is ever accepted.
+    if !cfg.fault.is_some_and(|f| f.mode == FaultMode::StopAccepting) {
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)
+            .map_err(|e| Error::io("registering the target's listener", e))?;
+    }
     let worker = Worker {
         poll,
         listener,
@@ -203,9 +378,12 @@ fn start_thread(
         buf: vec![0; READ_BUF].into_boxed_slice(),
         responder: Responder {
             responses: Arc::clone(responses),
-            delay,
+            delay: cfg.delay,
             batch: Vec::new(),
             queue: VecDeque::new(),
+            fault: cfg.fault,
+            fault_count: 0,
+            trickles: VecDeque::new(),
         },
         accept_paused_until: None,
         stop: Arc::clone(stop),
@@ -269,13 +447,20 @@ impl Worker {
                 self.accept();
             }
             self.deliver_due(now);
+            if !self.responder.trickles.is_empty() {
+                self.trickle_due(now);
+            }
         }
     }
 
-    /// How long the poll may sleep: until the next delayed response or the
-    /// end of an accept pause, or forever, so idle connections cost no CPU.
+    /// How long the poll may sleep: until the next delayed response (or
+    /// trickled byte) or the end of an accept pause, or forever, so idle
+    /// connections cost no CPU.
     fn timeout(&self, now: Instant) -> Option<Duration> {
-        let due = self.responder.queue.front().map(|d| d.due);
+        let due = match (self.responder.queue.front(), self.responder.trickles.front()) {
+            (Some(a), Some(b)) => Some(a.due.min(b.due)),
+            (a, b) => a.map(|d| d.due).or(b.map(|t| t.due)),
+        };
         let deadline = match (due, self.accept_paused_until) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -290,6 +475,10 @@ impl Worker {
         loop {
             match self.listener.accept() {
                 Ok((mut stream, _)) => {
+                    if self.responder.fault_hits(FaultMode::CloseAfterAccept) {
+                        drop(stream);
+                        continue;
+                    }
                     let key = self.conns.vacant_key();
                     if key >= KEY_LIMIT {
                         continue; // dropping it refuses the connection
@@ -339,6 +528,27 @@ impl Worker {
         }
     }
 
+    /// Sends the next byte of every trickled response that is due.
+    fn trickle_due(&mut self, now: Instant) {
+        while let Some(front) = self.responder.trickles.front() {
+            if front.due > now {
+                break;
+            }
+            let token = front.token;
+            self.responder.trickles.pop_front();
+            let key = token.0 & KEY_MASK;
+            let conn = match self.conns.get_mut(key) {
+                Some(conn) if conn.token == token => conn,
+                _ => continue, // the connection is gone
+            };
+            let result = self.responder.trickle(conn, now, &mut self.buf);
+            self.responder.batch.clear();
+            if result.is_err() || conn.finished() {
+                self.conns.remove(key);
+            }
+        }
+    }
+
     /// Sends every delayed response that is due.
     fn deliver_due(&mut self, now: Instant) {
         while let Some(front) = self.responder.queue.front() {
@@ -364,6 +574,18 @@ impl Worker {
     }
 }
 
+/// A fault acted out on one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ConnFault {
+    /// None: the normal case.
+    None,
+    /// `never-answer`: input is read and dropped, nothing is sent.
+    Muted,
+    /// `trickle`: this many bytes of the trickle response are out; reading
+    /// waits until all are.
+    Trickle { sent: u32 },
+}
+
 /// One client connection. Kept small on purpose: an idle connection owns
 /// no heap memory.
 struct Conn {
@@ -385,6 +607,8 @@ struct Conn {
     closing: bool,
     /// The peer has shut down its sending side.
     eof: bool,
+    /// A fault being acted out; [`ConnFault::None`] normally.
+    fault: ConnFault,
     /// Reading stopped because output was blocked. No new edge will come
     /// for data already in the socket, so reading is resumed by hand.
     paused: bool,
@@ -402,14 +626,22 @@ impl Conn {
             in_flight: 0,
             closing: false,
             eof: false,
+            fault: ConnFault::None,
             paused: false,
         }
     }
 
     /// Whether to stop taking requests until output drains: the peer is
-    /// not reading what it asked for.
+    /// not reading what it asked for (or a trickled response is still
+    /// going out, and later responses must wait for it).
     fn blocked(&self) -> bool {
-        !self.out.is_empty() || self.in_flight >= MAX_IN_FLIGHT
+        !self.out.is_empty() || self.in_flight >= MAX_IN_FLIGHT || matches!(self.fault, ConnFault::Trickle { .. })
+    }
+
+    /// Whether input is dropped unread: the connection is closing, or
+    /// muted by the `never-answer` fault.
+    fn discarding(&self) -> bool {
+        self.closing || self.fault == ConnFault::Muted
     }
 
     /// Whether the connection has nothing left to do and can be closed.
@@ -477,6 +709,15 @@ struct Delayed {
     id: u16,
 }
 
+/// A connection whose trickled response sends its next byte at `due`.
+struct Trickle {
+    due: Instant,
+    token: Token,
+}
+
+/// Time between two bytes of a trickled response.
+const TRICKLE_STEP: Duration = Duration::from_millis(100);
+
 /// Per-thread state for turning requests into responses.
 struct Responder {
     responses: Arc<Responses>,
@@ -486,6 +727,14 @@ struct Responder {
     /// Delayed responses in arrival order. All delays are equal, so arrival
     /// order is due order and a FIFO is all the timer this needs.
     queue: VecDeque<Delayed>,
+    /// The fault to act out, if any.
+    fault: Option<Fault>,
+    /// Requests (or, for `close-after-accept`, connections) since the fault
+    /// last hit.
+    fault_count: u32,
+    /// Trickled responses waiting for their next byte; every step is
+    /// [`TRICKLE_STEP`], so this is a FIFO too.
+    trickles: VecDeque<Trickle>,
 }
 
 impl Responder {
@@ -559,7 +808,7 @@ impl Responder {
     /// Handles freshly read bytes, joining them to an incomplete head kept
     /// from earlier reads.
     fn feed(&mut self, conn: &mut Conn, data: &[u8], now: Instant) -> io::Result<()> {
-        if conn.closing {
+        if conn.discarding() {
             return Ok(());
         }
         let mut data = data;
@@ -598,7 +847,7 @@ impl Responder {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut pos = 0;
         loop {
-            if conn.closing {
+            if conn.discarding() {
                 return Ok((data.len(), Stop::Discard));
             }
             if conn.body_left > 0 {
@@ -628,14 +877,119 @@ impl Responder {
                 Err(_) => (BAD_REQUEST, 0),
             };
             conn.body_left = body;
+            let id = if self.fault.is_some() && id < BAD_REQUEST {
+                self.faulty(id)
+            } else {
+                id
+            };
             self.respond(conn, id, now)?;
         }
+    }
+
+    /// Counts one request (or accepted connection) towards the fault and
+    /// says whether this one is hit by `mode`.
+    fn fault_hits(&mut self, mode: FaultMode) -> bool {
+        let Some(fault) = self.fault.filter(|f| f.mode == mode) else {
+            return false;
+        };
+        self.fault_count += 1;
+        if self.fault_count < fault.every {
+            return false;
+        }
+        self.fault_count = 0;
+        true
+    }
+
+    /// The response for a request that would get `id`, with the fault
+    /// applied when this request is hit.
+    fn faulty(&mut self, id: u16) -> u16 {
+        let Some(fault) = self.fault else { return id };
+        if matches!(fault.mode, FaultMode::CloseAfterAccept | FaultMode::StopAccepting) || !self.fault_hits(fault.mode)
+        {
+            return id;
+        }
+        // The route's rendering for the same method and persistence.
+        let variant = usize::from(id) % VARIANTS;
+        let head = variant >= 3;
+        let persist = match variant % 3 {
+            0 => Persist::Default,
+            1 => Persist::KeepAlive,
+            _ => Persist::Close,
+        };
+        match fault.mode {
+            FaultMode::Continue => response_id(Route::Continue, head, persist),
+            FaultMode::Http10NoLength => response_id(Route::Http10, head, persist),
+            _ => FAULT,
+        }
+    }
+
+    /// Acts out the fault response `FAULT` on `conn` when it is due (at
+    /// once without a delay): output so far is flushed first, in order.
+    fn act(&mut self, conn: &mut Conn, action: Action, now: Instant) -> io::Result<()> {
+        match action {
+            Action::Respond => Ok(()),
+            Action::Reset => {
+                self.flush(conn)?;
+                socket2::SockRef::from(&conn.stream).set_linger(Some(Duration::ZERO))?;
+                // The caller drops the connection on error: with a zero
+                // linger the close is an RST.
+                Err(io::Error::new(io::ErrorKind::ConnectionReset, "reset by the fault"))
+            }
+            Action::Mute => {
+                conn.fault = ConnFault::Muted;
+                Ok(())
+            }
+            Action::Trickle => {
+                // The first byte goes out with the batch, the rest one per
+                // step; reading pauses until the last one.
+                let first = self.responses.table[usize::from(FAULT)].bytes[0];
+                self.batch.push(first);
+                conn.fault = ConnFault::Trickle { sent: 1 };
+                self.trickles.push_back(Trickle {
+                    due: now + TRICKLE_STEP,
+                    token: conn.token,
+                });
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends the next byte of `conn`'s trickled response.
+    fn trickle(&mut self, conn: &mut Conn, now: Instant, buf: &mut [u8]) -> io::Result<()> {
+        let ConnFault::Trickle { sent } = conn.fault else {
+            return Ok(());
+        };
+        let bytes = &self.responses.table[usize::from(FAULT)].bytes;
+        let sent = sent as usize;
+        let byte = bytes[sent];
+        let done = sent + 1 == bytes.len();
+        conn.send(&[byte])?;
+        if !done {
+            conn.fault = ConnFault::Trickle { sent: sent as u32 + 1 };
+            self.trickles.push_back(Trickle {
+                due: now + TRICKLE_STEP,
+                token: conn.token,
+            });
+            return Ok(());
+        }
+        conn.fault = ConnFault::None;
+        if conn.paused && !conn.blocked() {
+            self.resume(conn, buf)?;
+        }
+        Ok(())
     }
 
     /// Sends (or schedules) response `id` on `conn`.
     fn respond(&mut self, conn: &mut Conn, id: u16, now: Instant) -> io::Result<()> {
         let response = &self.responses.table[usize::from(id)];
         conn.closing |= response.close;
+        if response.action != Action::Respond {
+            // Silence and trickles start at once; a reset waits its turn
+            // behind a delay like any response.
+            if response.action != Action::Reset || self.delay.is_zero() {
+                return self.act(conn, response.action, now);
+            }
+        }
         if self.delay.is_zero() {
             self.batch.extend_from_slice(&response.bytes);
             if self.batch.len() >= FLUSH_AT {
@@ -662,8 +1016,11 @@ impl Responder {
             let id = next.id;
             self.queue.pop_front();
             conn.in_flight -= 1;
-            self.batch
-                .extend_from_slice(&self.responses.table[usize::from(id)].bytes);
+            let response = &self.responses.table[usize::from(id)];
+            if response.action != Action::Respond {
+                return self.act(conn, response.action, now);
+            }
+            self.batch.extend_from_slice(&response.bytes);
             if self.batch.len() >= FLUSH_AT {
                 self.flush(conn)?;
             }
@@ -763,6 +1120,10 @@ const ROUTES: usize = FIXED_ROUTES + (LAST_STATUS - FIRST_STATUS + 1) as usize;
 const VARIANTS: usize = 6;
 const BAD_REQUEST: u16 = (ROUTES * VARIANTS) as u16;
 const TOO_LARGE: u16 = BAD_REQUEST + 1;
+/// The configured fault's response; only in the table when there is one.
+const FAULT: u16 = TOO_LARGE + 1;
+/// Size of the `huge-head` fault's response head.
+const HUGE_HEAD: usize = 1024 * 1024;
 /// Body size of `/big`.
 const BIG_BODY: usize = 64 * 1024;
 
@@ -832,6 +1193,21 @@ struct Response {
     bytes: Box<[u8]>,
     /// Close the connection once this is written.
     close: bool,
+    /// Anything other than sending `bytes`; only fault responses have one.
+    action: Action,
+}
+
+/// What sending a [`Response`] means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    /// Write its bytes: every response but some faults.
+    Respond,
+    /// Reset the connection instead (`reset`).
+    Reset,
+    /// Never answer this or any later request (`never-answer`).
+    Mute,
+    /// Write its bytes one per [`TRICKLE_STEP`] (`trickle`).
+    Trickle,
 }
 
 /// Every response the target can send, indexed by [`response_id`].
@@ -840,8 +1216,10 @@ struct Responses {
 }
 
 impl Responses {
-    fn build() -> Responses {
-        let mut table = Vec::with_capacity(ROUTES * VARIANTS + 2);
+    /// Renders every route, the two error responses and, at [`FAULT`],
+    /// the response of `fault` if there is one.
+    fn build(fault: Option<FaultMode>) -> Responses {
+        let mut table = Vec::with_capacity(ROUTES * VARIANTS + 3);
         for index in 0..ROUTES {
             let route = Route::from_index(index);
             for head in [false, true] {
@@ -859,9 +1237,78 @@ impl Responses {
             table.push(Response {
                 bytes: text.into_bytes().into_boxed_slice(),
                 close: true,
+                action: Action::Respond,
             });
         }
+        if let Some(mode) = fault {
+            debug_assert_eq!(table.len(), usize::from(FAULT));
+            table.push(render_fault(mode));
+        }
         Responses { table }
+    }
+}
+
+/// Renders the response that acts out `mode`; only runs at startup.
+fn render_fault(mode: FaultMode) -> Response {
+    const PONG_HEAD: &str = "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\r\n";
+    let (bytes, close, action) = match mode {
+        FaultMode::CloseMidHead => (
+            PONG_HEAD.as_bytes()[..PONG_HEAD.len() / 2].to_vec(),
+            true,
+            Action::Respond,
+        ),
+        FaultMode::CloseMidBody => {
+            let mut bytes = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nContent-Type: text/plain\r\n\r\n".to_vec();
+            bytes.extend_from_slice(&[b'x'; 10]);
+            (bytes, true, Action::Respond)
+        }
+        FaultMode::ShortBody => {
+            let mut bytes = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nContent-Type: text/plain\r\n\r\n".to_vec();
+            bytes.extend_from_slice(&[b'x'; 50]);
+            (bytes, true, Action::Respond)
+        }
+        FaultMode::Reset => (Vec::new(), false, Action::Reset),
+        FaultMode::NeverAnswer => (Vec::new(), false, Action::Mute),
+        FaultMode::Trickle => (format!("{PONG_HEAD}pong").into_bytes(), false, Action::Trickle),
+        FaultMode::HugeHead => {
+            let mut text = String::with_capacity(HUGE_HEAD + 128);
+            text.push_str("HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n");
+            let mut line = 0;
+            while text.len() < HUGE_HEAD {
+                text.push_str(&format!("X-Filler-{line:05}: {}\r\n", "f".repeat(100)));
+                line += 1;
+            }
+            text.push_str("\r\npong");
+            (text.into_bytes(), false, Action::Respond)
+        }
+        // A status code must be three digits.
+        FaultMode::BadStatus => (
+            b"HTTP/1.1 2x0 OK\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\r\npong".to_vec(),
+            true,
+            Action::Respond,
+        ),
+        // `zz` is no hexadecimal chunk size.
+        FaultMode::BadChunk => (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\nzz\r\npong\r\n0\r\n\r\n"
+                .to_vec(),
+            true,
+            Action::Respond,
+        ),
+        FaultMode::ExtraBytes => (
+            format!("{PONG_HEAD}pongGARBAGE\r\n\r\n").into_bytes(),
+            false,
+            Action::Respond,
+        ),
+        // These reuse routes or act outside responses; an entry keeps the
+        // table's layout the same for every fault.
+        FaultMode::Continue | FaultMode::Http10NoLength | FaultMode::CloseAfterAccept | FaultMode::StopAccepting => {
+            (format!("{PONG_HEAD}pong").into_bytes(), false, Action::Respond)
+        }
+    };
+    Response {
+        bytes: bytes.into_boxed_slice(),
+        close,
+        action,
     }
 }
 
@@ -916,6 +1363,7 @@ fn render(route: Route, head: bool, persist: Persist) -> Response {
     Response {
         bytes: bytes.into_boxed_slice(),
         close: persist == Persist::Close,
+        action: Action::Respond,
     }
 }
 
@@ -974,6 +1422,7 @@ mod tests {
             listen: "127.0.0.1:0".parse().unwrap(),
             threads,
             delay,
+            fault: None,
         })
         .expect("target starts")
     }
@@ -1395,6 +1844,7 @@ mod tests {
             listen: addr,
             threads: 3,
             delay: Duration::ZERO,
+            fault: None,
         })
         .expect("rebinds the same port");
         let mut s = connect(&again);
@@ -1409,6 +1859,7 @@ mod tests {
             listen: "127.0.0.1:0".parse().unwrap(),
             threads: 0,
             delay: Duration::ZERO,
+            fault: None,
         })
         .unwrap_err();
         assert!(matches!(err, Error::Usage(_)), "{err:?}");
@@ -1423,6 +1874,7 @@ mod tests {
                 listen: addr,
                 threads,
                 delay: Duration::ZERO,
+                fault: None,
             })
             .unwrap_err();
             let Error::Preflight(message) = err else {
@@ -1435,7 +1887,7 @@ mod tests {
 
     #[test]
     fn response_table_matches_ids() {
-        let responses = Responses::build();
+        let responses = Responses::build(None);
         assert_eq!(responses.table.len(), usize::from(TOO_LARGE) + 1);
         for index in 0..ROUTES {
             assert_eq!(Route::from_index(index).index(), index);

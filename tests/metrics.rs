@@ -478,3 +478,105 @@ fn hdr_interval_log_is_written() {
     assert_eq!(intervals.len(), 1, "{text}");
     assert!(intervals[0].contains(",HISTF"), "{text}");
 }
+
+/// SIGHUP re-reads the config: an unchanged workload keeps its
+/// connections, a new one starts, a removed one drains, and an invalid file
+/// leaves the running plan alone; the reload counters say which happened.
+#[test]
+fn sighup_reloads_the_config_without_dropping_unchanged_workloads() {
+    let target = BuiltinTarget::start(&[]);
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let dir = util::TempDir::new("reload");
+    let path = dir.path().join("soak.toml");
+    let workload = |name: &str, conns: u32| {
+        format!(
+            "[[workload]]\nname = \"{name}\"\nurl = \"{}\"\nconnections = {conns}\ninterval = \"100ms\"\n",
+            target.url("/")
+        )
+    };
+    std::fs::write(
+        &path,
+        format!(
+            "metrics_listen = \"{metrics}\"\n{}{}",
+            workload("a", 10),
+            workload("c", 5)
+        ),
+    )
+    .unwrap();
+    let report = temp_path("reload", "json");
+    let child = spawn_soakd(&[
+        "run",
+        "--config",
+        path.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    wait_up(&metrics);
+    let series = |m: &HashMap<String, f64>, name: &str, target: &str, extra: &str| {
+        one(m, &format!("{name}{{target=\"{target}\"{extra}}}"))
+    };
+    let open = ",state=\"open\"";
+    let t = Instant::now();
+    loop {
+        let m = parse(&get(&metrics, "/metrics").1);
+        if series(&m, "soakd_connections", "a", open) == 10.0 && series(&m, "soakd_connections", "c", open) == 5.0 {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "never ramped up");
+        sleep(Duration::from_millis(100));
+    }
+
+    std::fs::write(
+        &path,
+        format!(
+            "metrics_listen = \"{metrics}\"\n{}{}",
+            workload("a", 10),
+            workload("b", 5)
+        ),
+    )
+    .unwrap();
+    util::signal(child.id(), "HUP");
+    sleep(Duration::from_millis(1500));
+    let m = parse(&get(&metrics, "/metrics").1);
+    assert_eq!(series(&m, "soakd_connections", "a", open), 10.0);
+    assert_eq!(
+        series(&m, "soakd_connections_opened_total", "a", ""),
+        10.0,
+        "a's connections were kept"
+    );
+    assert_eq!(
+        sum(&m, "soakd_connections_closed_total")
+            - series(&m, "soakd_connections_closed_total", "c", ",reason=\"churn\""),
+        0.0
+    );
+    assert_eq!(series(&m, "soakd_connections", "b", open), 5.0);
+    assert_eq!(series(&m, "soakd_connections_desired", "c", ""), 0.0);
+    assert_eq!(series(&m, "soakd_connections", "c", open), 0.0);
+    assert_eq!(one(&m, "soakd_config_reloads_total{result=\"success\"}"), 1.0);
+
+    std::fs::write(&path, "[[workload]]\nurl = 42\n").unwrap();
+    util::signal(child.id(), "HUP");
+    sleep(Duration::from_millis(800));
+    let m = parse(&get(&metrics, "/metrics").1);
+    assert_eq!(one(&m, "soakd_config_reloads_total{result=\"failure\"}"), 1.0);
+    assert_eq!(series(&m, "soakd_connections", "a", open), 10.0);
+    assert_eq!(series(&m, "soakd_connections", "b", open), 5.0);
+
+    util::signal(child.id(), "TERM");
+    let (status, stderr) = wait_with_timeout(child, 20);
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains("config reloaded: b added; c removed (draining)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("config reload failed"), "{stderr}");
+    let rep: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&report);
+    let names: Vec<&str> = rep["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "c", "b"]);
+}

@@ -34,7 +34,7 @@ use crate::report::Report;
 use crate::stats::{Delta, Gauges, WorkloadStats};
 use crate::status::StatusLine;
 use crate::{Error, preflight};
-use worker::{PHASE_DRAIN, PHASE_EXIT, PHASE_RUN, Shared, StageCmd, WAKER, Worker, WorkerSpec, WorkloadRt};
+use worker::{Command, PHASE_DRAIN, PHASE_EXIT, PHASE_RUN, Shared, StageCmd, WAKER, Worker, WorkerSpec, WorkloadRt};
 
 const TICK: Duration = Duration::from_millis(250);
 
@@ -151,6 +151,20 @@ impl Totals {
         (all_idle, all_budget)
     }
 
+    /// Room for a workload a reload added.
+    fn add_workload(&mut self, name: String) {
+        self.names.push(name);
+        self.stats.push(WorkloadStats::default());
+        self.interval.push(WorkloadStats::default());
+        self.gauges.push(Gauges::default());
+        self.peak_open.push(0);
+        self.ramp.push(None);
+        self.window.push(crate::stats::histogram());
+        if let Some(log) = self.log_interval.as_mut() {
+            log.push(crate::stats::histogram());
+        }
+    }
+
     /// True when every worker loop checked in within `within`: what
     /// /healthz, `soakd_healthy` and the systemd watchdog report.
     pub fn all_alive(&self, within: Duration) -> bool {
@@ -180,33 +194,28 @@ impl Totals {
     }
 }
 
-/// Builds the per-workload constants the workers share.
-fn runtime(plan: &Plan) -> Vec<WorkloadRt> {
-    plan.workloads
-        .iter()
-        .map(|w| {
-            let req = &w.target.request;
-            WorkloadRt {
-                addr: w.target.addr,
-                sources: w.source_addrs.clone(),
-                wire: req.repeat(w.pipeline as usize),
-                req_len: req.len(),
-                head: w.target.head,
-                interval_ns: w
-                    .model
-                    .per_connection_interval(w.connections)
-                    .map(|d| d.as_nanos() as u64),
-                connections: w.connections,
-                pipeline: w.pipeline,
-                max_requests: if w.close { Some(1) } else { w.max_requests_per_conn },
-                close: w.close,
-                max_lifetime_ns: w.max_conn_lifetime.map(|d| d.as_nanos() as u64),
-                connect_timeout_ns: w.connect_timeout.as_nanos() as u64,
-                request_timeout_ns: w.request_timeout.as_nanos() as u64,
-                ramp: w.ramp,
-            }
-        })
-        .collect()
+/// The settings the workers need for one workload.
+fn runtime_of(w: &crate::plan::Workload) -> WorkloadRt {
+    let req = &w.target.request;
+    WorkloadRt {
+        addr: w.target.addr,
+        sources: w.source_addrs.clone(),
+        wire: req.repeat(w.pipeline as usize),
+        req_len: req.len(),
+        head: w.target.head,
+        interval_ns: w
+            .model
+            .per_connection_interval(w.connections)
+            .map(|d| d.as_nanos() as u64),
+        connections: w.connections,
+        pipeline: w.pipeline,
+        max_requests: if w.close { Some(1) } else { w.max_requests_per_conn },
+        close: w.close,
+        max_lifetime_ns: w.max_conn_lifetime.map(|d| d.as_nanos() as u64),
+        connect_timeout_ns: w.connect_timeout.as_nanos() as u64,
+        request_timeout_ns: w.request_timeout.as_nanos() as u64,
+        ramp: w.ramp,
+    }
 }
 
 /// One worker's part of the plan.
@@ -290,7 +299,7 @@ fn advance_stages(
                     .map(|d| d.as_nanos() as u64),
             };
             for q in &shared.commands {
-                q.lock().unwrap_or_else(|p| p.into_inner()).push(cmd);
+                q.lock().unwrap_or_else(|p| p.into_inner()).push(Command::Stage(cmd));
             }
             status.note(&format!(
                 "{}: stage {} of {}: {} connections, {}",
@@ -312,6 +321,123 @@ fn advance_stages(
         shared.commands_sent.fetch_add(1, Ordering::Release);
     }
     sent
+}
+
+/// SIGHUP: re-reads the config file and applies the difference to the
+/// running plan. Workloads are matched by name: an unchanged one is left
+/// alone (its connections stay up), a changed one gets new settings and
+/// load, a new one is added, a missing one drains (its slots retire). An
+/// invalid file changes nothing. Returns what changed, for the log.
+fn reload(
+    plan: &mut Plan,
+    shared: &Shared,
+    totals: &mut Totals,
+    mut metrics: Option<&mut Metrics>,
+    stages: &mut Vec<StageRun>,
+    elapsed: Duration,
+) -> Result<String, Error> {
+    let Some((path, over)) = plan.config.clone() else {
+        return Err(Error::Usage(
+            "soakd run was not started with --config: nothing to reload".into(),
+        ));
+    };
+    let new = crate::config::load(&path, over)?;
+    preflight::verdict(&new)?;
+    let mut cmds: Vec<Command> = Vec::new();
+    let mut changes: Vec<String> = Vec::new();
+    let mut kept = vec![false; plan.workloads.len()];
+    let restart_stages = |stages: &mut Vec<StageRun>, wi: usize, w: &crate::plan::Workload| {
+        stages.retain(|r| r.workload != wi);
+        if let Some(first) = w.stages.first() {
+            stages.push(StageRun {
+                workload: wi,
+                index: 0,
+                ends_at: elapsed + first.hold,
+            });
+        }
+    };
+    for nw in new.workloads {
+        let stage = |wi: usize| {
+            Command::Stage(StageCmd {
+                workload: wi as u16,
+                connections: nw.connections,
+                interval_ns: nw
+                    .model
+                    .per_connection_interval(nw.connections)
+                    .map(|d| d.as_nanos() as u64),
+            })
+        };
+        match plan.workloads.iter().position(|w| w.name == nw.name) {
+            Some(wi) => {
+                kept[wi] = true;
+                let ow = &plan.workloads[wi];
+                let mut rest = nw.clone();
+                rest.connections = ow.connections;
+                rest.model = ow.model;
+                rest.stages.clone_from(&ow.stages);
+                rest.then_stop = ow.then_stop;
+                let settings = rest != *ow;
+                let load = ow.connections != nw.connections || ow.model != nw.model;
+                let staged = ow.stages != nw.stages || ow.then_stop != nw.then_stop;
+                if !(settings || load || staged) {
+                    continue;
+                }
+                if settings {
+                    cmds.push(Command::Settings(wi as u16, Box::new(runtime_of(&nw))));
+                }
+                cmds.push(stage(wi));
+                if staged {
+                    restart_stages(stages, wi, &nw);
+                }
+                changes.push(format!("{} changed", nw.name));
+                plan.workloads[wi] = nw;
+            }
+            None => {
+                let wi = plan.workloads.len();
+                for mb in &shared.mailboxes {
+                    mb.lock().unwrap_or_else(|p| p.into_inner()).add_workload();
+                }
+                totals.add_workload(nw.name.clone());
+                if let Some(m) = metrics.as_deref_mut() {
+                    m.add_workload(&nw.name, nw.target_pids.clone());
+                }
+                cmds.push(Command::Add(Box::new(runtime_of(&nw))));
+                restart_stages(stages, wi, &nw);
+                changes.push(format!("{} added", nw.name));
+                kept.push(true);
+                plan.workloads.push(nw);
+            }
+        }
+    }
+    for (wi, kept) in kept.into_iter().enumerate() {
+        let w = &mut plan.workloads[wi];
+        if kept || (w.connections == 0 && w.stages.is_empty()) {
+            continue;
+        }
+        cmds.push(Command::Stage(StageCmd {
+            workload: wi as u16,
+            connections: 0,
+            interval_ns: None,
+        }));
+        w.connections = 0;
+        w.stages.clear();
+        stages.retain(|r| r.workload != wi);
+        changes.push(format!("{} removed (draining)", w.name));
+    }
+    if new.threads != plan.threads || new.metrics_listen != plan.metrics_listen || new.hdr_log != plan.hdr_log {
+        changes.push("threads, metrics_listen and hdr_log take effect at the next start".into());
+    }
+    if !cmds.is_empty() {
+        for q in &shared.commands {
+            q.lock().unwrap_or_else(|p| p.into_inner()).extend(cmds.iter().cloned());
+        }
+        shared.commands_sent.fetch_add(1, Ordering::Release);
+    }
+    Ok(if changes.is_empty() {
+        "no change".into()
+    } else {
+        changes.join("; ")
+    })
 }
 
 /// True when SIGINT or SIGTERM arrived since the last look.
@@ -354,12 +480,12 @@ fn scrape_handler(metrics: &Metrics) -> Handler {
 }
 
 /// Runs a plan to the end. See [`crate::run`].
-pub fn run(plan: Plan) -> Result<Report, Error> {
+pub fn run(mut plan: Plan) -> Result<Report, Error> {
     preflight::check(&plan)?;
     let total = plan.total_connections().max(1);
     let threads = plan.threads.clamp(1, total as usize);
     let names: Vec<String> = plan.workloads.iter().map(|w| w.name.clone()).collect();
-    let wl: Vec<WorkloadRt> = runtime(&plan);
+    let wl: Vec<WorkloadRt> = plan.workloads.iter().map(runtime_of).collect();
 
     let mut control = Poll::new().map_err(|e| Error::io("creating the control poll", e))?;
     let mut signals =
@@ -384,7 +510,7 @@ pub fn run(plan: Plan) -> Result<Report, Error> {
         None => None,
     };
     let mut hdr_log = match &plan.hdr_log {
-        Some(path) => Some(HdrLog::create(path, &names)?),
+        Some(path) => Some(HdrLog::create(path)?),
         None => None,
     };
 
@@ -494,7 +620,26 @@ pub fn run(plan: Plan) -> Result<Report, Error> {
                     let _ = std::io::stderr().write_all(report.summary().as_bytes());
                 }
                 SIGHUP => {
-                    status.note("SIGHUP: live reload is not supported yet; restart soakd to apply a changed config")
+                    let result = reload(
+                        &mut plan,
+                        &shared,
+                        &mut totals,
+                        metrics.as_mut(),
+                        &mut stages,
+                        shared.start.elapsed(),
+                    );
+                    if let Some(m) = metrics.as_mut() {
+                        m.reloaded(result.is_ok());
+                    }
+                    match result {
+                        Ok(what) => {
+                            status.note(&format!("config reloaded: {what}"));
+                            for w in &wakers {
+                                let _ = w.wake();
+                            }
+                        }
+                        Err(e) => status.note(&format!("config reload failed, keeping the running plan: {e}")),
+                    }
                 }
                 _ => {}
             }

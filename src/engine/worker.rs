@@ -65,7 +65,7 @@ pub struct Shared {
     pub start: Instant,
     /// Stage changes waiting for each worker; `commands_sent` moves when
     /// there are new ones, so a worker looks at its queue only then.
-    pub commands: Vec<std::sync::Mutex<Vec<StageCmd>>>,
+    pub commands: Vec<std::sync::Mutex<Vec<Command>>>,
     /// Bumped by the control thread after queueing commands.
     pub commands_sent: std::sync::atomic::AtomicU64,
 }
@@ -103,6 +103,18 @@ pub struct WorkloadRt {
     pub request_timeout_ns: u64,
     /// New connections per second for the whole workload (`--ramp`).
     pub ramp: u32,
+}
+
+/// What the control thread can ask of a running worker.
+#[derive(Clone, Debug)]
+pub enum Command {
+    /// A workload's connections or pace change (a stage, or a reload).
+    Stage(StageCmd),
+    /// A reload changed a workload's other settings (request, timeouts,
+    /// churn, target). Its connections and pace follow in a `Stage`.
+    Settings(u16, Box<WorkloadRt>),
+    /// A reload added a workload; it gets the next index.
+    Add(Box<WorkloadRt>),
 }
 
 /// A change of a workload's load, sent by the control thread when a stage
@@ -508,7 +520,7 @@ impl Worker {
         c.since = now;
         c.draining = false;
         c.answered = false;
-        c.framer.reset();
+        c.framer = Framer::new(self.wl[c.workload as usize].head);
         c.partial = Vec::new();
         let tok = token(key, c.generation);
         self.set_state(key, State::Connecting);
@@ -859,15 +871,104 @@ impl Worker {
 
     /// Applies the stage changes the control thread queued.
     fn apply_commands(&mut self, now: u64) {
-        let cmds: Vec<StageCmd> = {
+        let cmds: Vec<Command> = {
             let mut q = self.shared.commands[self.index]
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
             std::mem::take(&mut *q)
         };
         for cmd in cmds {
-            self.apply_stage(cmd, now);
+            match cmd {
+                Command::Stage(stage) => self.apply_stage(stage, now),
+                Command::Settings(wi, rt) => self.apply_settings(wi as usize, *rt, now),
+                Command::Add(rt) => self.add_workload(*rt, now),
+            }
         }
+    }
+
+    /// New settings for a workload. Connections whose requests would mix
+    /// old and new bytes, or that go to a target that changed, are recycled
+    /// after their requests in flight (as churn); the others carry on.
+    fn apply_settings(&mut self, wi: usize, mut rt: WorkloadRt, now: u64) {
+        let old = &self.wl[wi];
+        let recycle = old.addr != rt.addr || old.sources != rt.sources || old.head != rt.head || old.wire != rt.wire;
+        rt.connections = old.connections;
+        rt.interval_ns = old.interval_ns;
+        let deeper = rt.pipeline as usize > self.max_pipeline;
+        self.wl[wi] = rt;
+        if deeper {
+            self.grow_pipeline(self.wl[wi].pipeline as usize, now);
+            return;
+        }
+        if !recycle {
+            return;
+        }
+        let keys: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.workload as usize == wi && !c.retiring && c.state == State::Open)
+            .map(|(k, _)| k)
+            .collect();
+        for key in keys {
+            let c = &mut self.conns[key];
+            c.draining = true;
+            if c.inflight == 0 {
+                self.close(key, CloseReason::Churn, now);
+                self.reconnect(key, now);
+            }
+        }
+    }
+
+    /// Re-sizes the in-flight ring for a deeper pipeline. Its entries are
+    /// laid out by the old depth, so every open connection starts afresh;
+    /// requests in flight on them are counted as lost (`eof`) rather than
+    /// matched to the wrong answers.
+    fn grow_pipeline(&mut self, depth: usize, now: u64) {
+        let keys: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
+        for key in keys {
+            if self.conns[key].state != State::Open {
+                continue;
+            }
+            if self.conns[key].inflight > 0 {
+                self.fail(key, ErrorKind::Eof, now);
+            } else {
+                self.close(key, CloseReason::Churn, now);
+                self.reconnect(key, now);
+            }
+        }
+        self.max_pipeline = depth;
+        self.inflight = vec![Inflight::default(); self.conns.capacity().max(1) * depth];
+    }
+
+    /// A workload added by a reload: it takes the next index everywhere.
+    fn add_workload(&mut self, mut rt: WorkloadRt, now: u64) {
+        let connections = rt.connections;
+        let interval_ns = rt.interval_ns;
+        rt.connections = 0;
+        let deeper = rt.pipeline as usize > self.max_pipeline;
+        let depth = rt.pipeline as usize;
+        self.wl.push(rt);
+        if deeper {
+            self.grow_pipeline(depth, now);
+        }
+        self.local.push(WorkloadStats::default());
+        self.gauges.push(Gauges::default());
+        self.full_at.push(None);
+        self.ramp.push(Ramp {
+            queue: VecDeque::new(),
+            rate: 0.001,
+            tokens: 1.0,
+            last: now,
+        });
+        let workload = (self.wl.len() - 1) as u16;
+        self.apply_stage(
+            StageCmd {
+                workload,
+                connections,
+                interval_ns,
+            },
+            now,
+        );
     }
 
     /// A workload's connections or pacing changed. Slots past the new count
@@ -1159,8 +1260,10 @@ impl Worker {
             into.add(from);
             from.clear();
         }
-        gauges.copy_from_slice(&self.gauges);
-        full_at.copy_from_slice(&self.full_at);
+        // A reload may have grown the mailbox before this worker saw the
+        // new workload: fill the prefix this worker knows.
+        gauges[..self.gauges.len()].copy_from_slice(&self.gauges);
+        full_at[..self.full_at.len()].copy_from_slice(&self.full_at);
         if open_at_stop.is_none() {
             open_at_stop.clone_from(&self.open_at_stop);
         }

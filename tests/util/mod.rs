@@ -13,6 +13,11 @@
 //! - [`raw_server`]: a server that answers every read with fixed bytes, for
 //!   malformed-response tests.
 //! - [`heavy_lock`]: serialises tests that open thousands of sockets.
+//! - [`spawn_soakd_in`], [`BuiltinTarget::start_in`]: the same behind a
+//!   command prefix (`prlimit …`, `ip netns exec NS`).
+//! - [`vm_rss_kb`], [`cpu_seconds`], [`socket_states`], [`wait_for_comm`]:
+//!   what a running process uses, from /proc.
+//! - [`NetNs`]: a throw-away network namespace (root only).
 
 // Each test binary uses only some of these helpers. Without this, the ones a
 // given binary does not use would be dead-code warnings, which
@@ -467,9 +472,25 @@ fn captures() -> MutexGuard<'static, Vec<Capture>> {
 /// stderr captured to temp files. Finish it with [`wait_with_timeout`] or
 /// [`wait_output`], which return what it printed.
 pub fn spawn_soakd(args: &[&str]) -> Child {
+    spawn_soakd_in(&[], args)
+}
+
+/// Like [`spawn_soakd`], but runs `PREFIX... soakd ARGS...`, for wrappers
+/// that exec the command they are given (`prlimit --nofile=N:N`,
+/// `ip netns exec NS`, `bash -c '…; exec "$@"' bash`). The child's pid
+/// becomes soakd's once the wrappers have exec'd it (see [`wait_for_comm`]).
+pub fn spawn_soakd_in(prefix: &[&str], args: &[&str]) -> Child {
     let stdout = temp_path("stdout", "log");
     let stderr = temp_path("stderr", "log");
-    let child = Command::new(soakd_bin())
+    let mut command = match prefix.split_first() {
+        Some((program, rest)) => {
+            let mut c = Command::new(program);
+            c.args(rest).arg(soakd_bin());
+            c
+        }
+        None => Command::new(soakd_bin()),
+    };
+    let child = command
         .args(args)
         .stdin(Stdio::null())
         .stdout(fs::File::create(&stdout).expect("create stdout capture"))
@@ -478,7 +499,7 @@ pub fn spawn_soakd(args: &[&str]) -> Child {
         .unwrap_or_else(|e| panic!("cannot start soakd {args:?}: {e}"));
     captures().push(Capture {
         pid: child.id(),
-        args: format!("{args:?}"),
+        args: format!("{prefix:?} {args:?}"),
         stdout,
         stderr,
     });
@@ -624,6 +645,14 @@ impl BuiltinTarget {
         Self::try_start("127.0.0.1:0", extra_args).unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// Starts `PREFIX... soakd target --listen 127.0.0.1:0 EXTRA...`, e.g.
+    /// inside a network namespace with `ip netns exec NS` as the prefix
+    /// (the prefix must exec the command, so that killing the child kills
+    /// the target). The address it prints is only reachable from there.
+    pub fn start_in(prefix: &[&str], extra_args: &[&str]) -> BuiltinTarget {
+        Self::try_start_in(prefix, "127.0.0.1:0", extra_args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// Starts the target on a known address, e.g. to restart it where a
     /// killed one was. The old socket may linger for a moment, so a failed
     /// start is retried for up to 2 s.
@@ -639,8 +668,20 @@ impl BuiltinTarget {
     }
 
     fn try_start(listen: &str, extra_args: &[&str]) -> Result<BuiltinTarget, String> {
+        Self::try_start_in(&[], listen, extra_args)
+    }
+
+    fn try_start_in(prefix: &[&str], listen: &str, extra_args: &[&str]) -> Result<BuiltinTarget, String> {
         let stderr = temp_path("target-stderr", "log");
-        let mut child = Command::new(soakd_bin())
+        let mut command = match prefix.split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(soakd_bin());
+                c
+            }
+            None => Command::new(soakd_bin()),
+        };
+        let mut child = command
             .args(["target", "--listen", listen])
             .args(extra_args)
             .stdin(Stdio::null())
@@ -852,4 +893,210 @@ pub fn field_f64(v: &serde_json::Value, path: &str) -> f64 {
 pub fn heavy_lock() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+// ---------------------------------------------------------------------------
+// What a running process uses (/proc)
+// ---------------------------------------------------------------------------
+
+/// Resident memory of `pid` in KiB (`VmRSS` in /proc/PID/status), or
+/// `None` when the process is gone (or is a zombie, which has no VmRSS).
+pub fn vm_rss_kb(pid: u32) -> Option<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Clock ticks per second of /proc/PID/stat times (`getconf CLK_TCK`,
+/// 100 on every Linux this runs on when getconf is missing).
+fn clock_ticks() -> f64 {
+    static TICKS: Mutex<Option<f64>> = Mutex::new(None);
+    let mut t = TICKS.lock().unwrap_or_else(|p| p.into_inner());
+    *t.get_or_insert_with(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse::<f64>().ok())
+            .filter(|&t| t > 0.0)
+            .unwrap_or(100.0)
+    })
+}
+
+/// CPU time `pid` has used so far, user plus system, in seconds (utime +
+/// stime from /proc/PID/stat), or `None` when it is gone.
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid ...`: comm may hold spaces, so count fields
+    // from the last ')'. utime and stime are fields 14 and 15, i.e. the
+    // 12th and 13th after comm.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) as f64 / clock_ticks())
+}
+
+/// Waits up to `secs` until /proc/PID/comm reads `comm`: a child started
+/// through exec'ing wrappers (see [`spawn_soakd_in`]) has become the
+/// program. Returns whether it did.
+pub fn wait_for_comm(pid: u32, comm: &str, secs: u64) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        match fs::read_to_string(format!("/proc/{pid}/comm")) {
+            Ok(c) if c.trim() == comm => return true,
+            Ok(_) => thread::sleep(Duration::from_millis(5)),
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+/// TCP state names by the hex code /proc/net/tcp uses.
+const TCP_STATES: [(&str, &str); 11] = [
+    ("01", "ESTABLISHED"),
+    ("02", "SYN_SENT"),
+    ("03", "SYN_RECV"),
+    ("04", "FIN_WAIT1"),
+    ("05", "FIN_WAIT2"),
+    ("06", "TIME_WAIT"),
+    ("07", "CLOSE"),
+    ("08", "CLOSE_WAIT"),
+    ("09", "LAST_ACK"),
+    ("0A", "LISTEN"),
+    ("0B", "CLOSING"),
+];
+
+/// The TCP sockets `pid` has open, counted by state (`ESTABLISHED`,
+/// `CLOSE_WAIT`, …): its socket inodes from /proc/PID/fd matched against
+/// /proc/PID/net/tcp and tcp6 (the process's own network namespace).
+/// Empty when the process is gone.
+pub fn socket_states(pid: u32) -> std::collections::BTreeMap<String, usize> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return out;
+    };
+    let inodes: std::collections::HashSet<String> = fds
+        .flatten()
+        .filter_map(|e| fs::read_link(e.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy().into_owned();
+            l.strip_prefix("socket:[")
+                .and_then(|r| r.strip_suffix(']'))
+                .map(str::to_string)
+        })
+        .collect();
+    for table in ["tcp", "tcp6"] {
+        let Ok(text) = fs::read_to_string(format!("/proc/{pid}/net/{table}")) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // sl local rem st tx:rx tr:when retrnsmt uid timeout inode ...
+            if f.len() > 9 && inodes.contains(f[9]) {
+                let name = TCP_STATES
+                    .iter()
+                    .find(|(code, _)| code.eq_ignore_ascii_case(f[3]))
+                    .map_or(f[3], |(_, name)| name);
+                *out.entry(name.to_string()).or_insert(0) += 1;
+            }
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// Network namespaces
+// ---------------------------------------------------------------------------
+
+/// Whether this process runs as root (effective uid 0).
+pub fn is_root() -> bool {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|v| v.split_whitespace().nth(1).map(|e| e == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// A fresh network namespace (`ip netns add soakd-test-PID-N`) with `lo`
+/// up, deleted on drop. Inside it, all of 127.0.0.0/8 is local, and
+/// sysctls such as `net.ipv4.ip_local_port_range` are its own, so tests
+/// can shrink them without touching the host. Drop the processes running
+/// inside before the namespace (declare it first).
+pub struct NetNs {
+    pub name: String,
+}
+
+impl NetNs {
+    /// Creates the namespace, or says why it cannot (not root, no `ip`,
+    /// no netns support), so the caller can skip.
+    pub fn create() -> Result<NetNs, String> {
+        if !is_root() {
+            return Err("not root: network namespaces need CAP_SYS_ADMIN".into());
+        }
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "soakd-test-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let run = |args: &[&str]| -> Result<(), String> {
+            let out = Command::new("ip")
+                .args(args)
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| format!("cannot run ip {args:?}: {e}"))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "ip {args:?} failed: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ))
+            }
+        };
+        run(&["netns", "add", &name])?;
+        // From here on, dropping `ns` deletes the namespace.
+        let ns = NetNs { name };
+        run(&["netns", "exec", &ns.name, "ip", "link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    /// The command prefix that runs a program inside: `ip netns exec NAME`.
+    pub fn exec(&self) -> [&str; 4] {
+        ["ip", "netns", "exec", &self.name]
+    }
+
+    /// Sets a sysctl inside the namespace (`sysctl -w KEY=VALUE`); panics
+    /// when that fails.
+    pub fn sysctl(&self, key: &str, value: &str) {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.name, "sysctl", "-w", &format!("{key}={value}")])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run sysctl in the namespace");
+        assert!(
+            out.status.success(),
+            "sysctl -w {key}={value} in {}: {}",
+            self.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
 }
