@@ -54,13 +54,63 @@ pub fn reserved_ports() -> Vec<(u32, u32)> {
 }
 
 /// Runs every check; on success the soft open-file limit has been raised.
+/// Settings that fit but leave little room print a warning.
 pub fn check(plan: &Plan) -> Result<(), Error> {
     let (soft, hard) = raise_nofile()?;
     check_fds(plan.total_connections(), plan.threads, soft, hard)?;
     if let Some((lo, hi)) = local_port_range() {
         check_ports(plan, lo, hi)?;
     }
-    check_sources(plan)
+    check_sources(plan)?;
+    for w in warnings(plan) {
+        eprintln!("soakd: warning: {w}");
+    }
+    Ok(())
+}
+
+fn read_sysctl(name: &str) -> Option<u64> {
+    let path = format!("/proc/sys/{}", name.replace('.', "/"));
+    std::fs::read_to_string(path)
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Host settings that fit the plan only barely (soakd reads them, it never
+/// changes them; systemd/60-soakd.conf has values for big soaks).
+pub fn warnings(plan: &Plan) -> Vec<String> {
+    let mut out = Vec::new();
+    let total = plan.total_connections();
+    if let Some((lo, hi)) = local_port_range() {
+        let ports = (hi.saturating_sub(lo) + 1) as u64;
+        let churny = plan
+            .workloads
+            .iter()
+            .any(|w| w.close || w.max_requests_per_conn.is_some() || w.max_conn_lifetime.is_some());
+        for w in &plan.workloads {
+            let fit = ports * w.source_addrs.len().max(1) as u64;
+            if churny && w.peak_connections() * 2 > fit {
+                out.push(format!(
+                    "{}: {} connections with churn use more than half of the {fit} local ports; closed connections hold theirs for 60 s in TIME_WAIT (widen net.ipv4.ip_local_port_range or add --source-addr)",
+                    w.name,
+                    w.peak_connections()
+                ));
+            }
+        }
+    }
+    if let Some(max) = read_sysctl("net.netfilter.nf_conntrack_max")
+        && total > max / 2
+    {
+        out.push(format!(
+            "net.netfilter.nf_conntrack_max is {max}: {total} connections (and the target's side, if local) may fill the conntrack table and drop new connections; raise it (systemd/60-soakd.conf)"
+        ));
+    }
+    if read_sysctl("net.ipv4.tcp_tw_reuse") == Some(0) && plan.workloads.iter().any(|w| w.close) {
+        out.push("net.ipv4.tcp_tw_reuse is 0: --close churn will run out of local ports quickly; set it to 1".into());
+    }
+    out
 }
 
 /// The same checks as [`check`] without changing anything (the soft limit
@@ -78,10 +128,15 @@ pub fn verdict(plan: &Plan) -> Result<String, Error> {
         None => "local port range unknown".to_string(),
     };
     check_sources(plan)?;
-    Ok(format!(
+    let mut verdict = format!(
         "preflight: ok: needs about {} open files of a hard limit of {hard}; {ports}",
         plan.total_connections() + fd_margin(plan.threads)
-    ))
+    );
+    for w in warnings(plan) {
+        verdict.push_str("\nwarning: ");
+        verdict.push_str(&w);
+    }
+    Ok(verdict)
 }
 
 /// The open-file check, separated for testing.
@@ -158,6 +213,27 @@ mod tests {
             msg.contains("open-file limit") && msg.contains("20000") && msg.contains("100000"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn churn_near_the_port_range_warns() {
+        let text = "metrics_listen = \"off\"\n[[workload]]\nurl = \"http://127.0.0.1:1/\"\nconnections = 20000\nclose = true\n";
+        let plan = crate::config::parse(std::path::Path::new("t.toml"), text, Default::default()).unwrap();
+        let (lo, hi) = local_port_range().expect("linux has the port range");
+        let w = warnings(&plan);
+        if hi - lo + 1 < 40_000 {
+            assert!(
+                w.iter().any(|m| m.contains("TIME_WAIT") && m.contains("--source-addr")),
+                "{w:?}"
+            );
+        }
+        let quiet = crate::config::parse(
+            std::path::Path::new("t.toml"),
+            "metrics_listen = \"off\"\n[[workload]]\nurl = \"http://127.0.0.1:1/\"\nconnections = 10\n",
+            Default::default(),
+        )
+        .unwrap();
+        assert!(warnings(&quiet).iter().all(|m| !m.contains("TIME_WAIT")));
     }
 
     #[test]
