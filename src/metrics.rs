@@ -105,6 +105,23 @@ pub struct WorkloadSnapshot {
     pub target_pids: Vec<u32>,
 }
 
+impl WorkloadSnapshot {
+    /// A workload before anything happened: every series at 0, the window
+    /// quantiles NaN.
+    fn empty(name: &str, target_pids: Vec<u32>) -> WorkloadSnapshot {
+        let zero = Buckets::from_hdr(&stats::histogram());
+        WorkloadSnapshot {
+            name: name.to_string(),
+            latency: zero.clone(),
+            connect: zero.clone(),
+            lag: zero,
+            window: [f64::NAN; 4],
+            target_pids,
+            ..WorkloadSnapshot::default()
+        }
+    }
+}
+
 /// What a scrape renders.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
@@ -137,15 +154,7 @@ impl Metrics {
             workloads: names
                 .iter()
                 .zip(&pids)
-                .map(|(n, p)| WorkloadSnapshot {
-                    name: n.clone(),
-                    latency: Buckets::from_hdr(&stats::histogram()),
-                    connect: Buckets::from_hdr(&stats::histogram()),
-                    lag: Buckets::from_hdr(&stats::histogram()),
-                    window: [f64::NAN; 4],
-                    target_pids: p.clone(),
-                    ..WorkloadSnapshot::default()
-                })
+                .map(|(n, p)| WorkloadSnapshot::empty(n, p.clone()))
                 .collect(),
             healthy: true,
             reloads: [0, 0],
@@ -235,15 +244,7 @@ impl Metrics {
         self.ring.push(VecDeque::with_capacity(WINDOW_SECONDS + 1));
         self.pids.push(pids.clone());
         let mut snap = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
-        snap.workloads.push(WorkloadSnapshot {
-            name: name.to_string(),
-            latency: Buckets::from_hdr(&stats::histogram()),
-            connect: Buckets::from_hdr(&stats::histogram()),
-            lag: Buckets::from_hdr(&stats::histogram()),
-            window: [f64::NAN; 4],
-            target_pids: pids,
-            ..WorkloadSnapshot::default()
-        });
+        snap.workloads.push(WorkloadSnapshot::empty(name, pids));
     }
 
     /// Counts a config reload.
