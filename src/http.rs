@@ -16,7 +16,8 @@
 
 use std::fmt::Write as _;
 
-/// Largest response head soakd accepts; anything longer is a protocol error.
+/// Largest response head soakd accepts, interim 1xx heads included; anything
+/// longer is a protocol error.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 
 /// Most header fields parsed in one response head.
@@ -255,7 +256,8 @@ impl Framer {
             let used = match parsed {
                 Ok(httparse::Status::Complete(n)) => n,
                 Ok(httparse::Status::Partial) => {
-                    if buf.len() - pos > MAX_HEAD_BYTES {
+                    // Interim heads count too: the caller keeps them.
+                    if buf.len() > MAX_HEAD_BYTES {
                         return Err(ProtocolError::HeadTooLarge);
                     }
                     // The interim heads already seen are re-parsed with the
@@ -265,7 +267,7 @@ impl Framer {
                 }
                 Err(e) => return Err(ProtocolError::BadHead(e)),
             };
-            if used > MAX_HEAD_BYTES {
+            if pos + used > MAX_HEAD_BYTES {
                 return Err(ProtocolError::HeadTooLarge);
             }
             let status = resp.code.unwrap_or(0);
@@ -605,6 +607,37 @@ mod tests {
         for (name, stream, want) in cases {
             assert_eq!(frame(stream).unwrap_err(), *want, "{name}");
         }
+    }
+
+    /// Found by `fuzz/` (frame_response): interim 1xx heads were left out of
+    /// the 64 KiB limit but kept by the caller (they are re-parsed with the
+    /// rest), so a server sending 100 Continue forever made soakd buffer
+    /// without bound. All heads of one response now count together.
+    #[test]
+    fn interim_heads_count_toward_the_head_limit() {
+        let interim = b"HTTP/1.1 100 Continue\r\n\r\n";
+        let endless: Vec<u8> = interim.repeat(MAX_HEAD_BYTES / interim.len() + 1);
+        assert_eq!(frame(&endless).unwrap_err(), ProtocolError::HeadTooLarge);
+        let reads: Vec<usize> = (1..=endless.len() / 16384).map(|i| i * 16384).collect();
+        assert_eq!(
+            frame_split(&endless, &reads, false).unwrap_err(),
+            ProtocolError::HeadTooLarge
+        );
+        // Too many interim heads before a final one: refused whole or split.
+        let mut late = endless.clone();
+        late.extend_from_slice(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        assert_eq!(frame(&late).unwrap_err(), ProtocolError::HeadTooLarge);
+        assert_eq!(
+            frame_split(&late, &reads, false).unwrap_err(),
+            ProtocolError::HeadTooLarge
+        );
+        // Interim heads and the final head that fit together still frame.
+        let mut fits = interim.repeat(100);
+        fits.extend_from_slice(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        assert_eq!(
+            frame_split(&fits, &[7, 1000, 2000], false).unwrap(),
+            (vec![(200, true)], AtEof::Idle)
+        );
     }
 
     #[test]

@@ -62,7 +62,7 @@ pub struct TargetConfig {
 
 /// A deliberate misbehaviour of the target, for testing clients.
 ///
-/// Written `MODE` or `MODE@N` on the command line (see [`Fault::from_str`]).
+/// Written `MODE` or `MODE@N` on the command line (parsed by its `FromStr`).
 /// Without `@N` (`every == 1`) the fault hits every request; with `@N` only
 /// every N-th request, counted per target thread, so good and broken
 /// responses mix. `close-after-accept` counts accepted connections instead
@@ -77,51 +77,52 @@ pub struct Fault {
     pub every: u32,
 }
 
-/// The ways [`Fault`] makes the target misbehave. The names in brackets are
-/// the command-line spellings.
+/// The ways [`Fault`] makes the target misbehave, each with its
+/// command-line spelling. Fault responses ignore the request's path, and
+/// all but `continue` and `http10-no-length` its `Connection` header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultMode {
-    /// [`close-after-accept`] Close each connection right after accepting
+    /// `close-after-accept`: Close each connection right after accepting
     /// it, before reading anything.
     CloseAfterAccept,
-    /// [`close-mid-head`] Send the first half of a response head, then
+    /// `close-mid-head`: Send the first half of a response head, then
     /// close.
     CloseMidHead,
-    /// [`close-mid-body`] Send a head with `Content-Length: 100` and 10 body
+    /// `close-mid-body`: Send a head with `Content-Length: 100` and 10 body
     /// bytes, then close.
     CloseMidBody,
-    /// [`reset`] Reset the connection (`SO_LINGER` 0, then close: an RST)
+    /// `reset`: Reset the connection (`SO_LINGER` 0, then close: an RST)
     /// instead of answering.
     Reset,
-    /// [`never-answer`] Take the request and never answer it, nor anything
+    /// `never-answer`: Take the request and never answer it, nor anything
     /// after it on that connection; the connection stays open until the
     /// client closes it.
     NeverAnswer,
-    /// [`trickle`] Send the response one byte every 100 ms. Later requests
+    /// `trickle`: Send the response one byte every 100 ms. Later requests
     /// on the connection wait until it is out. Cannot be combined with a
     /// delay.
     Trickle,
-    /// [`huge-head`] A complete response whose head is 1 MiB of header
+    /// `huge-head`: A complete response whose head is 1 MiB of header
     /// lines; the connection stays open.
     HugeHead,
-    /// [`bad-status`] A response with an invalid status line, then close.
+    /// `bad-status`: A response with an invalid status line, then close.
     BadStatus,
-    /// [`bad-chunk`] A chunked response with an invalid chunk size, then
+    /// `bad-chunk`: A chunked response with an invalid chunk size, then
     /// close.
     BadChunk,
-    /// [`short-body`] A head with `Content-Length: 100` and only 50 body
+    /// `short-body`: A head with `Content-Length: 100` and only 50 body
     /// bytes, then close.
     ShortBody,
-    /// [`extra-bytes`] A valid response followed by garbage bytes nobody
+    /// `extra-bytes`: A valid response followed by garbage bytes nobody
     /// asked for; the connection stays open.
     ExtraBytes,
-    /// [`continue`] Answer as the `/continue` route does: `100 Continue`,
+    /// `continue`: Answer as the `/continue` route does: `100 Continue`,
     /// then `pong`.
     Continue,
-    /// [`http10-no-length`] Answer as the `/http10` route does: an HTTP/1.0
+    /// `http10-no-length`: Answer as the `/http10` route does: an HTTP/1.0
     /// response without a length, ended by closing the connection.
     Http10NoLength,
-    /// [`stop-accepting`] Never accept: the listener gets a backlog of 1
+    /// `stop-accepting`: Never accept: the listener gets a backlog of 1
     /// and is never polled, so the backlog fills and further connects hang
     /// in the handshake until the client gives up.
     StopAccepting,
@@ -1851,6 +1852,263 @@ mod tests {
         s.write_all(get("/").as_bytes()).unwrap();
         expect(&mut s, PONG);
         again.stop();
+    }
+
+    fn start_faulty(fault: &str, delay: Duration) -> TargetHandle {
+        spawn(&TargetConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            threads: 1,
+            delay,
+            fault: Some(fault.parse().expect("a valid fault")),
+        })
+        .expect("target starts")
+    }
+
+    /// Everything until the server closes (a reset counts as a close).
+    fn read_all(stream: &mut TcpStream) -> Vec<u8> {
+        let mut all = Vec::new();
+        let mut buf = [0; 64 * 1024];
+        loop {
+            match stream.read(&mut buf) {
+                Ok(0) => return all,
+                Ok(n) => all.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return all,
+                Err(e) => panic!("read: {e} after {} bytes", all.len()),
+            }
+        }
+    }
+
+    #[test]
+    fn fault_names_parse_and_print() {
+        for (mode, name) in FaultMode::ALL {
+            let fault: Fault = name.parse().unwrap();
+            assert_eq!(fault, Fault { mode, every: 1 });
+            assert_eq!(fault.to_string(), name);
+            if mode != FaultMode::StopAccepting {
+                let fault: Fault = format!("{name}@7").parse().unwrap();
+                assert_eq!(fault, Fault { mode, every: 7 });
+                assert_eq!(fault.to_string(), format!("{name}@7"));
+            }
+        }
+        for bad in [
+            "",
+            "nope",
+            "reset@",
+            "reset@0",
+            "reset@-1",
+            "reset@x",
+            "@3",
+            "stop-accepting@2",
+        ] {
+            assert!(bad.parse::<Fault>().is_err(), "{bad:?} parsed");
+        }
+        let err = spawn(&TargetConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            threads: 1,
+            delay: Duration::ZERO,
+            fault: Some(Fault {
+                mode: FaultMode::Reset,
+                every: 0,
+            }),
+        })
+        .unwrap_err();
+        assert!(matches!(err, Error::Usage(_)), "{err:?}");
+    }
+
+    #[test]
+    fn broken_responses_then_close() {
+        let head100 = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\nContent-Type: text/plain\r\n\r\n";
+        let cases = [
+            ("close-mid-head", PONG[..(PONG.len() - 4) / 2].to_string()),
+            ("close-mid-body", format!("{head100}{}", "x".repeat(10))),
+            ("short-body", format!("{head100}{}", "x".repeat(50))),
+            (
+                "bad-status",
+                "HTTP/1.1 2x0 OK\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\r\npong".to_string(),
+            ),
+            (
+                "bad-chunk",
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n\
+                 zz\r\npong\r\n0\r\n\r\n"
+                    .to_string(),
+            ),
+            (
+                "http10-no-length",
+                "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\npong".to_string(),
+            ),
+        ];
+        for (fault, want) in cases {
+            let target = start_faulty(fault, Duration::ZERO);
+            let mut s = connect(&target);
+            // A second request in the same write must not be answered.
+            s.write_all(format!("{}{}", get("/"), get("/")).as_bytes()).unwrap();
+            assert_eq!(String::from_utf8_lossy(&read_all(&mut s)), want, "{fault}");
+            target.stop();
+        }
+    }
+
+    #[test]
+    fn every_nth_request_is_faulted_per_thread() {
+        let target = start_faulty("continue@3", Duration::ZERO);
+        let continued = format!("HTTP/1.1 100 Continue\r\n\r\n{PONG}");
+        let mut a = connect(&target);
+        let mut b = connect(&target);
+        // The count is the thread's, across connections.
+        for i in 0..6 {
+            let s = if i % 2 == 0 { &mut a } else { &mut b };
+            s.write_all(get("/status/201").as_bytes()).unwrap();
+            if i % 3 == 2 {
+                expect(s, &continued);
+            } else {
+                expect(s, &status(201, "Created"));
+            }
+        }
+        target.stop();
+    }
+
+    #[test]
+    fn extra_bytes_and_huge_head_keep_the_connection() {
+        let target = start_faulty("extra-bytes@2", Duration::ZERO);
+        let mut s = connect(&target);
+        s.write_all(get("/").as_bytes()).unwrap();
+        expect(&mut s, PONG);
+        s.write_all(get("/").as_bytes()).unwrap();
+        expect(&mut s, &format!("{PONG}GARBAGE\r\n\r\n"));
+        s.write_all(get("/").as_bytes()).unwrap();
+        expect(&mut s, PONG);
+        target.stop();
+
+        let target = start_faulty("huge-head", Duration::ZERO);
+        let mut s = connect(&target);
+        for _ in 0..2 {
+            s.write_all(get("/").as_bytes()).unwrap();
+            let mut got = Vec::new();
+            let mut buf = [0; 64 * 1024];
+            while !got.ends_with(b"\r\n\r\npong") {
+                let n = s.read(&mut buf).unwrap();
+                assert!(n > 0, "closed after {} bytes", got.len());
+                got.extend_from_slice(&buf[..n]);
+            }
+            assert!(got.len() > HUGE_HEAD, "{} bytes", got.len());
+            assert!(got.starts_with(b"HTTP/1.1 200 OK\r\n"));
+        }
+        target.stop();
+    }
+
+    #[test]
+    fn reset_sends_an_rst_after_earlier_responses() {
+        for delay in [Duration::ZERO, Duration::from_millis(20)] {
+            let target = start_faulty("reset@2", delay);
+            let mut s = connect(&target);
+            s.write_all(get("/").as_bytes()).unwrap();
+            expect(&mut s, PONG);
+            s.write_all(get("/").as_bytes()).unwrap();
+            let mut buf = [0; 16];
+            let err = s.read(&mut buf).expect_err("a reset, not a response");
+            assert_eq!(err.kind(), io::ErrorKind::ConnectionReset, "{delay:?}");
+            target.stop();
+        }
+    }
+
+    #[test]
+    fn never_answer_keeps_the_connection_silent() {
+        let target = start_faulty("never-answer@2", Duration::ZERO);
+        let mut s = connect(&target);
+        s.write_all(get("/").as_bytes()).unwrap();
+        expect(&mut s, PONG);
+        s.write_all(get("/").as_bytes()).unwrap();
+        s.write_all(get("/").as_bytes()).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        let mut buf = [0; 16];
+        let err = s.read(&mut buf).expect_err("silence");
+        assert!(
+            matches!(err.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut),
+            "{err}"
+        );
+        // Other connections are served; the count goes on (3rd request).
+        let mut other = connect(&target);
+        other.write_all(get("/").as_bytes()).unwrap();
+        expect(&mut other, PONG);
+        // The silent one closes when the client does.
+        s.shutdown(Shutdown::Write).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        expect_eof(&mut s);
+        target.stop();
+    }
+
+    #[test]
+    fn trickle_sends_a_byte_per_step_and_holds_later_requests() {
+        let target = start_faulty("trickle", Duration::ZERO);
+        let mut s = connect(&target);
+        let sent = Instant::now();
+        // Pipelined: the second response must come after the whole first.
+        s.write_all(format!("{}{}", get("/"), get("/")).as_bytes()).unwrap();
+        let mut got = [0; 4];
+        s.read_exact(&mut got[..1]).unwrap();
+        assert!(sent.elapsed() < TRICKLE_STEP, "first byte after {:?}", sent.elapsed());
+        for i in 1..4 {
+            s.read_exact(&mut got[i..=i]).unwrap();
+        }
+        let took = sent.elapsed();
+        assert!(
+            took >= TRICKLE_STEP * 3 - Duration::from_millis(10),
+            "4 bytes in {took:?}"
+        );
+        assert!(took < TRICKLE_STEP * 8, "4 bytes in {took:?}");
+        assert_eq!(&got, b"HTTP");
+        // The client leaves mid-trickle; the target carries on serving.
+        drop(s);
+        let mut other = connect(&target);
+        other.write_all(b"HEAD / HTTP/1.1\r\n\r\n").unwrap();
+        other.read_exact(&mut got[..1]).unwrap();
+        target.stop();
+    }
+
+    #[test]
+    fn close_after_accept_closes_every_nth_connection() {
+        let target = start_faulty("close-after-accept@2", Duration::ZERO);
+        for i in 0..4 {
+            let mut s = connect(&target);
+            if i % 2 == 1 {
+                // Closed before the request was read: nothing, then EOF
+                // (or a reset if the request got there first).
+                let _ = s.write_all(get("/").as_bytes());
+                assert!(read_all(&mut s).is_empty(), "connection {i}");
+            } else {
+                s.write_all(get("/").as_bytes()).unwrap();
+                expect(&mut s, PONG);
+            }
+        }
+        target.stop();
+    }
+
+    #[test]
+    fn stop_accepting_fills_the_backlog() {
+        let target = start_faulty("stop-accepting", Duration::ZERO);
+        let addr = target.local_addr();
+        let mut held = Vec::new();
+        let mut timed_out = false;
+        for _ in 0..8 {
+            match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+                Ok(s) => held.push(s),
+                Err(_) => {
+                    timed_out = true;
+                    break;
+                }
+            }
+        }
+        assert!(timed_out, "{} connects went through", held.len());
+        // What the backlog took is never answered.
+        if let Some(s) = held.first_mut() {
+            s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+            s.write_all(get("/").as_bytes()).unwrap();
+            let mut buf = [0; 16];
+            assert!(
+                s.read(&mut buf).is_err(),
+                "an answer from a listener that never accepts"
+            );
+        }
+        target.stop();
     }
 
     #[test]

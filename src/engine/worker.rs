@@ -462,7 +462,22 @@ impl Worker {
             State::Connecting => {
                 let Some(stream) = c.stream.as_ref() else { return };
                 match socket::finish_connect(stream) {
-                    Ok(true) => self.on_connected(key, now),
+                    Ok(true) => {
+                        self.on_connected(key, now);
+                        // The same event may already carry the server's
+                        // close (a server that accepts and closes at once):
+                        // read it now, no later edge would report it.
+                        if (ev.is_read_closed() || ev.is_error())
+                            && self
+                                .conns
+                                .get(key)
+                                .is_some_and(|c| c.generation == generation && c.state == State::Open)
+                        {
+                            let mut rbuf = std::mem::take(&mut self.rbuf);
+                            self.on_readable(key, &mut rbuf, true, now);
+                            self.rbuf = rbuf;
+                        }
+                    }
                     Ok(false) => {}
                     Err(kind) => self.fail(key, kind, now),
                 }
@@ -800,9 +815,20 @@ impl Worker {
                 // server close (handled by `on_response`).
                 self.on_response(key, status, false, now);
             }
-            AtEof::Idle if c.inflight == 0 => {
+            AtEof::Idle if c.inflight == 0 && c.answered => {
                 self.close(key, CloseReason::ServerClose, now);
                 self.reconnect(key, now);
+            }
+            AtEof::Idle if c.inflight == 0 => {
+                // Closed before it ever answered: not an error (nothing was
+                // owed), but reconnecting at once would let a server that
+                // accepts and closes every connection pull a reconnect storm.
+                self.close(key, CloseReason::ServerClose, now);
+                if self.conns[key].retiring {
+                    self.remove_slot(key);
+                } else if self.phase == PHASE_RUN {
+                    self.back_off(key, false, now);
+                }
             }
             AtEof::Idle | AtEof::Truncated => self.fail(key, ErrorKind::Eof, now),
         }
@@ -823,7 +849,9 @@ impl Worker {
         c.write_off = 0;
         c.partial = Vec::new();
         c.framer.reset();
-        if reason != CloseReason::Error {
+        // A graceful close of a connection that worked starts the backoff
+        // over; one that never answered keeps it growing (see `on_eof`).
+        if reason != CloseReason::Error && c.answered {
             c.backoff_ms = 0;
         }
         let st = &mut self.local[wi].counters;
@@ -1066,8 +1094,14 @@ impl Worker {
             self.set_state(key, State::Idle);
             return;
         }
+        self.back_off(key, healthy, now);
+    }
+
+    /// Waits out the slot's next backoff step (100 ms doubling to 10 s, half
+    /// jittered) before it reconnects; `reset` starts over at 100 ms.
+    fn back_off(&mut self, key: usize, reset: bool, now: u64) {
         let c = &mut self.conns[key];
-        if healthy {
+        if reset {
             c.backoff_ms = 0;
         }
         c.backoff_ms = if c.backoff_ms == 0 {

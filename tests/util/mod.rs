@@ -499,7 +499,11 @@ pub fn spawn_soakd_in(prefix: &[&str], args: &[&str]) -> Child {
         .unwrap_or_else(|e| panic!("cannot start soakd {args:?}: {e}"));
     captures().push(Capture {
         pid: child.id(),
-        args: format!("{prefix:?} {args:?}"),
+        args: if prefix.is_empty() {
+            format!("{args:?}")
+        } else {
+            format!("{prefix:?} {args:?}")
+        },
         stdout,
         stderr,
     });
@@ -940,19 +944,18 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
     Some((utime + stime) as f64 / clock_ticks())
 }
 
-/// Waits up to `secs` until /proc/PID/comm reads `comm`: a child started
-/// through exec'ing wrappers (see [`spawn_soakd_in`]) has become the
-/// program. Returns whether it did.
+/// Waits up to `secs` (0: just looks once) until /proc/PID/comm reads
+/// `comm`: a child started through exec'ing wrappers (see
+/// [`spawn_soakd_in`]) has become the program. Returns whether it did.
 pub fn wait_for_comm(pid: u32, comm: &str, secs: u64) -> bool {
     let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
+    loop {
         match fs::read_to_string(format!("/proc/{pid}/comm")) {
             Ok(c) if c.trim() == comm => return true,
-            Ok(_) => thread::sleep(Duration::from_millis(5)),
-            Err(_) => return false,
+            Ok(_) if Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
+            _ => return false,
         }
     }
-    false
 }
 
 /// TCP state names by the hex code /proc/net/tcp uses.
