@@ -425,16 +425,12 @@ pub fn describe(plan: &Plan) -> String {
             let _ = writeln!(s, "  source addresses {}", list.join(", "));
         }
         for (i, st) in w.stages.iter().enumerate() {
-            let how = match st.model {
-                LoadModel::Closed => "closed loop".to_string(),
-                LoadModel::Interval(iv) => format!("one request every {} each", humantime::format_duration(iv)),
-                LoadModel::Rate(r) => format!("{r} req/s"),
-            };
             let _ = writeln!(
                 s,
-                "  stage {}: {} connections, {how}, for {}",
+                "  stage {}: {} connections, {}, for {}",
                 i + 1,
                 st.connections,
+                st.model,
                 humantime::format_duration(st.hold)
             );
         }

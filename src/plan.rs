@@ -41,6 +41,17 @@ impl LoadModel {
     }
 }
 
+impl std::fmt::Display for LoadModel {
+    /// How the pace reads in logs and `soakd check`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoadModel::Closed => f.write_str("closed loop"),
+            LoadModel::Interval(i) => write!(f, "one request every {} each", humantime::format_duration(*i)),
+            LoadModel::Rate(r) => write!(f, "{r} req/s"),
+        }
+    }
+}
+
 /// Where the target lives and how requests to it look.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Target {

@@ -196,15 +196,7 @@ fn config_file_runs_several_workloads() {
     assert_eq!(names, ["paced", "chunked"]);
     for w in r.report["workloads"].as_array().unwrap() {
         assert!(u(w, "/requests/completed") > 0, "{w:#}");
-        assert_eq!(
-            w["errors"]
-                .as_object()
-                .unwrap()
-                .values()
-                .map(|v| v.as_u64().unwrap())
-                .sum::<u64>(),
-            0
-        );
+        assert_eq!(util::total_errors(w), 0);
     }
     assert_eq!(u(&r.report, "/connections/peak_open"), 25);
 
@@ -292,15 +284,7 @@ fn stages_step_connections_and_stop() {
     assert_eq!(u(rep, "/connections/open_at_end"), 5);
     assert_eq!(u(rep, "/connections/desired"), 5);
     assert_eq!(u(rep, "/connections/closed_by_reason/churn"), 25, "the retired slots");
-    assert_eq!(
-        rep["errors"]
-            .as_object()
-            .unwrap()
-            .values()
-            .map(|v| v.as_u64().unwrap())
-            .sum::<u64>(),
-        0
-    );
+    assert_eq!(util::total_errors(rep), 0);
     // 10 × 10/s × 1 s + 30 × 20/s × 1.5 s + 5 × 20/s × 1 s = 1,100.
     let completed = u(rep, "/requests/completed");
     assert!((1000..=1200).contains(&completed), "completed {completed}");

@@ -6,17 +6,7 @@
 
 mod util;
 
-use serde_json::Value;
-use util::{BuiltinTarget, Nginx, field as u, heavy_lock, soakd_report};
-
-fn total_errors(r: &Value) -> u64 {
-    r["errors"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|v| v.as_u64().unwrap())
-        .sum()
-}
+use util::{BuiltinTarget, Nginx, field as u, heavy_lock, soakd_report, total_errors};
 
 fn within(got: u64, want: f64, tolerance: f64) -> bool {
     (got as f64 - want).abs() <= want * tolerance

@@ -307,12 +307,7 @@ fn advance_stages(
                 r.index + 1,
                 w.stages.len(),
                 st.connections,
-                match st.model {
-                    crate::plan::LoadModel::Closed => "closed loop".to_string(),
-                    crate::plan::LoadModel::Interval(i) =>
-                        format!("one request every {} each", humantime::format_duration(i)),
-                    crate::plan::LoadModel::Rate(x) => format!("{x} req/s"),
-                }
+                st.model
             ));
             sent = true;
         }

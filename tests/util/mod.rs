@@ -878,6 +878,16 @@ pub fn field(v: &serde_json::Value, path: &str) -> u64 {
         .unwrap_or_else(|| panic!("{path} missing in {v:#}"))
 }
 
+/// All errors of a report (or of one of its workloads), every kind summed.
+pub fn total_errors(v: &serde_json::Value) -> u64 {
+    v["errors"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no errors object in {v:#}"))
+        .values()
+        .map(|n| n.as_u64().unwrap_or(0))
+        .sum()
+}
+
 /// The number at JSON pointer `path`, as f64.
 pub fn field_f64(v: &serde_json::Value, path: &str) -> f64 {
     v.pointer(path)
