@@ -15,13 +15,6 @@
 //! the ramp time. Binding an explicit port is one hash lookup; a port that is
 //! taken fails at once with EADDRINUSE and the next one is tried.
 //!
-//! soakd also picks local ports itself ([`PortPicker`]). Left to the kernel,
-//! every connect searches the ephemeral range for a port whose 4-tuple is
-//! free, and that search grows with the connections already held to the
-//! same target: at 15,000 connections it was 60% of soakd's CPU while
-//! ramping. Binding an explicit port is one hash lookup; a port that is
-//! taken fails at once with EADDRINUSE and the next one is tried.
-//!
 //! Each OS error is mapped to exactly one [`ErrorKind`] here, so the
 //! taxonomy lives in one place.
 
