@@ -267,6 +267,66 @@ fn final_counters_equal_the_report() {
     }
 }
 
+/// `sent = completed + failed + in flight` holds in every scrape, not just
+/// at the end: a worker flushes its counters and its in-flight gauge
+/// together and a snapshot adds whole flushes, so no scrape can catch a
+/// request between two of them. The target answers after 20 ms and resets
+/// every 100th request, so `in flight` and `failed` are not zero while we
+/// look (the test checks that too, or it would prove nothing), and two
+/// worker threads each contribute their flushes.
+#[test]
+fn accounting_holds_in_every_scrape() {
+    let target = BuiltinTarget::start(&["--delay", "20ms", "--fault", "reset@100"]);
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let url = target.url("/");
+    let mut child = spawn_soakd(&[
+        "run",
+        &url,
+        "-c",
+        "100",
+        "-r",
+        "2000",
+        "-t",
+        "2",
+        "-d",
+        "5s",
+        "--metrics-listen",
+        &metrics,
+    ]);
+    wait_up(&metrics);
+    let (mut scrapes, mut with_in_flight, mut with_failed) = (0, 0, 0);
+    while child.try_wait().unwrap().is_none() {
+        // The endpoint closes when the run ends; a refused last scrape is fine.
+        let Ok(mut s) = TcpStream::connect(&metrics) else { break };
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut raw = Vec::new();
+        if s.read_to_end(&mut raw).is_err() || !raw.starts_with(b"HTTP/1.1 200") {
+            break;
+        }
+        let m = parse(&String::from_utf8_lossy(&raw));
+        let sent = sum(&m, "soakd_requests_sent_total");
+        let completed = sum(&m, "soakd_responses_total");
+        let failed = sum(&m, "soakd_requests_failed_total");
+        let in_flight = sum(&m, "soakd_requests_in_flight");
+        assert_eq!(
+            sent,
+            completed + failed + in_flight,
+            "scrape {scrapes}: sent {sent} != completed {completed} + failed {failed} + in flight {in_flight}"
+        );
+        scrapes += 1;
+        with_in_flight += usize::from(in_flight > 0.0);
+        with_failed += usize::from(failed > 0.0);
+        sleep(Duration::from_millis(100));
+    }
+    let (status, stderr) = wait_with_timeout(child, 30);
+    assert!(status.success(), "{stderr}");
+    assert!(scrapes >= 10, "only {scrapes} scrapes");
+    assert!(
+        with_in_flight * 2 >= scrapes && with_failed * 2 >= scrapes,
+        "{scrapes} scrapes, {with_in_flight} with requests in flight, {with_failed} with failures: the check proved little"
+    );
+}
 /// 20 scrapes during a 10,000-connection closed-loop run all succeed, and
 /// a scrape is served in well under 100 ms (median; the max is printed).
 #[test]
