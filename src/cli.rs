@@ -103,23 +103,14 @@ fn header(v: &str) -> Result<(String, String), String> {
     let Some((name, value)) = v.split_once(':') else {
         return Err("expected \"Name: value\"".into());
     };
-    let name = name.trim();
-    let is_token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
-    if name.is_empty() || !name.chars().all(is_token) {
-        return Err(format!("{name:?} is not a valid header name; expected \"Name: value\""));
-    }
-    if value.contains(['\r', '\n']) {
-        return Err("header values cannot contain line breaks".into());
-    }
-    Ok((name.to_string(), value.trim().to_string()))
+    let (name, value) = (name.trim(), value.trim());
+    crate::http::check_header(name, value).map_err(|e| format!("{e}; expected \"Name: value\""))?;
+    Ok((name.to_string(), value.to_string()))
 }
 
 fn method(v: &str) -> Result<String, String> {
-    if !v.is_empty() && v.chars().all(|c| c.is_ascii_uppercase()) {
-        Ok(v.to_string())
-    } else {
-        Err("expected an upper-case HTTP method such as GET, POST or HEAD".into())
-    }
+    crate::http::check_method(v)?;
+    Ok(v.to_string())
 }
 
 /// Flags of `soakd run`.

@@ -55,13 +55,11 @@ struct FileWorkload {
     rate: Option<Spanned<f64>>,
     closed: Option<Spanned<bool>>,
     pipeline: Option<Spanned<u16>>,
-    #[serde(default)]
-    close: bool,
+    close: Option<Spanned<bool>>,
     method: Option<Spanned<String>>,
-    #[serde(default)]
-    headers: BTreeMap<String, String>,
-    body: Option<String>,
-    body_file: Option<PathBuf>,
+    headers: Option<Spanned<BTreeMap<String, String>>>,
+    body: Option<Spanned<String>>,
+    body_file: Option<Spanned<PathBuf>>,
     connect_timeout: Option<Spanned<String>>,
     request_timeout: Option<Spanned<String>>,
     #[serde(default)]
@@ -218,16 +216,19 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
             None => 1,
         };
         let method = match &ww.method {
-            Some(m) if m.get_ref().is_empty() || !m.get_ref().chars().all(|c| c.is_ascii_uppercase()) => {
-                return Err(loc.err(
-                    m,
-                    "method",
-                    "must be an upper-case HTTP method such as GET, POST or HEAD",
-                ));
+            Some(m) => {
+                crate::http::check_method(m.get_ref()).map_err(|e| loc.err(m, "method", e))?;
+                m.get_ref().clone()
             }
-            Some(m) => m.get_ref().clone(),
             None => "GET".into(),
         };
+        let mut headers = Vec::new();
+        if let Some(h) = &ww.headers {
+            for (name, value) in h.get_ref() {
+                crate::http::check_header(name, value).map_err(|e| loc.err(h, "headers", e))?;
+                headers.push((name.clone(), value.clone()));
+            }
+        }
         let mut sources = Vec::new();
         for s in &ww.source_addrs {
             let ip: IpAddr = s
@@ -259,11 +260,11 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
             ramp: positive_u32(&ww.ramp, "ramp", 1000)?,
             model,
             pipeline,
-            close: ww.close,
+            close: ww.close.as_ref().is_some_and(|c| *c.get_ref()),
             method,
-            headers: ww.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            body: ww.body.clone().map(String::into_bytes),
-            body_file: ww.body_file.clone(),
+            headers,
+            body: ww.body.as_ref().map(|b| b.get_ref().clone().into_bytes()),
+            body_file: ww.body_file.as_ref().map(|f| f.get_ref().clone()),
             connect_timeout: dur(&ww.connect_timeout, "connect_timeout", true)?.unwrap_or(Duration::from_secs(5)),
             request_timeout: dur(&ww.request_timeout, "request_timeout", true)?.unwrap_or(Duration::from_secs(30)),
             source_addrs: sources,
@@ -324,8 +325,20 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
         }
         spec.stages = stages;
         spec.then_stop = then_stop;
-        let url_key = loc.at(&ww.url, "url");
-        let built = spec.build(&|k| if k == "url" { format!("{url_key}: ") } else { key_at(k) })?;
+        // Cross-field errors from `build` name each key where it is written.
+        let spanned_at = |k: &str| -> Option<String> {
+            match k {
+                "url" => Some(format!("{}: ", loc.at(&ww.url, "url"))),
+                "body" => ww.body.as_ref().map(|v| loc.at(v, k)),
+                "body_file" => ww.body_file.as_ref().map(|v| loc.at(v, k)),
+                "close" => ww.close.as_ref().map(|v| loc.at(v, k)),
+                "pipeline" => ww.pipeline.as_ref().map(|v| loc.at(v, k)),
+                "method" => ww.method.as_ref().map(|v| loc.at(v, k)),
+                "max_requests_per_conn" => ww.max_requests_per_conn.as_ref().map(|v| loc.at(v, k)),
+                _ => None,
+            }
+        };
+        let built = spec.build(&|k| spanned_at(k).unwrap_or_else(|| key_at(k)))?;
         if !names.insert(built.name.clone()) && ww.name.is_none() {
             return Err(Error::Usage(format!(
                 "{}: two workloads are both named {:?} (from their URLs); give them distinct `name`s",
@@ -605,7 +618,7 @@ pipeline = 2
             ),
             (
                 "[[workload]]\nurl = \"http://127.0.0.1:1/\"\nclose = true\npipeline = 2\n",
-                "soak.toml:1",
+                "soak.toml:4",
                 "pipeline",
             ),
             (

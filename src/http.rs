@@ -63,6 +63,33 @@ pub struct RequestSpec {
     pub close: bool,
 }
 
+/// Checks a request method: an upper-case token such as `GET`. Anything
+/// else would break the request line (the command line and the config file
+/// both check with this).
+pub fn check_method(method: &str) -> Result<(), String> {
+    if !method.is_empty() && method.chars().all(|c| c.is_ascii_uppercase()) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{method:?} is not an upper-case HTTP method such as GET, POST or HEAD"
+        ))
+    }
+}
+
+/// Checks an extra header field: the name must be an RFC 9110 token and the
+/// value must not contain a line break (which would end the field early and
+/// inject another, or end the head).
+pub fn check_header(name: &str, value: &str) -> Result<(), String> {
+    let is_token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if name.is_empty() || !name.chars().all(is_token) {
+        return Err(format!("{name:?} is not a valid header name"));
+    }
+    if value.contains(['\r', '\n', '\0']) {
+        return Err(format!("the value of {name} contains a line break or NUL"));
+    }
+    Ok(())
+}
+
 /// Renders `spec` into the exact bytes written for every request.
 pub fn render_request(spec: &RequestSpec) -> Vec<u8> {
     let has = |name: &str| spec.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));

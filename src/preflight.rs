@@ -10,7 +10,9 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
 
+use crate::plan::ReportDest;
 use crate::{Error, Plan};
 
 /// Descriptors soakd needs besides connections: stdio, one epoll and waker
@@ -62,6 +64,7 @@ pub fn check(plan: &Plan) -> Result<(), Error> {
         check_ports(plan, lo, hi)?;
     }
     check_sources(plan)?;
+    check_outputs(plan)?;
     for w in warnings(plan) {
         eprintln!("soakd: warning: {w}");
     }
@@ -128,6 +131,7 @@ pub fn verdict(plan: &Plan) -> Result<String, Error> {
         None => "local port range unknown".to_string(),
     };
     check_sources(plan)?;
+    check_outputs(plan)?;
     let mut verdict = format!(
         "preflight: ok: needs about {} open files of a hard limit of {hard}; {ports}",
         plan.total_connections() + fd_margin(plan.threads)
@@ -185,7 +189,12 @@ fn check_sources(plan: &Plan) -> Result<(), Error> {
                     family(w.target.addr.ip())
                 )));
             }
-            std::net::TcpListener::bind(SocketAddr::new(*ip, 0)).map_err(|e| {
+            // A UDP bind asks only "is this address ours?". A TCP bind would
+            // also need a free TCP port, and an address whose ports are all
+            // held or in TIME_WAIT (say, right after an earlier run) would be
+            // refused as "not assigned": wrong advice. Running out of ports
+            // is a run-time condition (`addr_unavailable`, with backoff).
+            std::net::UdpSocket::bind(SocketAddr::new(*ip, 0)).map_err(|e| {
                 Error::Preflight(format!(
                     "--source-addr {ip} cannot be bound ({e}); use an address assigned to this machine (see `ip addr`)"
                 ))
@@ -195,6 +204,59 @@ fn check_sources(plan: &Plan) -> Result<(), Error> {
     Ok(())
 }
 
+/// The report and the HdrHistogram log must be writable before the run
+/// starts: a soak that runs for a week and then cannot write its report
+/// has lost the week. The files themselves are neither created nor
+/// truncated here: an existing one is opened for writing and closed; for a
+/// new one, the directory must exist and take a new file (a probe, removed
+/// at once).
+fn check_outputs(plan: &Plan) -> Result<(), Error> {
+    if let Some(ReportDest::File(path)) = &plan.report {
+        check_writable("--report", path)?;
+    }
+    if let Some(path) = &plan.hdr_log {
+        check_writable("--hdr-log", path)?;
+    }
+    Ok(())
+}
+
+fn check_writable(flag: &str, path: &Path) -> Result<(), Error> {
+    let refuse = |why: String| {
+        Err(Error::Preflight(format!(
+            "{flag} {}: {why}; choose a writable file path",
+            path.display()
+        )))
+    };
+    if path.is_dir() {
+        return refuse("is a directory".into());
+    }
+    if path.exists() {
+        return match std::fs::OpenOptions::new().write(true).open(path) {
+            Ok(_) => Ok(()),
+            Err(e) => refuse(format!("cannot be written ({e})")),
+        };
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return refuse(format!("{} is not a directory", dir.display())),
+        Err(e) => return refuse(format!("directory {} is not usable ({e})", dir.display())),
+    }
+    // Mode bits do not tell (ACLs, read-only mounts, root): a probe file
+    // created and removed at once does.
+    let probe = dir.join(format!(".soakd-probe-{}", std::process::id()));
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => refuse(format!("directory {} is not writable ({e})", dir.display())),
+    }
+}
+
 fn family(ip: IpAddr) -> &'static str {
     if ip.is_ipv4() { "IPv4" } else { "IPv6" }
 }
@@ -202,6 +264,31 @@ fn family(ip: IpAddr) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outputs_must_be_writable_before_the_run() {
+        let dir = std::env::temp_dir().join(format!("soakd-preflight-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let existing = dir.join("old.json");
+        std::fs::write(&existing, "keep me").unwrap();
+        assert!(check_writable("--report", &dir.join("new.json")).is_ok());
+        assert!(!dir.join("new.json").exists(), "the check created the file");
+        assert!(check_writable("--report", &existing).is_ok());
+        assert_eq!(std::fs::read_to_string(&existing).unwrap(), "keep me", "truncated");
+        let only_the_old_file = std::fs::read_dir(&dir).unwrap().count() == 1;
+        assert!(only_the_old_file, "the probe file was left behind");
+        for (path, says) in [
+            (dir.clone(), "is a directory"),
+            (dir.join("no/such/dir/r.json"), "is not usable"),
+            (existing.join("r.json"), "is not a directory"),
+        ] {
+            let e = check_writable("--hdr-log", &path).unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            let msg = e.to_string();
+            assert!(msg.contains("--hdr-log") && msg.contains(says), "{msg}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn fd_check_names_the_limit() {

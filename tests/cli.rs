@@ -34,6 +34,8 @@ fn bad_input_exits_2_naming_the_problem_and_opens_nothing() {
         (vec!["run", &url, "--close", "--pipeline", "4"], "--close"),
         (vec!["run", &url, "--body-file", body_file], "--body-file"),
         (vec!["run", &url, "-H", "no colon here"], "Name: value"),
+        (vec!["run", &url, "-H", "Bad Name: x"], "not a valid header name"),
+        (vec!["run", &url, "-m", "get"], "upper-case HTTP method"),
         (vec!["run", &url, "--metrics-listen", "nowhere"], "--metrics-listen"),
         (vec!["run", "https://127.0.0.1:1/"], "not supported yet"),
         (vec!["run", "ftp://127.0.0.1/"], "scheme"),
@@ -43,6 +45,11 @@ fn bad_input_exits_2_naming_the_problem_and_opens_nothing() {
         (vec!["run", &url, "--source-addr", "::1"], "family"),
         (vec!["run", &url, "--source-addr", "192.0.2.77"], "cannot be bound"),
         (vec!["run", &url, "--bogus-flag"], "--bogus-flag"),
+        (
+            vec!["run", &url, "--report", "/nonexistent-dir/r.json"],
+            "--report /nonexistent-dir/r.json",
+        ),
+        (vec!["run", &url, "--hdr-log", "/tmp"], "--hdr-log /tmp: is a directory"),
     ];
     for (args, says) in &cases {
         let out = soakd(args);
@@ -55,6 +62,107 @@ fn bad_input_exits_2_naming_the_problem_and_opens_nothing() {
         );
     }
     assert_eq!(server.accepted(), 0, "a bad command line opened connections");
+}
+
+/// The same contract for config files: each row breaks one key (every
+/// global and every workload key has a row), and both `soakd check` and
+/// `soakd run` exit 2 with one message naming the file, the line and the
+/// key, having opened nothing. The rows' URL is a raw server that counts
+/// connections.
+#[test]
+fn bad_config_files_exit_2_naming_line_and_key_and_open_nothing() {
+    let server = raw_server(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+    let url = server.url("/");
+    let missing = temp_path("missing-body", "txt");
+    let missing = missing.to_str().unwrap();
+    let w = format!("[[workload]]\nurl = \"{url}\"\n");
+    // (file text, line the message must name, key it must name)
+    let cases: Vec<(String, u32, &str)> = vec![
+        (format!("metrics_listen = \"here\"\n{w}"), 1, "metrics_listen"),
+        (format!("metrics_linger = \"forever\"\n{w}"), 1, "metrics_linger"),
+        (format!("threads = 0\n{w}"), 1, "threads"),
+        (format!("report = 5\n{w}"), 1, "report"),
+        (format!("hdr_log = []\n{w}"), 1, "hdr_log"),
+        (format!("duration = \"-5s\"\n{w}"), 1, "duration"),
+        (format!("duration = \"10\"\n{w}"), 1, "duration"),
+        (format!("requests = 0\n{w}"), 1, "requests"),
+        (format!("treads = 2\n{w}"), 1, "treads"),
+        ("[[workload]]\nconnections = 5\n".to_string(), 1, "url"),
+        ("[[workload]]\nurl = \"ftp://127.0.0.1/\"\n".to_string(), 2, "scheme"),
+        (
+            "[[workload]]\nurl = \"http://u:p@127.0.0.1:1/\"\n".to_string(),
+            2,
+            "user info",
+        ),
+        (format!("{w}name = \"\"\n"), 3, "name"),
+        (format!("{w}name = \"a\"\n{w}name = \"a\"\n"), 6, "name"),
+        (format!("{w}connections = 0\n"), 3, "connections"),
+        (format!("{w}connections = -5\n"), 3, "connections"),
+        (format!("{w}ramp = 0\n"), 3, "ramp"),
+        (format!("{w}interval = \"0s\"\n"), 3, "interval"),
+        (format!("{w}interval = \"soon\"\n"), 3, "interval"),
+        (format!("{w}rate = -3.0\n"), 3, "rate"),
+        (format!("{w}interval = \"1s\"\nrate = 5.0\n"), 4, "rate"),
+        (format!("{w}interval = \"1s\"\nclosed = true\n"), 3, "closed"),
+        (format!("{w}pipeline = 0\n"), 3, "pipeline"),
+        (format!("{w}pipeline = 5000\n"), 3, "pipeline"),
+        (format!("{w}close = \"yes\"\n"), 3, "close"),
+        (format!("{w}method = \"GE T\"\n"), 3, "method"),
+        (format!("{w}headers = {{ \"Bad Name\" = \"x\" }}\n"), 3, "headers"),
+        (
+            format!("{w}body = \"x\"\nbody_file = \"/etc/hostname\"\n"),
+            4,
+            "body_file",
+        ),
+        (format!("{w}body_file = \"{missing}\"\n"), 3, "body_file"),
+        (format!("{w}connect_timeout = \"5\"\n"), 3, "connect_timeout"),
+        (format!("{w}request_timeout = \"0s\"\n"), 3, "request_timeout"),
+        (format!("{w}source_addrs = [\"nope\"]\n"), 3, "source_addrs"),
+        (format!("{w}max_requests_per_conn = 0\n"), 3, "max_requests_per_conn"),
+        (format!("{w}max_conn_lifetime = \"soon\"\n"), 3, "max_conn_lifetime"),
+        (format!("{w}target_pids = [\"nginx\"]\n"), 3, "target_pids"),
+        (
+            format!("{w}then = \"later\"\nstages = [{{ hold = \"1s\" }}]\n"),
+            3,
+            "then",
+        ),
+        (format!("{w}stages = [{{ connections = 10 }}]\n"), 3, "hold"),
+        (
+            format!("{w}stages = [{{ connections = 0, hold = \"1s\" }}]\n"),
+            3,
+            "connections",
+        ),
+        (format!("{w}conections = 5\n"), 3, "conections"),
+    ];
+    let dir = temp_path("bad-config", "d");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Every row is checked before failing, so one run shows every miss.
+    let mut misses: Vec<String> = Vec::new();
+    for (i, (text, line, key)) in cases.iter().enumerate() {
+        let file = dir.join(format!("case{i}.toml"));
+        std::fs::write(&file, text).unwrap();
+        let file = file.to_str().unwrap();
+        let mut refused = false;
+        for cmd in ["check", "run"] {
+            if cmd == "run" && !refused {
+                continue; // check accepted it: a run would start for real
+            }
+            let out = soakd(&[cmd, "--config", file]);
+            refused = out.status.code() == Some(2);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let at = format!("{file}:{line}");
+            let lines = stderr.lines().filter(|l| !l.trim().is_empty()).count();
+            if out.status.code() != Some(2) || !stderr.contains(&at) || !stderr.contains(key) || lines > 4 {
+                misses.push(format!(
+                    "{cmd} {text:?}: want exit 2, {at:?} and {key:?}; got {:?}: {stderr}",
+                    out.status.code()
+                ));
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(misses.is_empty(), "{}", misses.join("\n"));
+    assert_eq!(server.accepted(), 0, "a bad config file opened connections");
 }
 
 #[test]
