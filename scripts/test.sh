@@ -61,6 +61,15 @@ else
     apt_install prometheus
 fi
 
+# python3 checks the dashboard JSON below, and a hardening test uses it to
+# hold ports in a network namespace.
+if command -v python3 >/dev/null 2>&1; then
+    echo "python3: present"
+else
+    echo "python3: missing, installing python3"
+    apt_install python3
+fi
+
 # Load tests open up to ~15,000 sockets in one process; use the hard limit.
 ulimit -n "$(ulimit -Hn)"
 echo "open-file limit: $(ulimit -n)"
