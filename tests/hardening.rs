@@ -12,8 +12,10 @@
 //!   holds, and memory stays bounded where a fault could inflate it;
 //! - with `@N` (one request in N faulted) the other requests still succeed.
 //!
-//! Where soakd does not (yet) behave as it should, the test states the
-//! right behaviour and is `#[ignore]`d with the reason.
+//! For exhausted resources: the precise kind (`fd_limit`,
+//! `addr_unavailable`, `connect_timeout`), bounded retries, recovery, and
+//! CPU well under a core while the resource stays exhausted. The port tests
+//! run in network namespaces of their own, with a small port range.
 
 mod util;
 
@@ -808,14 +810,14 @@ sys.stdin.read()
 "#;
 
 /// Every local port held by another process, in a namespace with a
-/// 10,000-port range: each connect fails (`addr_unavailable`) and the slots
+/// 19,000-port range: each connect fails (`addr_unavailable`) and the slots
 /// back off. The kernel's own port search walks the whole range for a
 /// connect that finds nothing, so falling back to it on every attempt kept
-/// a core busy (the bug this test pins: 1,000 slots used about 2 s of CPU
-/// per 3 s); now a failed search keeps it out for a second and an attempt
-/// costs a few failed binds. Checked: soakd's CPU over 3 s of exhaustion
-/// stays under half a second, and the attempts stay within the backoff's
-/// bound.
+/// a core busy (the bug this test pins: 300 slots used 1.8 s of CPU in
+/// these 3 s); now a failed search keeps it out for 100 ms and an attempt
+/// costs 16 failed binds (0.19 s). Checked: soakd's CPU over 3 s of
+/// exhaustion stays under half a second, and the attempts stay within the
+/// backoff's bound.
 #[test]
 fn ports_held_by_another_process_cost_little_cpu() {
     let _heavy = heavy_lock();
@@ -826,12 +828,12 @@ fn ports_held_by_another_process_cost_little_cpu() {
             return;
         }
     };
-    ns.sysctl("net.ipv4.ip_local_port_range", "30000 39999");
+    ns.sysctl("net.ipv4.ip_local_port_range", "30000 48999");
     let exec = ns.exec();
     let target = BuiltinTarget::start_in(&exec, &[]);
     let mut holder = std::process::Command::new(exec[0])
         .args(&exec[1..])
-        .args(["python3", "-c", PORT_HOLDER, "30000", "39999"])
+        .args(["python3", "-c", PORT_HOLDER, "30000", "48999"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -839,13 +841,13 @@ fn ports_held_by_another_process_cost_little_cpu() {
     let mut line = String::new();
     std::io::BufRead::read_line(&mut std::io::BufReader::new(holder.stdout.take().unwrap()), &mut line).unwrap();
     let held: u32 = line.trim().parse().unwrap_or(0);
-    assert!(held >= 9_990, "the holder bound only {line:?} ports");
+    assert!(held >= 18_990, "the holder bound only {line:?} ports");
 
     let url = target.url("/");
     let (mut cpu_at_1s, mut cpu_at_4s) = (None, None);
     let r = run_watched(
         &exec,
-        &["run", &url, "-c", "1000", "-t", "1", "-i", "1s", "-d", "5s"],
+        &["run", &url, "-c", "300", "-t", "1", "-i", "1s", "-d", "5s"],
         40,
         |pid, t| {
             if t >= Duration::from_secs(1) && cpu_at_1s.is_none() {
@@ -862,8 +864,8 @@ fn ports_held_by_another_process_cost_little_cpu() {
     assert_errors_only(&r, &["addr_unavailable"]);
     assert_eq!(r.u("/connections/peak_open"), 0, "{}", r.summary());
     let unavailable = r.u("/errors/addr_unavailable");
-    assert!(unavailable >= 1000, "{}", r.summary());
-    assert!(unavailable <= 1000 * max_attempts(5.0), "{}", r.summary());
+    assert!(unavailable >= 300, "{}", r.summary());
+    assert!(unavailable <= 300 * max_attempts(5.0), "{}", r.summary());
     let (Some(a), Some(b)) = (cpu_at_1s, cpu_at_4s) else {
         panic!("could not sample soakd's CPU time\n{}", r.summary());
     };
