@@ -167,33 +167,21 @@ pub fn connect(
     }
     // Our tries all failed: the kernel's search may still find a port we
     // missed, unless it just failed too (see the module doc).
-    let mut by_kernel = None;
-    if !bound && let Some(ports) = ports {
-        let now = Instant::now();
-        if !ports.kernel_allowed(now) {
-            return Err(ErrorKind::AddrUnavailable);
-        }
-        by_kernel = Some((ports, now));
+    if !bound && ports.as_deref().is_some_and(|p| !p.kernel_allowed(Instant::now())) {
+        return Err(ErrorKind::AddrUnavailable);
     }
-    let exhausted = |e: &io::Error, by_kernel: Option<(&mut PortPicker, Instant)>| {
-        let kind = classify_connect(e);
-        if kind == ErrorKind::AddrUnavailable
-            && let Some((ports, now)) = by_kernel
-        {
-            ports.kernel_exhausted(now);
+    let done = match start_connect(&socket, source.filter(|_| !bound), addr) {
+        Ok(done) => done,
+        Err(e) => {
+            let kind = classify_connect(&e);
+            if kind == ErrorKind::AddrUnavailable
+                && !bound
+                && let Some(ports) = ports
+            {
+                ports.kernel_exhausted(Instant::now());
+            }
+            return Err(kind);
         }
-        kind
-    };
-    if !bound && let Some(ip) = source {
-        bind_no_port(&socket).map_err(|e| classify_connect(&e))?;
-        if let Err(e) = socket.bind(&SockAddr::from(SocketAddr::new(ip, 0))) {
-            return Err(exhausted(&e, by_kernel));
-        }
-    }
-    let done = match socket.connect(&SockAddr::from(addr)) {
-        Ok(()) => true,
-        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => false,
-        Err(e) => return Err(exhausted(&e, by_kernel)),
     };
     let stream = mio::net::TcpStream::from_std(std::net::TcpStream::from(socket));
     Ok(if done {
@@ -201,6 +189,20 @@ pub fn connect(
     } else {
         Connecting::InProgress(stream)
     })
+}
+
+/// Binds `source` with the port left to the connect (when given) and
+/// starts the connect. `Ok(true)`: connected at once.
+fn start_connect(socket: &Socket, source: Option<IpAddr>, addr: SocketAddr) -> io::Result<bool> {
+    if let Some(ip) = source {
+        bind_no_port(socket)?;
+        socket.bind(&SockAddr::from(SocketAddr::new(ip, 0)))?;
+    }
+    match socket.connect(&SockAddr::from(addr)) {
+        Ok(()) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Checks whether a connect that reported WRITABLE finished.
