@@ -10,11 +10,13 @@
 use std::io::Write as _;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::plan::{self, LoadModel, Plan, ReportDest, WorkloadSpec};
+use crate::engine::Reload;
+use crate::plan::{self, LoadModel, Plan, ReportDest, WorkloadSpec, defaults};
 use crate::report::Report;
 use crate::{Error, target};
 
@@ -104,12 +106,12 @@ fn header(v: &str) -> Result<(String, String), String> {
         return Err("expected \"Name: value\"".into());
     };
     let (name, value) = (name.trim(), value.trim());
-    crate::http::check_header(name, value).map_err(|e| format!("{e}; expected \"Name: value\""))?;
+    crate::wire::check_header(name, value).map_err(|e| format!("{e}; expected \"Name: value\""))?;
     Ok((name.to_string(), value.to_string()))
 }
 
 fn method(v: &str) -> Result<String, String> {
-    crate::http::check_method(v)?;
+    crate::wire::check_method(v)?;
     Ok(v.to_string())
 }
 
@@ -201,6 +203,12 @@ impl RunArgs {
     /// Validates the flags into a plan (resolving the URL, reading the body
     /// file, rendering the request).
     pub fn into_plan(self) -> Result<Plan, Error> {
+        self.into_run().map(|(plan, _)| plan)
+    }
+
+    /// The plan, and with `--config` the closure SIGHUP reloads it with
+    /// (the same file and the same overriding flags).
+    pub(crate) fn into_run(self) -> Result<(Plan, Option<Reload>), Error> {
         if let Some(path) = self.config.clone() {
             return self.into_config_plan(path);
         }
@@ -217,17 +225,17 @@ impl RunArgs {
         let spec = WorkloadSpec {
             name: None,
             url,
-            connections: self.connections.unwrap_or(100),
-            ramp: self.ramp.unwrap_or(1000),
+            connections: self.connections.unwrap_or(defaults::CONNECTIONS),
+            ramp: self.ramp.unwrap_or(defaults::RAMP),
             model,
-            pipeline: self.pipeline.unwrap_or(1),
+            pipeline: self.pipeline.unwrap_or(defaults::PIPELINE),
             close: self.close,
-            method: self.method.clone().unwrap_or_else(|| "GET".into()),
+            method: self.method.clone().unwrap_or_else(|| defaults::METHOD.into()),
             headers: self.headers.clone(),
             body: self.body.clone().map(String::into_bytes),
             body_file: self.body_file.clone(),
-            connect_timeout: self.connect_timeout.unwrap_or(Duration::from_secs(5)),
-            request_timeout: self.request_timeout.unwrap_or(Duration::from_secs(30)),
+            connect_timeout: self.connect_timeout.unwrap_or(defaults::CONNECT_TIMEOUT),
+            request_timeout: self.request_timeout.unwrap_or(defaults::REQUEST_TIMEOUT),
             source_addrs: self.source_addrs.clone(),
             max_requests_per_conn: self.max_requests_per_conn,
             max_conn_lifetime: self.max_conn_lifetime,
@@ -241,25 +249,25 @@ impl RunArgs {
             "body_file" => "--body-file".into(),
             other => format!("--{}", other.replace('_', "-")),
         })?;
-        Ok(Plan {
+        let plan = Plan {
             workloads: vec![workload],
-            threads: self.threads.map_or_else(default_threads, |t| t as usize),
+            threads: self.threads.map_or_else(defaults::threads, |t| t as usize),
             duration: self.duration,
             max_requests: self.requests,
-            report: self.report.as_deref().map(report_dest),
-            metrics_listen: self.metrics_listen.map_or(DEFAULT_METRICS, |l| l.0),
-            drain_timeout: Duration::from_secs(5),
+            report: self.report.as_deref().map(ReportDest::parse),
+            metrics_listen: self.metrics_listen.map_or(Some(defaults::METRICS_LISTEN), |l| l.0),
+            drain_timeout: defaults::DRAIN_TIMEOUT,
             hdr_log: self.hdr_log,
             metrics_linger: self.metrics_linger,
-            config: None,
-        })
+        };
+        Ok((plan, None))
     }
 }
 
 impl RunArgs {
     /// With `--config`: the file's workloads, the flags' globals. A flag
     /// that describes a workload is refused rather than silently ignored.
-    fn into_config_plan(self, path: PathBuf) -> Result<Plan, Error> {
+    fn into_config_plan(self, path: PathBuf) -> Result<(Plan, Option<Reload>), Error> {
         let workload_flags: [(&str, bool); 17] = [
             ("URL", self.url.is_some()),
             ("--connections", self.connections.is_some()),
@@ -285,38 +293,18 @@ impl RunArgs {
                 path.display()
             )));
         }
-        crate::config::load(
-            &path,
-            crate::config::Overrides {
-                metrics_listen: self.metrics_listen.map(|l| l.0),
-                threads: self.threads.map(|t| t as usize),
-                report: self.report,
-                hdr_log: self.hdr_log,
-                duration: self.duration,
-                requests: self.requests,
-                metrics_linger: (!self.metrics_linger.is_zero()).then_some(self.metrics_linger),
-            },
-        )
-    }
-}
-
-/// Where the Prometheus endpoint listens unless told otherwise.
-pub const DEFAULT_METRICS: Option<SocketAddr> = Some(SocketAddr::V4(std::net::SocketAddrV4::new(
-    std::net::Ipv4Addr::LOCALHOST,
-    9469,
-)));
-
-/// Worker threads when not given: one per available CPU.
-pub fn default_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// `-` is standard output, anything else a file.
-pub fn report_dest(r: &str) -> ReportDest {
-    if r == "-" {
-        ReportDest::Stdout
-    } else {
-        ReportDest::File(PathBuf::from(r))
+        let over = crate::config::Overrides {
+            metrics_listen: self.metrics_listen.map(|l| l.0),
+            threads: self.threads.map(|t| t as usize),
+            report: self.report,
+            hdr_log: self.hdr_log,
+            duration: self.duration,
+            requests: self.requests,
+            metrics_linger: (!self.metrics_linger.is_zero()).then_some(self.metrics_linger),
+        };
+        let plan = crate::config::load(&path, over.clone())?;
+        let reload: Reload = Arc::new(move || crate::config::load(&path, over.clone()));
+        Ok((plan, Some(reload)))
     }
 }
 
@@ -366,16 +354,16 @@ pub struct DemoArgs {
 pub fn execute(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Run(args) => {
-            let plan = args.into_plan()?;
+            let (plan, reload) = args.into_run()?;
             let dest = plan.report.clone();
-            let report = crate::run(plan)?;
+            let report = crate::daemon::run(plan, reload)?;
             output(&report, dest.as_ref())
         }
         Command::Target(args) => serve_target(args),
         Command::Demo(args) => demo(args),
         Command::Check(args) => {
             let plan = crate::config::load(&args.config, crate::config::Overrides::default())?;
-            print!("{}", crate::config::describe(&plan));
+            print!("{}", crate::plan::describe(&plan));
             println!("{}", crate::preflight::verdict(&plan)?);
             Ok(())
         }
@@ -457,7 +445,7 @@ fn demo(args: DemoArgs) -> Result<(), Error> {
         _ => return Err(Error::Internal("demo flags do not parse".into())),
     };
     let mut plan = run.into_plan()?;
-    plan.report = args.report.as_deref().map(report_dest);
+    plan.report = args.report.as_deref().map(ReportDest::parse);
     let dest = plan.report.clone();
     let result = crate::run(plan);
     handle.stop();

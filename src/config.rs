@@ -28,7 +28,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::Error;
-use crate::plan::{self, LoadModel, Plan, WorkloadSpec};
+use crate::plan::{self, LoadModel, Plan, ReportDest, WorkloadSpec, defaults};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -102,22 +102,24 @@ impl Locator<'_> {
     }
 }
 
-/// Settings the command line may override.
+/// Globals given on the command line next to `--config`; each one, when
+/// set, replaces the file's key of the same meaning (and stays in force
+/// across reloads, so SIGHUP cannot undo a flag).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Overrides {
-    /// `--metrics-listen`.
+    /// The Prometheus address (`Some(None)` turns the endpoint off).
     pub metrics_listen: Option<Option<SocketAddr>>,
-    /// `-t`.
+    /// Worker threads.
     pub threads: Option<usize>,
-    /// `--report`.
+    /// Where the JSON report goes (`-` for standard output).
     pub report: Option<String>,
-    /// `--hdr-log`.
+    /// The HdrHistogram interval log.
     pub hdr_log: Option<PathBuf>,
-    /// `-d`.
+    /// Stop after this long.
     pub duration: Option<Duration>,
-    /// `-n`.
+    /// Stop after this many completed requests.
     pub requests: Option<u64>,
-    /// `--metrics-linger`.
+    /// Serve the final metrics this long after the run.
     pub metrics_linger: Option<Duration>,
 }
 
@@ -130,9 +132,7 @@ pub fn load(path: &Path, over: Overrides) -> Result<Plan, Error> {
             path.display()
         ))
     })?;
-    let mut plan = parse(path, &text, over.clone())?;
-    plan.config = Some((path.to_path_buf(), over));
-    Ok(plan)
+    parse(path, &text, over)
 }
 
 /// [`load`] on text already read (tests and `soakd check` use it too).
@@ -209,23 +209,27 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
             }
         };
         let pipeline = match &ww.pipeline {
-            Some(p) if !(1..=1024).contains(p.get_ref()) => {
-                return Err(loc.err(p, "pipeline", "must be between 1 and 1024"));
+            Some(p) if !(1..=defaults::MAX_PIPELINE).contains(p.get_ref()) => {
+                return Err(loc.err(
+                    p,
+                    "pipeline",
+                    format!("must be between 1 and {}", defaults::MAX_PIPELINE),
+                ));
             }
             Some(p) => *p.get_ref(),
-            None => 1,
+            None => defaults::PIPELINE,
         };
         let method = match &ww.method {
             Some(m) => {
-                crate::http::check_method(m.get_ref()).map_err(|e| loc.err(m, "method", e))?;
+                crate::wire::check_method(m.get_ref()).map_err(|e| loc.err(m, "method", e))?;
                 m.get_ref().clone()
             }
-            None => "GET".into(),
+            None => defaults::METHOD.into(),
         };
         let mut headers = Vec::new();
         if let Some(h) = &ww.headers {
             for (name, value) in h.get_ref() {
-                crate::http::check_header(name, value).map_err(|e| loc.err(h, "headers", e))?;
+                crate::wire::check_header(name, value).map_err(|e| loc.err(h, "headers", e))?;
                 headers.push((name.clone(), value.clone()));
             }
         }
@@ -256,8 +260,8 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
         let spec = WorkloadSpec {
             name: ww.name.as_ref().map(|n| n.get_ref().clone()),
             url: ww.url.get_ref().clone(),
-            connections: positive_u32(&ww.connections, "connections", 100)?,
-            ramp: positive_u32(&ww.ramp, "ramp", 1000)?,
+            connections: positive_u32(&ww.connections, "connections", defaults::CONNECTIONS)?,
+            ramp: positive_u32(&ww.ramp, "ramp", defaults::RAMP)?,
             model,
             pipeline,
             close: ww.close.as_ref().is_some_and(|c| *c.get_ref()),
@@ -265,8 +269,8 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
             headers,
             body: ww.body.as_ref().map(|b| b.get_ref().clone().into_bytes()),
             body_file: ww.body_file.as_ref().map(|f| f.get_ref().clone()),
-            connect_timeout: dur(&ww.connect_timeout, "connect_timeout", true)?.unwrap_or(Duration::from_secs(5)),
-            request_timeout: dur(&ww.request_timeout, "request_timeout", true)?.unwrap_or(Duration::from_secs(30)),
+            connect_timeout: dur(&ww.connect_timeout, "connect_timeout", true)?.unwrap_or(defaults::CONNECT_TIMEOUT),
+            request_timeout: dur(&ww.request_timeout, "request_timeout", true)?.unwrap_or(defaults::REQUEST_TIMEOUT),
             source_addrs: sources,
             max_requests_per_conn,
             max_conn_lifetime: dur(&ww.max_conn_lifetime, "max_conn_lifetime", true)?,
@@ -350,7 +354,7 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
     }
     let metrics_listen = match (over.metrics_listen, &file.metrics_listen) {
         (Some(m), _) => m,
-        (None, None) => Some(SocketAddr::from(([127, 0, 0, 1], 9469))),
+        (None, None) => Some(defaults::METRICS_LISTEN),
         (None, Some(v)) if v.get_ref() == "off" => None,
         (None, Some(v)) => Some(v.get_ref().parse().map_err(|_| {
             loc.err(
@@ -364,7 +368,7 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
         (Some(t), _) => t,
         (None, Some(t)) if *t.get_ref() == 0 => return Err(loc.err(t, "threads", "must be at least 1")),
         (None, Some(t)) => *t.get_ref() as usize,
-        (None, None) => crate::cli::default_threads(),
+        (None, None) => defaults::threads(),
     };
     let requests = match (over.requests, &file.requests) {
         (Some(n), _) => Some(n),
@@ -379,102 +383,15 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
             None => dur(&file.duration, "duration", true)?,
         },
         max_requests: requests,
-        report: over.report.or(file.report).as_deref().map(crate::cli::report_dest),
+        report: over.report.or(file.report).as_deref().map(ReportDest::parse),
         metrics_listen,
-        drain_timeout: Duration::from_secs(5),
+        drain_timeout: defaults::DRAIN_TIMEOUT,
         hdr_log: over.hdr_log.or(file.hdr_log),
-        config: None,
         metrics_linger: match over.metrics_linger {
             Some(d) => d,
             None => dur(&file.metrics_linger, "metrics_linger", false)?.unwrap_or_default(),
         },
     })
-}
-
-/// The effective plan in words, for `soakd check`.
-pub fn describe(plan: &Plan) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
-    let mut total_rate = 0.0;
-    let mut rate_known = true;
-    for w in &plan.workloads {
-        let _ = writeln!(s, "workload {} -> {} ({})", w.name, w.target.url, w.target.addr);
-        let model = match w.model {
-            LoadModel::Closed => {
-                rate_known = false;
-                "closed loop (next request as soon as a response is in)".to_string()
-            }
-            LoadModel::Interval(i) => {
-                let r = w.connections as f64 / i.as_secs_f64();
-                total_rate += r;
-                format!(
-                    "paced: one request every {} per connection = {r:.1} req/s",
-                    humantime::format_duration(i)
-                )
-            }
-            LoadModel::Rate(r) => {
-                total_rate += r;
-                format!("open loop: {r} req/s spread over the connections")
-            }
-        };
-        let _ = writeln!(
-            s,
-            "  connections {}  ramp {}/s (about {:.1} s)  pipeline {}{}",
-            w.connections,
-            w.ramp,
-            w.connections as f64 / w.ramp as f64,
-            w.pipeline,
-            if w.close { "  one request per connection" } else { "" }
-        );
-        let _ = writeln!(s, "  {model}");
-        let _ = writeln!(
-            s,
-            "  timeouts connect {} request {}",
-            humantime::format_duration(w.connect_timeout),
-            humantime::format_duration(w.request_timeout)
-        );
-        if !w.source_addrs.is_empty() {
-            let list: Vec<String> = w.source_addrs.iter().map(IpAddr::to_string).collect();
-            let _ = writeln!(s, "  source addresses {}", list.join(", "));
-        }
-        for (i, st) in w.stages.iter().enumerate() {
-            let _ = writeln!(
-                s,
-                "  stage {}: {} connections, {}, for {}",
-                i + 1,
-                st.connections,
-                st.model,
-                humantime::format_duration(st.hold)
-            );
-        }
-        if !w.stages.is_empty() {
-            let _ = writeln!(
-                s,
-                "  after the last stage: {}",
-                if w.then_stop { "stop the run" } else { "hold it" }
-            );
-        }
-        if let Some(n) = w.max_requests_per_conn {
-            let _ = writeln!(s, "  churn: about {n} requests per connection");
-        }
-        if let Some(d) = w.max_conn_lifetime {
-            let _ = writeln!(s, "  churn: connections live about {}", humantime::format_duration(d));
-        }
-    }
-    let _ = writeln!(
-        s,
-        "total: {} connections, {}, {} worker threads, metrics {}",
-        plan.total_connections(),
-        if rate_known {
-            format!("{total_rate:.1} req/s")
-        } else {
-            "closed-loop rate (as fast as the target answers)".into()
-        },
-        plan.threads,
-        plan.metrics_listen
-            .map_or("off".into(), |a| format!("http://{a}/metrics"))
-    );
-    s
 }
 
 #[cfg(test)]
@@ -522,7 +439,7 @@ pipeline = 2
         assert!(String::from_utf8_lossy(&a.target.request).contains("X-Test: 1\r\n"));
         assert_eq!((b.name.as_str(), b.pipeline), ("127.0.0.1:8081", 2));
         assert_eq!(b.model, LoadModel::Rate(250.5));
-        assert!(describe(&plan).contains("total: 5010 connections, 5250.5 req/s"));
+        assert!(crate::plan::describe(&plan).contains("total: 5010 connections, 5250.5 req/s"));
     }
 
     #[test]
@@ -557,7 +474,7 @@ pipeline = 2
         let iv = LoadModel::Interval(Duration::from_secs(1));
         assert_eq!(got, [(100, LoadModel::Rate(10.0), 60), (100, iv, 120), (500, iv, 180)]);
         assert_eq!(plan.total_connections(), 500, "limits must fit the largest stage");
-        assert!(describe(&plan).contains("stage 3: 500 connections"));
+        assert!(crate::plan::describe(&plan).contains("stage 3: 500 connections"));
         let e =
             parse_text("[[workload]]\nurl = \"http://127.0.0.1:1/\"\nstages = [{ connections = 5 }]\n").unwrap_err();
         assert!(e.contains("soak.toml") && e.contains("hold"), "{e}");

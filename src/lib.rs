@@ -7,38 +7,48 @@
 //! every failure.
 //!
 //! The crate is a library first so that tests and other programs can drive
-//! the daemon in-process: [`run`] takes a validated [`plan::Plan`] and returns
-//! the final [`report::Report`]. `main.rs` only parses flags and maps errors to
-//! exit codes.
+//! the daemon in-process: [`run`] takes a validated [`Plan`] and returns the
+//! final [`Report`]. Its modules are layers, each using only those below:
+//!
+//! | layer | modules |
+//! |---|---|
+//! | 0 parts | `error`, [`wire`], `timer`, `netio`, `stats` |
+//! | 1 plan | [`plan`] |
+//! | 2 | [`config`], `preflight` |
+//! | 3 | `engine`, [`report`], `observe` |
+//! | 4 | `target`, [`statuscmd`] |
+//! | 5 | `daemon`, [`cli`] |
+//!
+//! Only what the binary, the tests and the fuzzers need is public.
 #![deny(missing_docs, rust_2018_idioms, unsafe_code)]
+
+#[macro_use]
+mod names;
 
 pub mod cli;
 pub mod config;
-pub mod engine;
-pub mod error;
-pub mod exporter;
-pub mod hdrlog;
-pub mod http;
-pub mod metrics;
-pub mod notify;
+mod daemon;
+mod engine;
+mod error;
+mod observe;
 pub mod plan;
-pub mod preflight;
+mod preflight;
 pub mod report;
-pub mod stats;
-pub mod status;
+mod stats;
 pub mod statuscmd;
-pub mod target;
-pub mod timer;
+mod target;
+mod timer;
+pub mod wire;
 
 pub use error::Error;
 pub use plan::Plan;
 pub use report::Report;
 
 /// Runs the soak described by `plan` until it stops (duration, request
-/// count, or SIGINT/SIGTERM) and returns the final report.
+/// count, stages, or SIGINT/SIGTERM) and returns the final report.
 ///
 /// Preflight (open-file and port limits) happens before any connection is
 /// opened; its failures come back as [`Error::Preflight`].
 pub fn run(plan: Plan) -> Result<Report, Error> {
-    engine::run(plan)
+    daemon::run(plan, None)
 }

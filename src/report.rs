@@ -12,9 +12,8 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::engine::Totals;
 use crate::plan::Plan;
-use crate::stats::{CloseReason, ErrorKind, Gauges, WorkloadStats};
+use crate::stats::{CloseReason, ErrorKind, Gauges, Totals, WorkloadStats};
 
 /// Percentiles of one histogram, in seconds.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]

@@ -77,19 +77,16 @@ impl Wheel {
         }
     }
 
+    #[cfg(test)]
     /// Number of armed timers.
     pub fn len(&self) -> usize {
         self.armed
     }
 
+    #[cfg(test)]
     /// True when no timer is armed.
     pub fn is_empty(&self) -> bool {
         self.armed == 0
-    }
-
-    /// The tick the wheel has processed up to.
-    pub fn now(&self) -> u64 {
-        self.elapsed
     }
 
     /// The deadline `id` is armed for, if it is armed.
@@ -127,6 +124,7 @@ impl Wheel {
         }
     }
 
+    #[cfg(test)]
     /// The earliest tick at which some timer fires, if any is armed. It may
     /// be a slot boundary earlier than the entry's own deadline when the entry
     /// sits on a coarse level: polling then only cascades it, which is the

@@ -31,7 +31,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use soakd::http::{AtEof, Framed, Framer, MAX_HEAD_BYTES, ProtocolError};
+use soakd::wire::{AtEof, Framed, Framer, MAX_HEAD_BYTES, ProtocolError};
 
 const HEADER: usize = 24;
 /// Largest stream the repetition may build.

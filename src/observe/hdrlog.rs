@@ -23,7 +23,7 @@ use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 
 use crate::Error;
-use crate::engine::Totals;
+use crate::stats::Totals;
 
 /// Length of one logged interval.
 pub const INTERVAL: Duration = Duration::from_secs(10);

@@ -8,9 +8,9 @@
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use crate::engine::Totals;
 use crate::report::human;
 use crate::stats::Gauges;
+use crate::stats::Totals;
 
 /// Prints the status line.
 #[derive(Debug)]

@@ -28,7 +28,6 @@ use std::ffi::{OsStr, OsString};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
-use std::path::Path;
 use std::time::Duration;
 
 /// The longest a notification may wait for room in the service manager's
@@ -74,9 +73,10 @@ impl Notifier {
         Notifier::from_vars(|name| std::env::var_os(name), std::process::id())
     }
 
+    #[cfg(test)]
     /// For tests: a notifier sending to this socket path with this watchdog
     /// interval. Disabled if the path cannot be a socket address (too long).
-    pub fn to_path(path: &Path, watchdog: Option<Duration>) -> Notifier {
+    pub fn to_path(path: &std::path::Path, watchdog: Option<Duration>) -> Notifier {
         match SocketAddr::from_pathname(path) {
             Ok(addr) => Notifier::open(addr, watchdog),
             Err(_) => Notifier::disabled(),
@@ -206,6 +206,7 @@ fn parse_watchdog(usec: Option<&str>, watchdog_pid: Option<&str>, our_pid: u32) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
     use std::io;
     use std::path::PathBuf;
     use std::time::{SystemTime, UNIX_EPOCH};

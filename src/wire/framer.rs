@@ -1,20 +1,15 @@
-//! HTTP/1.1 on the wire: request bytes rendered once, responses framed
-//! incrementally.
+//! The response framer: where each response ends, without storing it.
 //!
-//! The engine sends the same request millions of times, so the bytes are
-//! rendered once per workload ([`render_request`]) and written straight from
-//! that buffer. Responses are never stored: soakd only needs each response's
-//! status, whether the connection stays open, and where it ends. [`Framer`]
-//! is a per-connection state machine fed whatever the socket returned; it
-//! parses heads with `httparse` and then walks bodies (Content-Length,
-//! chunked with trailers, close-delimited, or none) without copying them.
+//! Responses are never kept: soakd only needs each response's status,
+//! whether the connection stays open, and where it ends. [`Framer`] is a
+//! per-connection state machine fed whatever the socket returned; it parses
+//! heads with `httparse` and then walks bodies (Content-Length, chunked with
+//! trailers, close-delimited, or none) without copying them.
 //!
 //! "Need more bytes" and "bad bytes" are different outcomes: only a complete
 //! head is handed to `httparse`, a head that keeps growing past
 //! [`MAX_HEAD_BYTES`] is an error, and a split anywhere in the stream frames
 //! exactly like the unsplit stream (property-tested below).
-
-use std::fmt::Write as _;
 
 /// Largest response head soakd accepts, interim 1xx heads included; anything
 /// longer is a protocol error.
@@ -43,79 +38,6 @@ pub enum ProtocolError {
     /// 101 Switching Protocols: soakd never asks for an upgrade.
     #[error("unexpected 101 Switching Protocols")]
     UnexpectedUpgrade,
-}
-
-/// What the request to render looks like.
-#[derive(Clone, Debug)]
-pub struct RequestSpec {
-    /// Method, e.g. `GET`.
-    pub method: String,
-    /// Origin-form target: path plus query, e.g. `/index.html?x=1`.
-    pub target: String,
-    /// Value of the Host header (`host` or `host:port`).
-    pub host: String,
-    /// Extra header fields, in order. A `Host` or `User-Agent` here replaces
-    /// soakd's own.
-    pub headers: Vec<(String, String)>,
-    /// Request body; a Content-Length is added when it is not empty.
-    pub body: Vec<u8>,
-    /// Add `Connection: close` (one request per connection).
-    pub close: bool,
-}
-
-/// Checks a request method: an upper-case token such as `GET`. Anything
-/// else would break the request line (the command line and the config file
-/// both check with this).
-pub fn check_method(method: &str) -> Result<(), String> {
-    if !method.is_empty() && method.chars().all(|c| c.is_ascii_uppercase()) {
-        Ok(())
-    } else {
-        Err(format!(
-            "{method:?} is not an upper-case HTTP method such as GET, POST or HEAD"
-        ))
-    }
-}
-
-/// Checks an extra header field: the name must be an RFC 9110 token and the
-/// value must not contain a line break (which would end the field early and
-/// inject another, or end the head).
-pub fn check_header(name: &str, value: &str) -> Result<(), String> {
-    let is_token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
-    if name.is_empty() || !name.chars().all(is_token) {
-        return Err(format!("{name:?} is not a valid header name"));
-    }
-    if value.contains(['\r', '\n', '\0']) {
-        return Err(format!("the value of {name} contains a line break or NUL"));
-    }
-    Ok(())
-}
-
-/// Renders `spec` into the exact bytes written for every request.
-pub fn render_request(spec: &RequestSpec) -> Vec<u8> {
-    let has = |name: &str| spec.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
-    let mut head = String::with_capacity(128);
-    // Writing into a String cannot fail.
-    let _ = write!(head, "{} {} HTTP/1.1\r\n", spec.method, spec.target);
-    if !has("host") {
-        let _ = write!(head, "Host: {}\r\n", spec.host);
-    }
-    if !has("user-agent") {
-        let _ = write!(head, "User-Agent: soakd/{}\r\n", env!("CARGO_PKG_VERSION"));
-    }
-    for (name, value) in &spec.headers {
-        let _ = write!(head, "{name}: {value}\r\n");
-    }
-    let wants_length = !spec.body.is_empty() || matches!(spec.method.as_str(), "POST" | "PUT" | "PATCH");
-    if wants_length && !has("content-length") {
-        let _ = write!(head, "Content-Length: {}\r\n", spec.body.len());
-    }
-    if spec.close && !has("connection") {
-        head.push_str("Connection: close\r\n");
-    }
-    head.push_str("\r\n");
-    let mut bytes = head.into_bytes();
-    bytes.extend_from_slice(&spec.body);
-    bytes
 }
 
 /// The outcome of feeding bytes to a [`Framer`].
@@ -306,33 +228,9 @@ impl Framer {
                 continue;
             }
             let http10 = resp.version == Some(0);
-            let mut keep_alive = !http10;
-            let mut length: Option<u64> = None;
-            let mut chunked = false;
-            let mut other_coding = false;
-            for h in resp.headers.iter() {
-                if h.name.eq_ignore_ascii_case("content-length") {
-                    let v = parse_length(h.value).ok_or(ProtocolError::BadContentLength)?;
-                    if length.is_some_and(|l| l != v) {
-                        return Err(ProtocolError::BadContentLength);
-                    }
-                    length = Some(v);
-                } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-                    // Only the final coding decides the framing (RFC 9112 6.3).
-                    let last = h.value.rsplit(|b| *b == b',').next().unwrap_or(b"");
-                    chunked = trim(last).eq_ignore_ascii_case(b"chunked");
-                    other_coding = !chunked;
-                } else if h.name.eq_ignore_ascii_case("connection") {
-                    for token in h.value.split(|b| *b == b',') {
-                        let token = trim(token);
-                        if token.eq_ignore_ascii_case(b"close") {
-                            keep_alive = false;
-                        } else if token.eq_ignore_ascii_case(b"keep-alive") && http10 {
-                            keep_alive = true;
-                        }
-                    }
-                }
-            }
+            let f = super::headers::scan(resp.headers).map_err(|_| ProtocolError::BadContentLength)?;
+            let keep_alive = !f.close && (!http10 || f.keep_alive);
+            let (length, chunked, other_coding) = (f.content_length, f.chunked, f.other_coding);
             self.status = status;
             self.keep_alive = keep_alive;
             self.state = if self.head_request || status == 204 || status == 304 {
@@ -446,32 +344,6 @@ fn walk_chunks(mut state: Chunk, buf: &[u8]) -> Result<(usize, Option<Chunk>), P
         };
     }
     Ok((pos, Some(state)))
-}
-
-fn parse_length(v: &[u8]) -> Option<u64> {
-    let v = trim(v);
-    if v.is_empty() || v.len() > 18 || !v.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    Some(v.iter().fold(0u64, |acc, d| acc * 10 + (d - b'0') as u64))
-}
-
-fn trim(mut v: &[u8]) -> &[u8] {
-    while let [first, rest @ ..] = v {
-        if first.is_ascii_whitespace() {
-            v = rest;
-        } else {
-            break;
-        }
-    }
-    while let [rest @ .., last] = v {
-        if last.is_ascii_whitespace() {
-            v = rest;
-        } else {
-            break;
-        }
-    }
-    v
 }
 
 #[cfg(test)]
@@ -665,31 +537,6 @@ mod tests {
             frame_split(&fits, &[7, 1000, 2000], false).unwrap(),
             (vec![(200, true)], AtEof::Idle)
         );
-    }
-
-    #[test]
-    fn renders_request_once() {
-        let spec = RequestSpec {
-            method: "POST".into(),
-            target: "/a?b=1".into(),
-            host: "example.test:8080".into(),
-            headers: vec![("X-Test".into(), "1".into())],
-            body: b"hi".to_vec(),
-            close: true,
-        };
-        let text = String::from_utf8(render_request(&spec)).unwrap();
-        assert!(
-            text.starts_with("POST /a?b=1 HTTP/1.1\r\nHost: example.test:8080\r\n"),
-            "{text}"
-        );
-        assert!(text.contains("X-Test: 1\r\n"));
-        assert!(text.contains("Content-Length: 2\r\n"));
-        assert!(text.ends_with("Connection: close\r\n\r\nhi"));
-        let mut own_host = spec.clone();
-        own_host.headers = vec![("host".into(), "other".into())];
-        let text = String::from_utf8(render_request(&own_host)).unwrap();
-        assert!(!text.contains("Host: example.test"));
-        assert!(text.contains("host: other\r\n"));
     }
 
     fn response() -> impl Strategy<Value = Vec<u8>> {

@@ -10,9 +10,16 @@
 //! messages the operator sees for bad input: each names the offending value
 //! and what is expected.
 
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+pub mod defaults;
+mod describe;
+mod url;
+
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
+
+pub use describe::describe;
+pub use url::{ParsedUrl, parse_url, resolve};
 
 use crate::Error;
 
@@ -59,8 +66,9 @@ pub struct Target {
     pub url: String,
     /// Address connections are opened to (first resolved address).
     pub addr: SocketAddr,
-    /// Request bytes, rendered once.
-    pub request: Vec<u8>,
+    /// Request bytes, rendered once and shared (never copied per worker or
+    /// per connection).
+    pub request: std::sync::Arc<[u8]>,
     /// True for HEAD requests: responses have no body.
     pub head: bool,
 }
@@ -122,6 +130,18 @@ pub enum ReportDest {
     File(PathBuf),
 }
 
+impl ReportDest {
+    /// `-` is standard output, anything else a file (the same for the flag
+    /// and the config key).
+    pub fn parse(value: &str) -> ReportDest {
+        if value == "-" {
+            ReportDest::Stdout
+        } else {
+            ReportDest::File(PathBuf::from(value))
+        }
+    }
+}
+
 /// A validated run.
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -144,9 +164,6 @@ pub struct Plan {
     /// Keep serving the final metrics this long after the run, so the last
     /// scrape sees the final counters.
     pub metrics_linger: Duration,
-    /// The config file the plan came from and the flags that overrode it:
-    /// what SIGHUP re-reads. `None` for a command-line plan.
-    pub config: Option<(PathBuf, crate::config::Overrides)>,
 }
 
 impl Plan {
@@ -258,13 +275,25 @@ impl WorkloadSpec {
             })?,
             (None, None) => Vec::new(),
         };
+        if body.len() > defaults::MAX_BODY_BYTES {
+            return Err(Error::Usage(format!(
+                "{}: the body is {} bytes, over the limit of 16 MiB ({} bytes); send a smaller body",
+                if self.body_file.is_some() {
+                    key("body_file")
+                } else {
+                    key("body")
+                },
+                body.len(),
+                defaults::MAX_BODY_BYTES
+            )));
+        }
         if self.method == "HEAD" && !body.is_empty() {
             return Err(Error::Usage(format!(
                 "{}: a HEAD request cannot carry a body",
                 key("body")
             )));
         }
-        let request = crate::http::render_request(&crate::http::RequestSpec {
+        let request = crate::wire::render_request(&crate::wire::RequestSpec {
             method: self.method.clone(),
             target: parsed.target.clone(),
             host: parsed.host_header.clone(),
@@ -284,7 +313,7 @@ impl WorkloadSpec {
             target: Target {
                 url: self.url,
                 addr,
-                request,
+                request: request.into(),
                 head: self.method == "HEAD",
             },
             connections: self.connections,
@@ -328,87 +357,6 @@ pub fn parse_positive_duration(what: &str, value: &str) -> Result<Duration, Erro
         )));
     }
     Ok(d)
-}
-
-/// A parsed `http://` URL.
-#[derive(Clone, Debug)]
-pub struct ParsedUrl {
-    /// Host as written (name or literal address).
-    pub host: String,
-    /// Port (80 when absent).
-    pub port: u16,
-    /// Value for the Host header: host, plus `:port` when not 80.
-    pub host_header: String,
-    /// Path and query, at least `/`.
-    pub target: String,
-}
-
-/// Parses and checks a target URL: `http://` only, no user info, a host.
-pub fn parse_url(value: &str) -> Result<ParsedUrl, Error> {
-    let url = url::Url::parse(value).map_err(|e| {
-        Error::Usage(format!(
-            "URL {value:?} is not valid ({e}); expected something like http://127.0.0.1:8080/path"
-        ))
-    })?;
-    match url.scheme() {
-        "http" => {}
-        "https" => {
-            return Err(Error::Usage(format!(
-                "URL {value:?}: https is not supported yet; use an http:// URL (terminate TLS in front of the target if needed)"
-            )));
-        }
-        other => {
-            return Err(Error::Usage(format!(
-                "URL {value:?}: scheme {other:?} is not supported; expected http://"
-            )));
-        }
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(Error::Usage(format!(
-            "URL {value:?} contains user info; remove it and send credentials with -H \"Authorization: ...\""
-        )));
-    }
-    if url.fragment().is_some() {
-        return Err(Error::Usage(format!(
-            "URL {value:?} has a fragment (#...), which is never sent; remove it"
-        )));
-    }
-    let host = match url.host() {
-        Some(url::Host::Ipv6(a)) => a.to_string(),
-        Some(h) => h.to_string(),
-        None => return Err(Error::Usage(format!("URL {value:?} has no host"))),
-    };
-    let port = url.port().unwrap_or(80);
-    let host_header = match (url.host(), url.port()) {
-        (Some(url::Host::Ipv6(a)), Some(p)) => format!("[{a}]:{p}"),
-        (Some(url::Host::Ipv6(a)), None) => format!("[{a}]"),
-        (_, Some(p)) => format!("{host}:{p}"),
-        (_, None) => host.clone(),
-    };
-    let mut target = url.path().to_string();
-    if let Some(q) = url.query() {
-        target.push('?');
-        target.push_str(q);
-    }
-    Ok(ParsedUrl {
-        host,
-        port,
-        host_header,
-        target,
-    })
-}
-
-/// Resolves a parsed URL to the address connections go to.
-pub fn resolve(url: &ParsedUrl, original: &str) -> Result<SocketAddr, Error> {
-    let mut addrs = (url.host.as_str(), url.port).to_socket_addrs().map_err(|e| {
-        Error::Usage(format!(
-            "URL {original:?}: cannot resolve host {:?} ({e}); check the name or use an IP address",
-            url.host
-        ))
-    })?;
-    addrs
-        .next()
-        .ok_or_else(|| Error::Usage(format!("URL {original:?}: host {:?} resolved to no address", url.host)))
 }
 
 #[cfg(test)]

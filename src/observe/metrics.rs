@@ -22,7 +22,7 @@ use hdrhistogram::Histogram;
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, MetricFamily, MetricType};
 
-use crate::engine::Totals;
+use crate::stats::Totals;
 use crate::stats::{self, CloseReason, Counters, ErrorKind, Gauges};
 
 /// Bucket upper bounds in seconds: 100, 250, 500 µs; ten per decade from

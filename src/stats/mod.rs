@@ -14,114 +14,19 @@
 //! week-long run can never fail to record; counts are `u64`, so a bucket
 //! cannot saturate in any run shorter than centuries.
 
+mod kinds;
+mod totals;
+
 use std::sync::Mutex;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
+pub use kinds::{CloseReason, ErrorKind, StatusClass};
+pub use totals::Totals;
+
 /// Highest value the histograms track, in microseconds (1 hour).
 pub const HIST_MAX_US: u64 = 3_600_000_000;
-
-/// Why a request or connection failed. The names are a contract shared by
-/// the report, the metrics and the docs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ErrorKind {
-    /// The target refused the connection (ECONNREFUSED).
-    ConnectRefused,
-    /// The connect did not finish within `--connect-timeout` (or ETIMEDOUT).
-    ConnectTimeout,
-    /// Any other connect failure (unreachable network, reset during connect).
-    ConnectOther,
-    /// No local address/port left (EADDRNOTAVAIL: ephemeral ports exhausted).
-    AddrUnavailable,
-    /// No file descriptor left (EMFILE/ENFILE).
-    FdLimit,
-    /// The established connection was reset (ECONNRESET, EPIPE).
-    Reset,
-    /// The peer closed while a response was still owed.
-    Eof,
-    /// No complete response within `--request-timeout`.
-    Timeout,
-    /// A response that cannot be parsed or framed, or bytes nobody asked for.
-    Protocol,
-}
-
-impl ErrorKind {
-    /// Every kind, in report order.
-    pub const ALL: [ErrorKind; 9] = [
-        ErrorKind::ConnectRefused,
-        ErrorKind::ConnectTimeout,
-        ErrorKind::ConnectOther,
-        ErrorKind::AddrUnavailable,
-        ErrorKind::FdLimit,
-        ErrorKind::Reset,
-        ErrorKind::Eof,
-        ErrorKind::Timeout,
-        ErrorKind::Protocol,
-    ];
-
-    /// The kind's name in reports and metric labels.
-    pub fn name(self) -> &'static str {
-        match self {
-            ErrorKind::ConnectRefused => "connect_refused",
-            ErrorKind::ConnectTimeout => "connect_timeout",
-            ErrorKind::ConnectOther => "connect_other",
-            ErrorKind::AddrUnavailable => "addr_unavailable",
-            ErrorKind::FdLimit => "fd_limit",
-            ErrorKind::Reset => "reset",
-            ErrorKind::Eof => "eof",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::Protocol => "protocol",
-        }
-    }
-
-    /// True for failures to establish a connection.
-    pub fn is_connect(self) -> bool {
-        matches!(
-            self,
-            ErrorKind::ConnectRefused
-                | ErrorKind::ConnectTimeout
-                | ErrorKind::ConnectOther
-                | ErrorKind::AddrUnavailable
-                | ErrorKind::FdLimit
-        )
-    }
-}
-
-/// Why an established connection was closed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CloseReason {
-    /// The server closed it without owing a response (`Connection: close`,
-    /// HTTP/1.0, an idle close, a close-delimited body).
-    ServerClose,
-    /// An error (see [`ErrorKind`]).
-    Error,
-    /// soakd's planned churn: `--close`, `--max-requests-per-conn`,
-    /// `--max-conn-lifetime`.
-    Churn,
-    /// The run stopped.
-    Shutdown,
-}
-
-impl CloseReason {
-    /// Every reason, in report order.
-    pub const ALL: [CloseReason; 4] = [
-        CloseReason::ServerClose,
-        CloseReason::Error,
-        CloseReason::Churn,
-        CloseReason::Shutdown,
-    ];
-
-    /// The reason's name in reports and metric labels.
-    pub fn name(self) -> &'static str {
-        match self {
-            CloseReason::ServerClose => "server_close",
-            CloseReason::Error => "error",
-            CloseReason::Churn => "churn",
-            CloseReason::Shutdown => "shutdown",
-        }
-    }
-}
 
 /// Plain event counters of one workload.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -129,7 +34,7 @@ pub struct Counters {
     /// Successful connects.
     pub opened: u64,
     /// Closes of established connections, by [`CloseReason`].
-    pub closed: [u64; 4],
+    pub closed: [u64; CloseReason::COUNT],
     /// Connect attempts started.
     pub connects_started: u64,
     /// Requests issued on a connection.
@@ -142,9 +47,9 @@ pub struct Counters {
     /// request timeout when a connection became free (open/paced modes).
     pub missed: u64,
     /// Responses by class: 1xx .. 5xx (a status outside 100..599 counts as 5xx).
-    pub responses: [u64; 5],
+    pub responses: [u64; StatusClass::COUNT],
     /// Errors by [`ErrorKind`], in [`ErrorKind::ALL`] order.
-    pub errors: [u64; 9],
+    pub errors: [u64; ErrorKind::COUNT],
     /// Bytes written.
     pub bytes_sent: u64,
     /// Bytes read.
@@ -197,14 +102,7 @@ impl Counters {
     /// Counts one complete response with `status`.
     #[inline]
     pub fn response(&mut self, status: u16) {
-        let class = match status {
-            100..=199 => 0,
-            200..=299 => 1,
-            300..=399 => 2,
-            400..=499 => 3,
-            _ => 4,
-        };
-        self.responses[class] += 1;
+        self.responses[StatusClass::of(status) as usize] += 1;
     }
 }
 
@@ -214,6 +112,7 @@ pub fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, HIST_MAX_US, 3).expect("valid histogram bounds")
 }
 
+#[cfg(test)]
 /// Records a duration in microseconds, clamped into the histogram's range so
 /// recording can never fail.
 #[inline]

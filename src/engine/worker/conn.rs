@@ -1,0 +1,136 @@
+//! A connection slot and the small pure helpers its schedule uses.
+//!
+//! A slot holds at most one connection at a time and keeps its place in
+//! the schedule across reconnects. It is kept small: tens of thousands
+//! live at once, and only a split response head is ever stored in one.
+
+use std::collections::VecDeque;
+
+use mio::Token;
+
+use super::TICK_NS;
+use super::transport::Transport;
+use crate::wire::Framer;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum State {
+    /// In the ramp queue, waiting for a connect token.
+    Waiting,
+    /// Waiting out a backoff after an error.
+    Backoff,
+    Connecting,
+    Open,
+    /// Stopped: the run is ending.
+    Idle,
+}
+
+/// One connection slot. Kept small: tens of thousands live at once.
+pub(super) struct Conn {
+    pub(super) stream: Option<Transport>,
+    /// Bumped for each new socket so events for an old one are dropped.
+    pub(super) generation: u32,
+    pub(super) workload: u16,
+    pub(super) state: State,
+    /// Close after the requests in flight (planned churn).
+    pub(super) draining: bool,
+    /// The current connection completed at least one response.
+    pub(super) answered: bool,
+    /// The slot is gone from the plan (a stage lowered the connections): it
+    /// closes after its requests in flight and is removed.
+    pub(super) retiring: bool,
+    pub(super) inflight: u16,
+    pub(super) inflight_head: u16,
+    pub(super) backoff_ms: u32,
+    /// Requests this connection may still issue (planned churn).
+    pub(super) reqs_left: u32,
+    /// Issued requests not yet written out whole (at most the pipeline
+    /// depth); counting requests rather than bytes keeps this small and
+    /// cannot overflow whatever the body size.
+    pub(super) unsent: u16,
+    /// Offset of the next byte to write within the first unsent request.
+    pub(super) write_off: u32,
+    /// Global slot index within the workload: the schedule's phase.
+    pub(super) slot: u32,
+    /// Connect start while connecting; open time while open.
+    pub(super) since: u64,
+    /// Next scheduled due time (paced / open loop), ns; 0 before the first.
+    pub(super) next_due: u64,
+    /// Planned churn by age, ns.
+    pub(super) lifetime_end: u64,
+    pub(super) framer: Framer,
+    /// An incomplete response head carried over to the next read; empty
+    /// (and unallocated) otherwise.
+    pub(super) partial: Vec<u8>,
+}
+
+impl Conn {
+    /// A slot waiting for its first connection.
+    pub(super) fn new(workload: u16, slot: u32, head: bool) -> Conn {
+        Conn {
+            stream: None,
+            generation: 0,
+            workload,
+            state: State::Waiting,
+            draining: false,
+            answered: false,
+            retiring: false,
+            inflight: 0,
+            inflight_head: 0,
+            backoff_ms: 0,
+            reqs_left: u32::MAX,
+            unsent: 0,
+            write_off: 0,
+            slot,
+            since: 0,
+            next_due: 0,
+            lifetime_end: u64::MAX,
+            framer: Framer::new(head),
+            partial: Vec::new(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Inflight {
+    /// When the request was due (latency starts here).
+    pub(super) due: u64,
+    /// When it was written (timeouts start here).
+    pub(super) written: u64,
+}
+
+pub(super) struct Ramp {
+    pub(super) queue: VecDeque<u32>,
+    pub(super) rate: f64,
+    pub(super) tokens: f64,
+    pub(super) last: u64,
+}
+
+pub(super) fn token(key: usize, generation: u32) -> Token {
+    Token(key | ((generation as usize) << 32))
+}
+
+/// The first wheel tick at or after `ns`: a timer never fires early.
+pub(super) fn tick_ceil(ns: u64) -> u64 {
+    ns.div_ceil(TICK_NS)
+}
+
+/// The first due time at or after `now` of slot `slot` on the grid of a
+/// workload with `connections` slots and interval `iv`: slot j is due at
+/// j/connections of the interval, so the requests of all slots are spread
+/// evenly in time. (Grouping a few requests per due time would save loop
+/// wake-ups, but the bursts queue at servers with few workers and bias the
+/// very latency soakd measures: tried and rejected.)
+pub(super) fn grid_due(slot: u32, connections: u32, iv: u64, now: u64) -> u64 {
+    let phase = (slot as u128 * iv as u128 / connections.max(1) as u128) as u64;
+    if now <= phase {
+        phase
+    } else {
+        phase + (now - phase).div_ceil(iv) * iv
+    }
+}
+
+/// ±10% around `v`.
+pub(super) fn jitter(rng: &mut fastrand::Rng, v: u64) -> u64 {
+    let f = 0.9 + rng.f64() * 0.2;
+    ((v as f64 * f) as u64).max(1)
+}

@@ -1,0 +1,319 @@
+//! A slot's life: connect, open, close, fail, back off, reconnect, retire;
+//! and the timers and ramp tokens that pace it.
+//!
+//! Failures are classified here (one error per request lost, or one per
+//! failed connect) and every reconnect after an error goes through a
+//! jittered backoff and a ramp token, so a dead target never sees a storm.
+
+use std::time::Duration;
+
+use super::conn::{State, grid_due, jitter, tick_ceil, token};
+use super::socket::{self, Connecting};
+use super::transport::Transport;
+use super::{BACKOFF_FIRST_MS, BACKOFF_MAX_MS, HEALTHY_NS, PHASE_RUN, TICK_NS, Worker};
+use crate::stats::{self, CloseReason, ErrorKind};
+use crate::wire::Framer;
+
+impl Worker {
+    pub(super) fn set_state(&mut self, key: usize, to: State) {
+        let c = &mut self.conns[key];
+        let g = &mut self.gauges[c.workload as usize];
+        match c.state {
+            State::Open => g.open -= 1,
+            State::Connecting => g.connecting -= 1,
+            State::Waiting | State::Backoff => g.backoff -= 1,
+            State::Idle => {}
+        }
+        match to {
+            State::Open => g.open += 1,
+            State::Connecting => g.connecting += 1,
+            State::Waiting | State::Backoff => g.backoff += 1,
+            State::Idle => {}
+        }
+        c.state = to;
+    }
+
+    pub(super) fn start_connect(&mut self, key: usize, now: u64) {
+        let c = &mut self.conns[key];
+        let w = &self.wl[c.workload as usize];
+        let source = (!w.sources.is_empty()).then(|| w.sources[c.slot as usize % w.sources.len()]);
+        let addr = w.addr;
+        self.local[c.workload as usize].counters.connects_started += 1;
+        self.next_generation = self.next_generation.wrapping_add(1);
+        c.generation = self.next_generation;
+        c.since = now;
+        c.draining = false;
+        c.answered = false;
+        c.framer = Framer::new(self.wl[c.workload as usize].head);
+        c.partial = Vec::new();
+        let tok = token(key, c.generation);
+        self.set_state(key, State::Connecting);
+        let (mut stream, done) = match socket::connect(addr, source, self.ports.as_mut()) {
+            Ok(Connecting::InProgress(s)) => (Transport::plain(s), false),
+            Ok(Connecting::Done(s)) => (Transport::plain(s), true),
+            Err(kind) => return self.fail(key, kind, now),
+        };
+        if let Err(e) = stream.register(self.poll.registry(), tok) {
+            return self.fail(key, socket::classify_connect(&e), now);
+        }
+        let c = &mut self.conns[key];
+        c.stream = Some(stream);
+        if done {
+            self.on_connected(key, now);
+        } else {
+            let deadline = now + self.wl[c.workload as usize].connect_timeout_ns;
+            self.wheel.schedule(key as u32, tick_ceil(deadline));
+        }
+    }
+
+    pub(super) fn on_connected(&mut self, key: usize, now: u64) {
+        self.set_state(key, State::Open);
+        let c = &mut self.conns[key];
+        let wi = c.workload as usize;
+        let w = &self.wl[wi];
+        let st = &mut self.local[wi];
+        st.counters.opened += 1;
+        stats::record_ns(&mut st.connect, now - c.since);
+        c.since = now;
+        c.inflight = 0;
+        c.inflight_head = 0;
+        c.unsent = 0;
+        c.write_off = 0;
+        c.lifetime_end = w.max_lifetime_ns.map_or(u64::MAX, |l| now + jitter(&mut self.rng, l));
+        c.reqs_left = match w.max_requests {
+            None => u32::MAX,
+            Some(_) if w.close => 1,
+            Some(n) => jitter(&mut self.rng, n as u64).min(u32::MAX as u64) as u32,
+        };
+        if let Some(iv) = w.interval_ns {
+            if c.next_due == 0 {
+                c.next_due = grid_due(c.slot, w.connections, iv, now);
+            } else if c.next_due + w.request_timeout_ns < now {
+                // Requests that fell due while the slot had no connection and
+                // are already older than the request timeout are dropped as
+                // missed; the rest go out at once, late, with their latency
+                // counted from when they were due.
+                let stale = (now - w.request_timeout_ns - c.next_due) / iv + 1;
+                c.next_due += stale * iv;
+                st.counters.missed += stale;
+            }
+        }
+        let g = &self.gauges[wi];
+        if self.full_at[wi].is_none() && g.open == g.desired {
+            self.full_at[wi] = Some(Duration::from_nanos(now));
+        }
+        if self.pump(key, now) {
+            self.arm(key);
+        }
+    }
+
+    /// Closes an established connection. Requests still in flight cannot be
+    /// answered any more: they count as failed with `eof`.
+    pub(super) fn close(&mut self, key: usize, reason: CloseReason, _now: u64) {
+        let c = &mut self.conns[key];
+        let wi = c.workload as usize;
+        if let Some(mut s) = c.stream.take() {
+            s.deregister(self.poll.registry());
+        }
+        let lost = c.inflight as u64;
+        c.inflight = 0;
+        c.inflight_head = 0;
+        c.unsent = 0;
+        c.write_off = 0;
+        c.partial = Vec::new();
+        c.framer.reset();
+        // A graceful close of a connection that worked starts the backoff
+        // over; one that never answered keeps it growing (see `on_eof`).
+        if reason != CloseReason::Error && c.answered {
+            c.backoff_ms = 0;
+        }
+        let st = &mut self.local[wi].counters;
+        st.closed[reason as usize] += 1;
+        if lost > 0 && reason != CloseReason::Shutdown {
+            st.failed += lost;
+            st.error(ErrorKind::Eof, lost);
+            self.lose(wi, lost);
+        }
+        self.wheel.cancel(key as u32);
+        self.set_state(key, State::Idle);
+    }
+
+    /// Requests that failed go back into the `--requests` budget, so the run
+    /// still ends with exactly that many completed.
+    pub(super) fn lose(&mut self, wi: usize, lost: u64) {
+        self.inflight_total -= lost;
+        self.gauges[wi].in_flight -= lost;
+        if self.has_budget {
+            self.budget_left += lost;
+        }
+    }
+
+    /// After a graceful close: a new connection at once (no backoff, no ramp
+    /// token), unless the run is stopping.
+    pub(super) fn reconnect(&mut self, key: usize, now: u64) {
+        if self.conns[key].retiring {
+            self.remove_slot(key);
+        } else if self.phase == PHASE_RUN {
+            self.start_connect(key, now);
+        }
+    }
+
+    /// Takes a slot out of the worker for good.
+    pub(super) fn remove_slot(&mut self, key: usize) {
+        if let Some(mut s) = self.conns[key].stream.take() {
+            s.deregister(self.poll.registry());
+        }
+        self.wheel.cancel(key as u32);
+        self.set_state(key, State::Idle);
+        let wi = self.conns[key].workload as usize;
+        self.gauges[wi].desired -= 1;
+        self.conns.remove(key);
+    }
+
+    /// Retires a slot: at once when it has nothing in flight, otherwise
+    /// after its last response (see `reconnect`).
+    pub(super) fn retire(&mut self, key: usize, now: u64) {
+        let c = &mut self.conns[key];
+        c.retiring = true;
+        match c.state {
+            State::Open if c.inflight > 0 => c.draining = true,
+            State::Open => {
+                self.close(key, CloseReason::Churn, now);
+                self.remove_slot(key);
+            }
+            _ => self.remove_slot(key),
+        }
+    }
+
+    /// Records a failure of the slot's connection and backs off.
+    pub(super) fn fail(&mut self, key: usize, kind: ErrorKind, now: u64) {
+        let c = &mut self.conns[key];
+        let wi = c.workload as usize;
+        let was_open = c.state == State::Open;
+        // The backoff starts over only after a connection that worked for a
+        // while. Resetting it on any response would let a server that answers
+        // once and then breaks the connection pull 10 reconnects a second
+        // from every slot.
+        let healthy = was_open && c.answered && now.saturating_sub(c.since) >= HEALTHY_NS;
+        let lost = c.inflight as u64;
+        if was_open {
+            c.inflight = 0;
+            self.close(key, CloseReason::Error, now);
+        } else if let Some(mut s) = c.stream.take() {
+            s.deregister(self.poll.registry());
+        }
+        let st = &mut self.local[wi].counters;
+        // One error per request lost, or one for the connection when no
+        // request was owed (a failed connect, a reset while idle).
+        st.error(kind, lost.max(1));
+        if lost > 0 {
+            st.failed += lost;
+            self.lose(wi, lost);
+        }
+        if self.conns[key].retiring {
+            return self.remove_slot(key);
+        }
+        if self.phase != PHASE_RUN {
+            self.wheel.cancel(key as u32);
+            self.set_state(key, State::Idle);
+            return;
+        }
+        self.back_off(key, healthy, now);
+    }
+
+    /// Waits out the slot's next backoff step (100 ms doubling to 10 s, half
+    /// jittered) before it reconnects; `reset` starts over at 100 ms.
+    pub(super) fn back_off(&mut self, key: usize, reset: bool, now: u64) {
+        let c = &mut self.conns[key];
+        if reset {
+            c.backoff_ms = 0;
+        }
+        c.backoff_ms = if c.backoff_ms == 0 {
+            BACKOFF_FIRST_MS
+        } else {
+            (c.backoff_ms * 2).min(BACKOFF_MAX_MS)
+        };
+        // Half fixed, half random: spreads a crowd of failed slots over time
+        // so a recovering target is not hit by all of them at once.
+        let delay_ns = (c.backoff_ms as f64 * (0.5 + 0.5 * self.rng.f64()) * 1e6) as u64;
+        self.set_state(key, State::Backoff);
+        self.wheel.schedule(key as u32, tick_ceil(now + delay_ns));
+    }
+
+    pub(super) fn expire_timers(&mut self, now: u64) {
+        let mut fired = std::mem::take(&mut self.fired);
+        self.wheel.poll(now / TICK_NS, &mut fired);
+        for &id in &fired {
+            self.on_timer(id as usize, now);
+        }
+        fired.clear();
+        self.fired = fired;
+    }
+
+    pub(super) fn on_timer(&mut self, key: usize, now: u64) {
+        let Some(c) = self.conns.get_mut(key) else { return };
+        let w = &self.wl[c.workload as usize];
+        match c.state {
+            State::Backoff => {
+                self.set_state(key, State::Waiting);
+                let wi = self.conns[key].workload as usize;
+                self.ramp[wi].queue.push_back(key as u32);
+            }
+            State::Connecting => {
+                if now >= c.since + w.connect_timeout_ns {
+                    self.fail(key, ErrorKind::ConnectTimeout, now);
+                } else {
+                    self.wheel
+                        .schedule(key as u32, tick_ceil(c.since + w.connect_timeout_ns));
+                }
+            }
+            State::Open => {
+                if c.inflight > 0 {
+                    let oldest = self.inflight[key * self.max_pipeline + c.inflight_head as usize];
+                    if now >= oldest.written + w.request_timeout_ns {
+                        return self.fail(key, ErrorKind::Timeout, now);
+                    }
+                }
+                if now >= c.lifetime_end && !c.draining {
+                    c.draining = true;
+                    if c.inflight == 0 {
+                        self.close(key, CloseReason::Churn, now);
+                        return self.reconnect(key, now);
+                    }
+                }
+                if self.pump(key, now) {
+                    self.arm(key);
+                }
+            }
+            State::Waiting | State::Idle => {}
+        }
+    }
+
+    pub(super) fn run_ramp(&mut self, now: u64) {
+        if self.phase != PHASE_RUN {
+            return;
+        }
+        for wi in 0..self.ramp.len() {
+            let r = &mut self.ramp[wi];
+            if r.queue.is_empty() {
+                r.last = now;
+                continue;
+            }
+            // A burst of at most 1 ms worth of tokens: connects are spread
+            // over the second instead of stalling the loop (and the paced
+            // requests it owes) for a batch.
+            let cap = (r.rate / 1000.0).max(1.0);
+            r.tokens = (r.tokens + (now.saturating_sub(r.last)) as f64 * r.rate / 1e9).min(cap);
+            r.last = now;
+            while self.ramp[wi].tokens >= 1.0 {
+                let Some(key) = self.ramp[wi].queue.pop_front() else {
+                    break;
+                };
+                self.ramp[wi].tokens -= 1.0;
+                if self.conns.get(key as usize).is_some_and(|c| c.state == State::Waiting) {
+                    self.start_connect(key as usize, now);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,472 @@
+//! One worker thread: a mio `Poll`, a slab of connection slots, a timer
+//! wheel, and plain counters.
+//!
+//! Each slot holds at most one connection at a time and keeps its place in
+//! the schedule across reconnects. A slot moves through
+//! `Waiting` (for a ramp token) → `Connecting` → `Open` → (on error)
+//! `Backoff` → `Waiting` …; a graceful close (server `Connection: close`,
+//! planned churn) goes straight back to `Connecting`.
+//!
+//! Hot path rules: readiness is drained (edge-triggered), reads go into one
+//! per-thread buffer and only a split response head is ever kept per
+//! connection, request bytes are written from the workload's pre-rendered
+//! buffer, stats are plain fields flushed to the mailbox a few times a
+//! second, and every deadline is one `O(1)` wheel entry per connection that
+//! is re-armed lazily (an early timer is left in place and re-checked when
+//! it fires).
+
+mod commands;
+mod conn;
+mod io;
+mod lifecycle;
+pub(super) mod socket;
+mod transport;
+
+use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, Instant};
+
+use mio::{Events, Interest, Poll, Token};
+use slab::Slab;
+
+use crate::stats::{CloseReason, Delta, Gauges, Mailbox, WorkloadStats};
+use crate::timer::Wheel;
+use conn::{Conn, Inflight, Ramp, State};
+use socket::PortPicker;
+
+/// Workers run normally.
+pub const PHASE_RUN: u8 = 0;
+/// Stop sending and reconnecting; finish responses in flight.
+pub const PHASE_DRAIN: u8 = 1;
+/// Close everything and return.
+pub const PHASE_EXIT: u8 = 2;
+
+/// The waker's token; connection tokens never reach it (keys are < 2^32).
+pub const WAKER: Token = Token(usize::MAX);
+/// The timerfd's token.
+const TIMER: Token = Token(usize::MAX - 1);
+
+/// The timer wheel's tick. Fine enough that a paced request waits at most
+/// this long for its tick; the timerfd wakes the loop at that tick.
+const TICK_NS: u64 = 100_000;
+const FLUSH_EVERY_NS: u64 = 250_000_000;
+const BACKSTOP: Duration = Duration::from_secs(1);
+const BACKOFF_FIRST_MS: u32 = 100;
+const BACKOFF_MAX_MS: u32 = 10_000;
+const READ_BUF: usize = 64 * 1024;
+/// A connection open this long with a response behind it counts as a
+/// success for the backoff.
+const HEALTHY_NS: u64 = 1_000_000_000;
+
+/// State shared between the control thread and the workers. Workers read
+/// `phase` once per loop iteration and touch their mailbox once per flush.
+pub struct Shared {
+    /// One of the `PHASE_*` values.
+    pub phase: AtomicU8,
+    /// One per worker.
+    pub mailboxes: Vec<Mailbox>,
+    /// The run's time zero.
+    pub start: Instant,
+    /// Stage changes waiting for each worker; `commands_sent` moves when
+    /// there are new ones, so a worker looks at its queue only then.
+    pub commands: Vec<std::sync::Mutex<Vec<Command>>>,
+    /// Bumped by the control thread after queueing commands.
+    pub commands_sent: std::sync::atomic::AtomicU64,
+    /// Wakes the control thread: a worker that has nothing left in flight
+    /// after a stop says so at once, so the drain ends without polling.
+    pub control: Arc<mio::Waker>,
+}
+
+/// Per-workload settings the workers need, computed from the plan. Each
+/// worker has its own copy, which stage changes update; the request bytes
+/// in it are shared, not copied.
+#[derive(Clone, Debug)]
+pub struct WorkloadRt {
+    /// Where to connect.
+    pub addr: SocketAddr,
+    /// Local addresses to bind, spread by slot.
+    pub sources: Vec<IpAddr>,
+    /// The request bytes repeated a few times (see [`WorkloadRt::of`]), so
+    /// a burst of pipelined requests goes out in one write.
+    pub wire: Arc<[u8]>,
+    /// Length of one request.
+    pub req_len: usize,
+    /// HEAD requests: responses have no body.
+    pub head: bool,
+    /// Per-connection schedule interval (paced / open loop), ns.
+    pub interval_ns: Option<u64>,
+    /// Connections of the workload (for schedule phases).
+    pub connections: u32,
+    /// Requests in flight per connection.
+    pub pipeline: u16,
+    /// Planned churn by request count; `Some(1)` without jitter for `--close`.
+    pub max_requests: Option<u32>,
+    /// `--close`: exactly one request per connection.
+    pub close: bool,
+    /// Planned churn by age, ns.
+    pub max_lifetime_ns: Option<u64>,
+    /// Connect timeout, ns.
+    pub connect_timeout_ns: u64,
+    /// Request timeout, ns.
+    pub request_timeout_ns: u64,
+    /// New connections per second for the whole workload (`--ramp`).
+    pub ramp: u32,
+}
+
+/// Most bytes of request copies kept in [`WorkloadRt::wire`]: enough for a
+/// burst of small pipelined requests to be one write, never a copy of a
+/// large body per pipeline slot.
+const WIRE_COPIES_BYTES: usize = 64 * 1024;
+
+impl WorkloadRt {
+    /// The settings of `w` as the workers use them. The request is
+    /// repeated up to its pipeline depth, but only as far as 64 KiB, so a
+    /// deep pipeline of large bodies costs one copy, not `pipeline` of them.
+    pub fn of(w: &crate::plan::Workload) -> WorkloadRt {
+        let req = &w.target.request;
+        let copies = (WIRE_COPIES_BYTES / req.len().max(1)).clamp(1, w.pipeline.max(1) as usize);
+        WorkloadRt {
+            addr: w.target.addr,
+            sources: w.source_addrs.clone(),
+            wire: if copies == 1 {
+                req.clone()
+            } else {
+                req.repeat(copies).into()
+            },
+            req_len: req.len(),
+            head: w.target.head,
+            interval_ns: w
+                .model
+                .per_connection_interval(w.connections)
+                .map(|d| d.as_nanos() as u64),
+            connections: w.connections,
+            pipeline: w.pipeline,
+            max_requests: if w.close { Some(1) } else { w.max_requests_per_conn },
+            close: w.close,
+            max_lifetime_ns: w.max_conn_lifetime.map(|d| d.as_nanos() as u64),
+            connect_timeout_ns: w.connect_timeout.as_nanos() as u64,
+            request_timeout_ns: w.request_timeout.as_nanos() as u64,
+            ramp: w.ramp,
+        }
+    }
+}
+
+/// What the control thread can ask of a running worker.
+#[derive(Clone, Debug)]
+pub enum Command {
+    /// A workload's connections or pace change (a stage, or a reload).
+    Stage(StageCmd),
+    /// A reload changed a workload's other settings (request, timeouts,
+    /// churn, target). Its connections and pace follow in a `Stage`.
+    Settings(u16, Box<WorkloadRt>),
+    /// A reload added a workload; it gets the next index.
+    Add(Box<WorkloadRt>),
+}
+
+/// A change of a workload's load, sent by the control thread when a stage
+/// begins.
+#[derive(Clone, Copy, Debug)]
+pub struct StageCmd {
+    /// The workload.
+    pub workload: u16,
+    /// Connections the workload holds from now on.
+    pub connections: u32,
+    /// The per-connection interval from now on (`None`: closed loop).
+    pub interval_ns: Option<u64>,
+}
+
+/// What one worker is given.
+pub struct WorkerSpec {
+    /// Index of the worker (its mailbox).
+    pub index: usize,
+    /// Its poll instance (the waker was made from it).
+    pub poll: Poll,
+    /// Slots it owns: (workload index, global slot index within the workload).
+    pub slots: Vec<(u16, u32)>,
+    /// Its share of `--requests`.
+    pub budget: Option<u64>,
+    /// Per workload: new connections per second this worker may open.
+    pub ramp: Vec<f64>,
+    /// Local ports this worker binds itself (`None`: the kernel picks).
+    pub ports: Option<PortPicker>,
+    /// Worker threads in all (slot `s` belongs to worker `s % threads`).
+    pub threads: usize,
+}
+
+/// A worker's whole state; lives on its own thread.
+pub struct Worker {
+    index: usize,
+    poll: Poll,
+    shared: Arc<Shared>,
+    wl: Vec<WorkloadRt>,
+    conns: Slab<Conn>,
+    /// Connection generations are unique per worker (not per slot), so an
+    /// event for a removed slot's socket can never match a new occupant.
+    next_generation: u32,
+    threads: usize,
+    commands_seen: u64,
+    wheel: Wheel,
+    fired: Vec<u32>,
+    /// Ring storage for requests in flight: `max_pipeline` entries per slot.
+    inflight: Vec<Inflight>,
+    max_pipeline: usize,
+    rbuf: Vec<u8>,
+    ramp: Vec<Ramp>,
+    local: Vec<WorkloadStats>,
+    gauges: Vec<Gauges>,
+    full_at: Vec<Option<Duration>>,
+    open_at_stop: Option<Vec<u64>>,
+    budget_left: u64,
+    has_budget: bool,
+    inflight_total: u64,
+    rng: fastrand::Rng,
+    phase: u8,
+    next_flush: u64,
+    heartbeat: u64,
+    /// This worker has told the control thread it is idle in the drain.
+    told_idle: bool,
+    /// epoll_wait's timeout is whole milliseconds (rounded up), which would
+    /// add up to a millisecond of schedule lag to paced requests. A timerfd
+    /// armed for the next deadline wakes the loop on time instead.
+    timerfd: timerfd::TimerFd,
+    /// The deadline the timerfd is armed for (ns), `u64::MAX` when not armed.
+    timer_armed: u64,
+    ports: Option<PortPicker>,
+}
+
+impl Worker {
+    /// Builds a worker; nothing is opened until [`Worker::run`].
+    pub fn new(spec: WorkerSpec, shared: Arc<Shared>, wl: Vec<WorkloadRt>) -> std::io::Result<Worker> {
+        let timerfd = timerfd::TimerFd::new_custom(timerfd::ClockId::Monotonic, true, true)?;
+        {
+            use std::os::fd::AsRawFd;
+            spec.poll.registry().register(
+                &mut mio::unix::SourceFd(&timerfd.as_raw_fd()),
+                TIMER,
+                Interest::READABLE,
+            )?;
+        }
+        let n = wl.len();
+        let max_pipeline = wl.iter().map(|w| w.pipeline as usize).max().unwrap_or(1);
+        let mut conns = Slab::with_capacity(spec.slots.len());
+        let mut ramp: Vec<Ramp> = spec
+            .ramp
+            .iter()
+            .map(|&rate| Ramp {
+                queue: VecDeque::new(),
+                rate: rate.max(0.001),
+                tokens: 1.0,
+                last: 0,
+            })
+            .collect();
+        let mut gauges = vec![Gauges::default(); n];
+        for &(w, slot) in &spec.slots {
+            let key = conns.insert(Conn::new(w, slot, wl[w as usize].head));
+            ramp[w as usize].queue.push_back(key as u32);
+            gauges[w as usize].desired += 1;
+            gauges[w as usize].backoff += 1;
+        }
+        Ok(Worker {
+            next_generation: 0,
+            threads: spec.threads,
+            commands_seen: 0,
+            ports: spec.ports,
+            timerfd,
+            timer_armed: u64::MAX,
+            index: spec.index,
+            poll: spec.poll,
+            inflight: vec![Inflight::default(); conns.capacity().max(1) * max_pipeline],
+            max_pipeline,
+            conns,
+            wheel: Wheel::new(),
+            fired: Vec::new(),
+            rbuf: vec![0; READ_BUF],
+            ramp,
+            local: (0..n).map(|_| WorkloadStats::default()).collect(),
+            gauges,
+            full_at: vec![None; n],
+            open_at_stop: None,
+            budget_left: spec.budget.unwrap_or(u64::MAX),
+            has_budget: spec.budget.is_some(),
+            inflight_total: 0,
+            rng: fastrand::Rng::with_seed(0x50a6d ^ spec.index as u64),
+            phase: PHASE_RUN,
+            next_flush: 0,
+            heartbeat: 0,
+            told_idle: false,
+            shared,
+            wl,
+        })
+    }
+
+    fn now(&self) -> u64 {
+        self.shared.start.elapsed().as_nanos() as u64
+    }
+
+    /// The event loop; returns when the control thread says exit.
+    pub fn run(mut self) -> std::io::Result<()> {
+        let mut events = Events::with_capacity(1024);
+        loop {
+            let now = self.now();
+            let next = self.next_wakeup();
+            // Re-arm only for an earlier deadline: a timerfd left armed for
+            // a deadline that moved later costs one early wake-up, while
+            // re-arming on every change costs a syscall (and on a VM a timer
+            // reprogramming) per loop iteration.
+            if next > now && next < self.timer_armed {
+                let wait = Duration::from_nanos(next - now);
+                self.timerfd
+                    .set_state(timerfd::TimerState::Oneshot(wait), timerfd::SetTimeFlags::Default);
+                self.timer_armed = next;
+            }
+            // The timerfd is the precise wake-up; epoll's own timeout is only
+            // a backstop, kept long so it does not program a second timer.
+            let timeout = if next <= now { Duration::ZERO } else { BACKSTOP };
+            match self.poll.poll(&mut events, Some(timeout)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+            self.heartbeat += 1;
+            for ev in events.iter() {
+                match ev.token() {
+                    WAKER => {}
+                    // No read: re-arming the timerfd resets its count, and
+                    // every expiry raises a new edge.
+                    TIMER => self.timer_armed = u64::MAX,
+                    _ => self.on_event(ev),
+                }
+            }
+            let now = self.now();
+            let sent = self.shared.commands_sent.load(Ordering::Acquire);
+            if sent != self.commands_seen {
+                self.commands_seen = sent;
+                self.apply_commands(now);
+            }
+            let phase = self.shared.phase.load(Ordering::Acquire);
+            if phase != self.phase {
+                if phase == PHASE_EXIT {
+                    break;
+                }
+                self.begin_drain(now);
+            }
+            self.expire_timers(now);
+            self.run_ramp(now);
+            if now >= self.next_flush {
+                self.flush(now);
+            }
+            // Draining and nothing left in flight: hand that over now and
+            // wake the control thread, so the drain ends when the last
+            // response is in rather than at its next look.
+            if self.phase == PHASE_DRAIN && self.inflight_total == 0 && !self.told_idle {
+                self.told_idle = true;
+                self.flush(now);
+                let _ = self.shared.control.wake();
+            }
+        }
+        self.shutdown();
+        Ok(())
+    }
+
+    /// When the loop must wake next (ns): a timer, a ramp token or a flush.
+    fn next_wakeup(&self) -> u64 {
+        let mut next = self.next_flush;
+        if let Some(tick) = self.wheel.next_deadline() {
+            next = next.min(tick * TICK_NS);
+        }
+        if self.phase == PHASE_RUN {
+            for r in &self.ramp {
+                if !r.queue.is_empty() {
+                    let wait = ((1.0 - r.tokens).max(0.0) / r.rate * 1e9) as u64;
+                    next = next.min(r.last + wait);
+                }
+            }
+        }
+        next
+    }
+
+    fn begin_drain(&mut self, now: u64) {
+        self.phase = PHASE_DRAIN;
+        self.open_at_stop = Some(self.gauges.iter().map(|g| g.open).collect());
+        for r in &mut self.ramp {
+            r.queue.clear();
+        }
+        let keys: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
+        for key in keys {
+            match self.conns[key].state {
+                State::Waiting | State::Backoff => {
+                    self.wheel.cancel(key as u32);
+                    self.set_state(key, State::Idle);
+                }
+                State::Connecting => {
+                    if let Some(mut s) = self.conns[key].stream.take() {
+                        s.deregister(self.poll.registry());
+                    }
+                    self.wheel.cancel(key as u32);
+                    self.set_state(key, State::Idle);
+                }
+                State::Open | State::Idle => {}
+            }
+        }
+        self.flush(now);
+    }
+
+    /// Closes every connection at exit. Requests still in flight stay
+    /// counted as in flight (the report shows them), not as failures.
+    fn shutdown(&mut self) {
+        // A stop that went straight to exit (a second signal before this
+        // worker saw the drain) still records what was open when it began.
+        if self.open_at_stop.is_none() {
+            self.open_at_stop = Some(self.gauges.iter().map(|g| g.open).collect());
+        }
+        let keys: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
+        for key in keys {
+            if self.conns[key].state == State::Open {
+                // The in-flight gauge keeps these: the report shows them.
+                self.close(key, CloseReason::Shutdown, 0);
+            } else if self.conns[key].state != State::Idle {
+                if let Some(mut s) = self.conns[key].stream.take() {
+                    s.deregister(self.poll.registry());
+                }
+                self.set_state(key, State::Idle);
+            }
+        }
+        let now = self.now();
+        self.flush(now);
+    }
+
+    fn flush(&mut self, now: u64) {
+        self.next_flush = now + FLUSH_EVERY_NS;
+        let idle = self.phase != PHASE_RUN && self.inflight_total == 0;
+        let budget_done = self.has_budget && self.budget_left == 0 && self.inflight_total == 0;
+        let mut mb = self.shared.mailboxes[self.index]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let Delta {
+            stats,
+            gauges,
+            full_at,
+            open_at_stop,
+            idle: mb_idle,
+            budget_done: mb_budget,
+            heartbeat,
+            ..
+        } = &mut *mb;
+        for (into, from) in stats.iter_mut().zip(self.local.iter_mut()) {
+            into.add(from);
+            from.clear();
+        }
+        // A reload may have grown the mailbox before this worker saw the
+        // new workload: fill the prefix this worker knows.
+        gauges[..self.gauges.len()].copy_from_slice(&self.gauges);
+        full_at[..self.full_at.len()].copy_from_slice(&self.full_at);
+        if open_at_stop.is_none() {
+            open_at_stop.clone_from(&self.open_at_stop);
+        }
+        *mb_idle = idle;
+        *mb_budget = budget_done;
+        *heartbeat = self.heartbeat;
+    }
+}

@@ -1,0 +1,206 @@
+//! Everything a running soak shows the world: the Prometheus registry and
+//! its HTTP endpoint, the HDR interval log, the status line and systemd's
+//! notify socket.
+//!
+//! [`Observers`] holds the ones a plan asks for and is the engine's one
+//! [`Sink`]: the control loop hands it the totals every tick and tells it
+//! about stops, reloads and the end, and it fans that out. Nothing in here
+//! runs on a worker thread or touches a connection.
+
+pub mod exporter;
+mod hdrlog;
+pub mod metrics;
+pub mod notify;
+mod status;
+
+use std::io::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::Error;
+use crate::engine::Sink;
+use crate::plan::{Plan, Workload};
+use crate::report::Report;
+use crate::stats::Totals;
+use exporter::{Exporter, Handler, Reply};
+use hdrlog::HdrLog;
+use metrics::Metrics;
+use notify::Notifier;
+use status::StatusLine;
+
+/// How often systemd's status text is refreshed.
+const NOTIFY_STATUS_EVERY: Duration = Duration::from_secs(10);
+
+/// The run's outputs, fed by the control loop.
+pub struct Observers {
+    metrics: Option<Metrics>,
+    exporter: Option<Exporter>,
+    hdr_log: Option<HdrLog>,
+    status: StatusLine,
+    notifier: Notifier,
+    linger: Duration,
+    last_ping: Instant,
+    last_status: Duration,
+    completed_at_status: u64,
+}
+
+impl Observers {
+    /// Binds the metrics endpoint and opens the HDR log. Done before any
+    /// connection is opened: a port that cannot be had is a preflight
+    /// failure (exit 2), not a surprise an hour in.
+    pub fn start(plan: &Plan) -> Result<Observers, Error> {
+        let (metrics, exporter) = match plan.metrics_listen {
+            Some(addr) => {
+                let names: Vec<String> = plan.workloads.iter().map(|w| w.name.clone()).collect();
+                let pids = plan.workloads.iter().map(|w| w.target_pids.clone()).collect();
+                let m = Metrics::new(&names, pids);
+                let e = Exporter::start(addr, scrape_handler(&m))?;
+                eprintln!("soakd: metrics on http://{}/metrics", e.local_addr());
+                (Some(m), Some(e))
+            }
+            None => (None, None),
+        };
+        let hdr_log = match &plan.hdr_log {
+            Some(path) => Some(HdrLog::create(path)?),
+            None => None,
+        };
+        Ok(Observers {
+            metrics,
+            exporter,
+            hdr_log,
+            status: StatusLine::new(),
+            notifier: Notifier::from_env(),
+            linger: plan.metrics_linger,
+            last_ping: Instant::now(),
+            last_status: Duration::ZERO,
+            completed_at_status: 0,
+        })
+    }
+
+    /// systemd: watchdog pings only while every worker loop checks in (so a
+    /// stuck loop gets soakd restarted), and a status line every 10 s.
+    fn notify(&mut self, totals: &Totals, elapsed: Duration) {
+        if !self.notifier.enabled() {
+            return;
+        }
+        if let Some(every) = self.notifier.watchdog_interval()
+            && self.last_ping.elapsed() >= every / 2
+            && totals.all_alive(metrics::STALL_AFTER)
+        {
+            self.notifier.watchdog();
+            self.last_ping = Instant::now();
+        }
+        if elapsed >= self.last_status + NOTIFY_STATUS_EVERY {
+            let completed: u64 = totals.stats.iter().map(|s| s.counters.completed).sum();
+            let errors: u64 = totals.stats.iter().map(|s| s.counters.total_errors()).sum();
+            let (open, desired) = totals
+                .gauges
+                .iter()
+                .fold((0, 0), |(o, d), g| (o + g.open, d + g.desired));
+            let rate = (completed - self.completed_at_status) as f64 / (elapsed - self.last_status).as_secs_f64();
+            self.notifier.status(&format!(
+                "open {open}/{desired}, {rate:.1} req/s, {completed} completed, {errors} errors"
+            ));
+            self.completed_at_status = completed;
+            self.last_status = elapsed;
+        }
+    }
+}
+
+impl Sink for Observers {
+    fn started(&mut self) {
+        self.notifier.ready();
+    }
+
+    fn tick(&mut self, totals: &mut Totals, elapsed: Duration) {
+        if let Some(m) = self.metrics.as_mut() {
+            m.update(totals);
+        }
+        if let Some(log) = self.hdr_log.as_mut() {
+            log.tick(totals, elapsed);
+        }
+        self.status.tick(totals, elapsed);
+        self.notify(totals, elapsed);
+    }
+
+    fn note(&mut self, msg: &str) {
+        self.status.note(msg);
+    }
+
+    fn stopping(&mut self) {
+        self.notifier.stopping();
+    }
+
+    fn summary(&mut self, plan: &Plan, totals: &Totals, elapsed: Duration) {
+        let report = Report::build(plan, totals, elapsed);
+        self.status.clear();
+        let _ = std::io::stderr().write_all(report.summary().as_bytes());
+    }
+
+    fn workload_added(&mut self, w: &Workload) {
+        if let Some(m) = self.metrics.as_mut() {
+            m.add_workload(&w.name, w.target_pids.clone());
+        }
+    }
+
+    fn reloaded(&mut self, ok: bool) {
+        if let Some(m) = self.metrics.as_mut() {
+            m.reloaded(ok);
+        }
+    }
+
+    fn finish(&mut self, totals: &mut Totals, elapsed: Duration) -> Duration {
+        if let Some(m) = self.metrics.as_mut() {
+            m.update(totals);
+        }
+        if let Some(log) = self.hdr_log.as_mut() {
+            log.finish(totals, elapsed);
+        }
+        if self.exporter.is_some() {
+            self.linger
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    fn close(&mut self) {
+        if let Some(e) = self.exporter.take() {
+            e.stop();
+        }
+        self.status.finish();
+    }
+}
+
+/// Serves `/metrics` from the registry and `/healthz` from the snapshot's
+/// worker check-ins; everything else is 404.
+fn scrape_handler(metrics: &Metrics) -> Handler {
+    let registry = metrics.registry().clone();
+    let snapshot = metrics.snapshot();
+    Arc::new(move |path: &str| match path {
+        "/metrics" => Reply {
+            status: 200,
+            content_type: "text/plain; version=0.0.4; charset=utf-8",
+            body: metrics::render(&registry),
+        },
+        "/healthz" => {
+            if snapshot.lock().unwrap_or_else(|p| p.into_inner()).healthy {
+                Reply {
+                    status: 200,
+                    content_type: "text/plain; charset=utf-8",
+                    body: b"ok\n".to_vec(),
+                }
+            } else {
+                Reply {
+                    status: 503,
+                    content_type: "text/plain; charset=utf-8",
+                    body: b"a worker loop has not checked in for 5 s\n".to_vec(),
+                }
+            }
+        }
+        _ => Reply {
+            status: 404,
+            content_type: "text/plain; charset=utf-8",
+            body: b"not found: try /metrics or /healthz\n".to_vec(),
+        },
+    })
+}

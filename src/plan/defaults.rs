@@ -1,0 +1,37 @@
+//! Every default and limit of a plan, written once.
+//!
+//! The command line, the config file, `--help` texts and the docs all mean
+//! these values; keeping them here means a changed default cannot leave one
+//! of them behind.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::time::Duration;
+
+/// Connections per workload.
+pub const CONNECTIONS: u32 = 100;
+/// New connections per second while ramping up.
+pub const RAMP: u32 = 1000;
+/// Request method.
+pub const METHOD: &str = "GET";
+/// Requests in flight per connection.
+pub const PIPELINE: u16 = 1;
+/// Deepest pipeline accepted.
+pub const MAX_PIPELINE: u16 = 1024;
+/// Time a connect may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Time a request may wait for its complete response.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Time allowed for responses in flight after a stop.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+/// Largest request body. Request bytes are kept once per workload and
+/// shared by every worker, so this bounds soakd's own memory per workload;
+/// 16 MiB is far beyond what an API soak sends.
+pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// Where the Prometheus endpoint listens: loopback, so a soak never exposes
+/// its figures (or the target's name) to the network unasked.
+pub const METRICS_LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9469));
+
+/// Worker threads when not given: one per available CPU.
+pub fn threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}

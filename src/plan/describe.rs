@@ -1,0 +1,92 @@
+//! The effective plan in words, for `soakd check`.
+
+use std::fmt::Write as _;
+use std::net::IpAddr;
+
+use super::{LoadModel, Plan};
+
+/// The plan in words: per workload what it connects to, how hard and for
+/// how long, then the totals.
+pub fn describe(plan: &Plan) -> String {
+    let mut s = String::new();
+    let mut total_rate = 0.0;
+    let mut rate_known = true;
+    for w in &plan.workloads {
+        let _ = writeln!(s, "workload {} -> {} ({})", w.name, w.target.url, w.target.addr);
+        let model = match w.model {
+            LoadModel::Closed => {
+                rate_known = false;
+                "closed loop (next request as soon as a response is in)".to_string()
+            }
+            LoadModel::Interval(i) => {
+                let r = w.connections as f64 / i.as_secs_f64();
+                total_rate += r;
+                format!(
+                    "paced: one request every {} per connection = {r:.1} req/s",
+                    humantime::format_duration(i)
+                )
+            }
+            LoadModel::Rate(r) => {
+                total_rate += r;
+                format!("open loop: {r} req/s spread over the connections")
+            }
+        };
+        let _ = writeln!(
+            s,
+            "  connections {}  ramp {}/s (about {:.1} s)  pipeline {}{}",
+            w.connections,
+            w.ramp,
+            w.connections as f64 / w.ramp as f64,
+            w.pipeline,
+            if w.close { "  one request per connection" } else { "" }
+        );
+        let _ = writeln!(s, "  {model}");
+        let _ = writeln!(
+            s,
+            "  timeouts connect {} request {}",
+            humantime::format_duration(w.connect_timeout),
+            humantime::format_duration(w.request_timeout)
+        );
+        if !w.source_addrs.is_empty() {
+            let list: Vec<String> = w.source_addrs.iter().map(IpAddr::to_string).collect();
+            let _ = writeln!(s, "  source addresses {}", list.join(", "));
+        }
+        for (i, st) in w.stages.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "  stage {}: {} connections, {}, for {}",
+                i + 1,
+                st.connections,
+                st.model,
+                humantime::format_duration(st.hold)
+            );
+        }
+        if !w.stages.is_empty() {
+            let _ = writeln!(
+                s,
+                "  after the last stage: {}",
+                if w.then_stop { "stop the run" } else { "hold it" }
+            );
+        }
+        if let Some(n) = w.max_requests_per_conn {
+            let _ = writeln!(s, "  churn: about {n} requests per connection");
+        }
+        if let Some(d) = w.max_conn_lifetime {
+            let _ = writeln!(s, "  churn: connections live about {}", humantime::format_duration(d));
+        }
+    }
+    let _ = writeln!(
+        s,
+        "total: {} connections, {}, {} worker threads, metrics {}",
+        plan.total_connections(),
+        if rate_known {
+            format!("{total_rate:.1} req/s")
+        } else {
+            "closed-loop rate (as fast as the target answers)".into()
+        },
+        plan.threads,
+        plan.metrics_listen
+            .map_or("off".into(), |a| format!("http://{a}/metrics"))
+    );
+    s
+}

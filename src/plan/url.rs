@@ -1,0 +1,86 @@
+//! Target URLs: what soakd accepts, and where the connections go.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+
+use crate::Error;
+
+/// A parsed `http://` URL.
+#[derive(Clone, Debug)]
+pub struct ParsedUrl {
+    /// Host as written (name or literal address).
+    pub host: String,
+    /// Port (80 when absent).
+    pub port: u16,
+    /// Value for the Host header: host, plus `:port` when not 80.
+    pub host_header: String,
+    /// Path and query, at least `/`.
+    pub target: String,
+}
+
+/// Parses and checks a target URL: `http://` only, no user info, a host.
+pub fn parse_url(value: &str) -> Result<ParsedUrl, Error> {
+    let url = url::Url::parse(value).map_err(|e| {
+        Error::Usage(format!(
+            "URL {value:?} is not valid ({e}); expected something like http://127.0.0.1:8080/path"
+        ))
+    })?;
+    match url.scheme() {
+        "http" => {}
+        "https" => {
+            return Err(Error::Usage(format!(
+                "URL {value:?}: https is not supported yet; use an http:// URL (terminate TLS in front of the target if needed)"
+            )));
+        }
+        other => {
+            return Err(Error::Usage(format!(
+                "URL {value:?}: scheme {other:?} is not supported; expected http://"
+            )));
+        }
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(Error::Usage(format!(
+            "URL {value:?} contains user info; remove it and send credentials with -H \"Authorization: ...\""
+        )));
+    }
+    if url.fragment().is_some() {
+        return Err(Error::Usage(format!(
+            "URL {value:?} has a fragment (#...), which is never sent; remove it"
+        )));
+    }
+    let host = match url.host() {
+        Some(url::Host::Ipv6(a)) => a.to_string(),
+        Some(h) => h.to_string(),
+        None => return Err(Error::Usage(format!("URL {value:?} has no host"))),
+    };
+    let port = url.port().unwrap_or(80);
+    let host_header = match (url.host(), url.port()) {
+        (Some(url::Host::Ipv6(a)), Some(p)) => format!("[{a}]:{p}"),
+        (Some(url::Host::Ipv6(a)), None) => format!("[{a}]"),
+        (_, Some(p)) => format!("{host}:{p}"),
+        (_, None) => host.clone(),
+    };
+    let mut target = url.path().to_string();
+    if let Some(q) = url.query() {
+        target.push('?');
+        target.push_str(q);
+    }
+    Ok(ParsedUrl {
+        host,
+        port,
+        host_header,
+        target,
+    })
+}
+
+/// Resolves a parsed URL to the address connections go to.
+pub fn resolve(url: &ParsedUrl, original: &str) -> Result<SocketAddr, Error> {
+    let mut addrs = (url.host.as_str(), url.port).to_socket_addrs().map_err(|e| {
+        Error::Usage(format!(
+            "URL {original:?}: cannot resolve host {:?} ({e}); check the name or use an IP address",
+            url.host
+        ))
+    })?;
+    addrs
+        .next()
+        .ok_or_else(|| Error::Usage(format!("URL {original:?}: host {:?} resolved to no address", url.host)))
+}

@@ -1,0 +1,109 @@
+//! The names soakd counts things under: error kinds and close reasons.
+//!
+//! Declared once with [`name_table!`]; the report, the metric labels and
+//! the docs all take their names from here.
+
+name_table! {
+    /// Why a request or connection failed. The names are a contract shared
+    /// by the report, the metrics and the docs.
+    pub enum ErrorKind {
+        /// The target refused the connection (ECONNREFUSED).
+        ConnectRefused = "connect_refused",
+        /// The connect did not finish within `--connect-timeout` (or ETIMEDOUT).
+        ConnectTimeout = "connect_timeout",
+        /// Any other connect failure (unreachable network, reset during connect).
+        ConnectOther = "connect_other",
+        /// No local address/port left (EADDRNOTAVAIL: ephemeral ports exhausted).
+        AddrUnavailable = "addr_unavailable",
+        /// No file descriptor left (EMFILE/ENFILE).
+        FdLimit = "fd_limit",
+        /// The established connection was reset (ECONNRESET, EPIPE).
+        Reset = "reset",
+        /// The peer closed while a response was still owed.
+        Eof = "eof",
+        /// No complete response within `--request-timeout`.
+        Timeout = "timeout",
+        /// A response that cannot be parsed or framed, or bytes nobody asked for.
+        Protocol = "protocol",
+    }
+}
+
+impl ErrorKind {
+    /// True for failures to establish a connection.
+    pub fn is_connect(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::ConnectRefused
+                | ErrorKind::ConnectTimeout
+                | ErrorKind::ConnectOther
+                | ErrorKind::AddrUnavailable
+                | ErrorKind::FdLimit
+        )
+    }
+}
+
+name_table! {
+    /// Why an established connection was closed.
+    pub enum CloseReason {
+        /// The server closed it without owing a response (`Connection:
+        /// close`, HTTP/1.0, an idle close, a close-delimited body).
+        ServerClose = "server_close",
+        /// An error (see [`ErrorKind`]).
+        Error = "error",
+        /// soakd's planned churn: `--close`, `--max-requests-per-conn`,
+        /// `--max-conn-lifetime`.
+        Churn = "churn",
+        /// The run stopped.
+        Shutdown = "shutdown",
+    }
+}
+
+name_table! {
+    /// Response status classes, as counted and labelled (`code`).
+    pub enum StatusClass {
+        /// 100-199 (only a final 1xx counts; interim ones are skipped).
+        Informational = "1xx",
+        /// 200-299.
+        Success = "2xx",
+        /// 300-399.
+        Redirection = "3xx",
+        /// 400-499.
+        ClientError = "4xx",
+        /// 500-599, and anything out of range.
+        ServerError = "5xx",
+    }
+}
+
+impl StatusClass {
+    /// The class a status code is counted under.
+    #[inline]
+    pub fn of(status: u16) -> StatusClass {
+        match status {
+            100..=199 => StatusClass::Informational,
+            200..=299 => StatusClass::Success,
+            300..=399 => StatusClass::Redirection,
+            400..=499 => StatusClass::ClientError,
+            _ => StatusClass::ServerError,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_are_unique() {
+        let names: std::collections::HashSet<_> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(names.len(), ErrorKind::COUNT);
+        for k in ErrorKind::ALL {
+            assert_eq!(ErrorKind::from_name(k.name()), Some(k));
+            assert_eq!(ErrorKind::ALL[k as usize], k);
+        }
+        for r in CloseReason::ALL {
+            assert_eq!(CloseReason::ALL[r as usize], r);
+        }
+        assert_eq!(StatusClass::of(204).name(), "2xx");
+        assert_eq!(StatusClass::of(700).name(), "5xx");
+    }
+}

@@ -1,0 +1,166 @@
+//! Running totals over all workers, kept by the control thread.
+//!
+//! Workers never touch these: the control thread drains every worker's
+//! mailbox into them a few times a second, and the report, the metrics,
+//! the HDR log and the status line read them. They live beside the
+//! counters (layer 0) so that every reader depends on the numbers, not on
+//! the engine that produces them.
+
+use std::time::{Duration, Instant};
+
+use super::{Delta, Gauges, Mailbox, WorkloadStats, histogram};
+
+/// Running totals over all workers, per workload. Owned by the control
+/// thread; workers never touch it.
+#[derive(Debug)]
+pub struct Totals {
+    /// Workload names, in plan order.
+    pub names: Vec<String>,
+    /// Cumulative counters and histograms.
+    pub stats: Vec<WorkloadStats>,
+    /// What arrived since [`Totals::take_interval`] was last called.
+    pub interval: Vec<WorkloadStats>,
+    /// Current connection levels (sum over workers).
+    pub gauges: Vec<Gauges>,
+    /// Most connections seen open at once (sampled each tick).
+    pub peak_open: Vec<u64>,
+    /// Time from start until every slot of the workload was first open.
+    pub ramp: Vec<Option<Duration>>,
+    /// Open connections when the stop began.
+    pub open_at_stop: Option<Vec<u64>>,
+    /// Per worker: loop iterations seen in its last flush, and when that
+    /// count last moved.
+    pub heartbeats: Vec<(u64, Instant)>,
+    /// Per workload: latency recorded since the metrics' window last took
+    /// it (see the metrics observer).
+    pub window: Vec<hdrhistogram::Histogram<u64>>,
+    /// Per workload: latency since the HDR interval log last took it; only
+    /// kept with `--hdr-log`.
+    log_interval: Option<Vec<hdrhistogram::Histogram<u64>>>,
+}
+
+impl Totals {
+    /// Empty totals for `names`, fed by `workers` mailboxes; `hdr_log`
+    /// keeps the interval histograms the HDR log takes.
+    pub fn new(names: Vec<String>, workers: usize, hdr_log: bool) -> Totals {
+        let n = names.len();
+        Totals {
+            names,
+            stats: (0..n).map(|_| WorkloadStats::default()).collect(),
+            interval: (0..n).map(|_| WorkloadStats::default()).collect(),
+            gauges: vec![Gauges::default(); n],
+            peak_open: vec![0; n],
+            ramp: vec![None; n],
+            open_at_stop: None,
+            heartbeats: vec![(0, Instant::now()); workers],
+            window: (0..n).map(|_| histogram()).collect(),
+            log_interval: hdr_log.then(|| (0..n).map(|_| histogram()).collect()),
+        }
+    }
+
+    /// Drains every mailbox. Returns (all workers idle, all budgets done).
+    pub fn collect(&mut self, mailboxes: &[Mailbox]) -> (bool, bool) {
+        let n = self.names.len();
+        let mut gauges = vec![Gauges::default(); n];
+        let mut ramp_done: Vec<Option<Duration>> = vec![Some(Duration::ZERO); n];
+        let mut at_stop: Option<Vec<u64>> = None;
+        let mut reported = 0;
+        let (mut all_idle, mut all_budget) = (true, true);
+        for (i, mb) in mailboxes.iter().enumerate() {
+            let mut d = mb.lock().unwrap_or_else(|p| p.into_inner());
+            let Delta {
+                stats,
+                gauges: g,
+                full_at,
+                open_at_stop,
+                idle,
+                budget_done,
+                heartbeat,
+            } = &mut *d;
+            for wi in 0..n {
+                self.stats[wi].add(&stats[wi]);
+                self.interval[wi].add(&stats[wi]);
+                if !stats[wi].latency.is_empty() {
+                    self.window[wi]
+                        .add(&stats[wi].latency)
+                        .expect("histograms share bounds");
+                    if let Some(log) = self.log_interval.as_mut() {
+                        log[wi].add(&stats[wi].latency).expect("histograms share bounds");
+                    }
+                }
+                stats[wi].clear();
+                gauges[wi].add(&g[wi]);
+                if g[wi].desired > 0 {
+                    ramp_done[wi] = match (ramp_done[wi], full_at[wi]) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        _ => None,
+                    };
+                }
+            }
+            if let Some(v) = open_at_stop {
+                reported += 1;
+                let acc = at_stop.get_or_insert_with(|| vec![0; n]);
+                for (a, b) in acc.iter_mut().zip(v.iter()) {
+                    *a += b;
+                }
+            }
+            all_idle &= *idle;
+            all_budget &= *budget_done;
+            if self.heartbeats[i].0 != *heartbeat {
+                self.heartbeats[i] = (*heartbeat, Instant::now());
+            }
+        }
+        for wi in 0..n {
+            self.peak_open[wi] = self.peak_open[wi].max(gauges[wi].open);
+            if self.ramp[wi].is_none() && gauges[wi].desired > 0 {
+                self.ramp[wi] = ramp_done[wi];
+            }
+        }
+        self.gauges = gauges;
+        // Only once every worker has recorded its count at the stop: a sum
+        // over some of them would be taken for the whole.
+        if self.open_at_stop.is_none() && reported == mailboxes.len() {
+            self.open_at_stop = at_stop;
+        }
+        (all_idle, all_budget)
+    }
+
+    /// Room for a workload a reload added.
+    pub fn add_workload(&mut self, name: String) {
+        self.names.push(name);
+        self.stats.push(WorkloadStats::default());
+        self.interval.push(WorkloadStats::default());
+        self.gauges.push(Gauges::default());
+        self.peak_open.push(0);
+        self.ramp.push(None);
+        self.window.push(histogram());
+        if let Some(log) = self.log_interval.as_mut() {
+            log.push(histogram());
+        }
+    }
+
+    /// True when every worker loop checked in within `within`: what
+    /// /healthz, `soakd_healthy` and the systemd watchdog report.
+    pub fn all_alive(&self, within: Duration) -> bool {
+        self.heartbeats.iter().all(|(_, t)| t.elapsed() < within)
+    }
+
+    /// Latency per workload since the last call (for the HDR interval log).
+    pub fn take_log_interval(&mut self) -> Vec<hdrhistogram::Histogram<u64>> {
+        match self.log_interval.as_mut() {
+            Some(log) => log.iter_mut().map(|h| std::mem::replace(h, histogram())).collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Everything that arrived since the last call, merged over workloads,
+    /// and the interval restarted.
+    pub fn take_interval(&mut self) -> WorkloadStats {
+        let mut sum = WorkloadStats::default();
+        for s in &mut self.interval {
+            sum.add(s);
+            s.clear();
+        }
+        sum
+    }
+}

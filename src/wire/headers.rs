@@ -1,0 +1,158 @@
+//! The one set of HTTP header helpers: Content-Length, Transfer-Encoding,
+//! Connection and reason phrases.
+//!
+//! The response framer, the built-in target and the metrics endpoint all
+//! read the same few header fields. Reading them in one place means a
+//! Content-Length with a sign, a coding list or an odd `Connection` option
+//! is judged the same way by every part of soakd.
+
+/// What the framing-relevant fields of one head say.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Framing {
+    /// The Content-Length, when one was given (several must agree).
+    pub content_length: Option<u64>,
+    /// The final transfer coding is `chunked` (RFC 9112 6.3).
+    pub chunked: bool,
+    /// A transfer coding other than a final `chunked` was given.
+    pub other_coding: bool,
+    /// `Connection: close` was among the options.
+    pub close: bool,
+    /// `Connection: keep-alive` was among the options (HTTP/1.0).
+    pub keep_alive: bool,
+}
+
+/// A Content-Length that is not a plain decimal number, or several that
+/// disagree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BadContentLength;
+
+/// Reads the framing fields of a parsed head.
+pub fn scan(headers: &[httparse::Header<'_>]) -> Result<Framing, BadContentLength> {
+    let mut f = Framing::default();
+    for h in headers {
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let v = content_length(h.value).ok_or(BadContentLength)?;
+            if f.content_length.is_some_and(|l| l != v) {
+                return Err(BadContentLength);
+            }
+            f.content_length = Some(v);
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            // Only the final coding decides the framing.
+            let last = h.value.rsplit(|b| *b == b',').next().unwrap_or(b"");
+            f.chunked = last.trim_ascii().eq_ignore_ascii_case(b"chunked");
+            f.other_coding = !f.chunked;
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            for option in h.value.split(|b| *b == b',').map(<[u8]>::trim_ascii) {
+                f.close |= option.eq_ignore_ascii_case(b"close");
+                f.keep_alive |= option.eq_ignore_ascii_case(b"keep-alive");
+            }
+        }
+    }
+    Ok(f)
+}
+
+/// Parses a Content-Length value: decimal digits only (no sign, no
+/// spaces inside), surrounding white space allowed, no overflow.
+pub fn content_length(value: &[u8]) -> Option<u64> {
+    let value = value.trim_ascii();
+    if value.is_empty() {
+        return None;
+    }
+    value.iter().try_fold(0u64, |acc, &b| {
+        if b.is_ascii_digit() {
+            acc.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+        } else {
+            None
+        }
+    })
+}
+
+/// A short reason phrase for a status code. Clients must not depend on it,
+/// and an empty one is allowed, so uncommon codes get none.
+pub fn reason(code: u16) -> &'static str {
+    match code {
+        100 => "Continue",
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        204 => "No Content",
+        206 => "Partial Content",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        304 => "Not Modified",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        406 => "Not Acceptable",
+        408 => "Request Timeout",
+        413 => "Content Too Large",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h<'a>(name: &'a str, value: &'a str) -> httparse::Header<'a> {
+        httparse::Header {
+            name,
+            value: value.as_bytes(),
+        }
+    }
+
+    #[test]
+    fn content_lengths() {
+        for (text, want) in [
+            ("0", Some(0)),
+            (" 42 ", Some(42)),
+            ("18446744073709551615", Some(u64::MAX)),
+            ("18446744073709551616", None),
+            ("", None),
+            ("-1", None),
+            ("+1", None),
+            ("1 2", None),
+            ("0x10", None),
+        ] {
+            assert_eq!(content_length(text.as_bytes()), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn framing_table() {
+        let f = scan(&[h("Content-Length", "5"), h("content-length", "5")]).unwrap();
+        assert_eq!(f.content_length, Some(5));
+        assert_eq!(
+            scan(&[h("Content-Length", "5"), h("Content-Length", "6")]),
+            Err(BadContentLength)
+        );
+        assert_eq!(scan(&[h("Content-Length", "five")]), Err(BadContentLength));
+        let f = scan(&[h("Transfer-Encoding", "gzip, chunked")]).unwrap();
+        assert!(f.chunked && !f.other_coding);
+        let f = scan(&[h("Transfer-Encoding", "chunked, gzip")]).unwrap();
+        assert!(!f.chunked && f.other_coding);
+        let f = scan(&[h("Connection", "Keep-Alive, Upgrade")]).unwrap();
+        assert!(f.keep_alive && !f.close);
+        let f = scan(&[h("connection", " close ")]).unwrap();
+        assert!(f.close);
+    }
+
+    #[test]
+    fn reasons() {
+        assert_eq!(reason(200), "OK");
+        assert_eq!(reason(503), "Service Unavailable");
+        assert_eq!(reason(599), "");
+    }
+}

@@ -1,0 +1,14 @@
+//! HTTP/1.1 on the wire: request bytes rendered once, responses framed
+//! incrementally, and the one set of header helpers every part of soakd
+//! reads heads with.
+//!
+//! This is layer 0: it knows nothing of connections, plans or counters, so
+//! the engine, the built-in target, the metrics endpoint, `soakd status`
+//! and the fuzzers all frame bytes the same way.
+
+mod framer;
+pub mod headers;
+mod request;
+
+pub use framer::{AtEof, Framed, Framer, MAX_HEAD_BYTES, ProtocolError};
+pub use request::{RequestSpec, check_header, check_method, render_request};
