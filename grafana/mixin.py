@@ -566,8 +566,9 @@ def dashboard():
              'type': 'datasource', 'query': 'prometheus', 'current': {},
              'options': [], 'hide': 0, 'refresh': 1, 'regex': '',
              'multi': False, 'includeAll': False, 'skipUrlSync': False},
-            query_variable('job', 'Job',
-                           'label_values(soakd_build_info, job)', False),
+            # Only the jobs the alerts watch (CONFIG's job_selector).
+            query_variable('job', 'Job', 'label_values(%s, job)' % sel(
+                'soakd_build_info', CONFIG['job_selector']), False),
             query_variable('instance', 'Instance', 'label_values(%s, instance)'
                            % sel('soakd_build_info', 'job=~"$job"'), True),
             query_variable('target', 'Target', 'label_values(%s, target)'
