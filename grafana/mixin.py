@@ -175,7 +175,9 @@ def timeseries(title, unit, queries, description, w, h=8, summed=False,
     defaults = {'unit': unit, 'custom': custom,
                 'color': {'mode': 'palette-classic'},
                 'thresholds': steps(*thresholds)}
-    if min0 if min0 is not None else not log:
+    if min0 is None:
+        min0 = not log
+    if min0:
         defaults['min'] = 0
     options = {'legend': {'showLegend': True, 'displayMode': 'list',
                           'placement': 'bottom', 'calcs': []},
