@@ -742,9 +742,8 @@ ALERT_GROUPS = [
             time, the latency heatmap (the whole distribution moved, or a slow tail
             appeared), schedule lag p99 (above %(lag_max_ms)s the generator is saturated and
             this figure is not the target's), and the target process CPU and memory.
-            To change the SLO, edit the recording rule
-            soakd:request_duration_seconds:slo_p99 at the top of grafana/alerts.yml
-            and the expected values in grafana/tests/."""),
+            To change the SLO, edit latency_slo in CONFIG at the top of
+            grafana/mixin.py, run it, and update the expected values in grafana/tests/."""),
         alert('SoakdErrorRatioHigh',
               'target:soakd_error_ratio:rate5m > %(error_ratio)s',
               '%(error_ratio_for)s', 'critical',
