@@ -29,6 +29,7 @@ pub mod cli;
 pub mod config;
 mod daemon;
 mod engine;
+mod netio;
 mod error;
 mod observe;
 pub mod plan;

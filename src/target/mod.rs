@@ -42,6 +42,7 @@ use slab::Slab;
 use socket2::{Domain, Socket, Type};
 
 use crate::Error;
+use crate::netio::{self, AcceptFailure, AcceptPause, Generations, LISTENER, WAKER};
 
 /// Settings for the built-in target.
 #[derive(Debug, Clone)]
@@ -314,25 +315,12 @@ const FLUSH_AT: usize = 64 * 1024;
 /// for the most means "as large as this machine allows".
 const BACKLOG: i32 = i32::MAX;
 /// How long accepting pauses after running out of file descriptors.
-const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 /// With a delay, a connection may have this many responses waiting before
 /// we stop reading from it, so a client that pipelines without end cannot
 /// grow the delay queue without end.
 const MAX_IN_FLIGHT: u32 = 1024;
 /// Readiness events taken from the poll at once.
 const EVENTS: usize = 1024;
-
-/// Tokens carry the slab key in the low half and a generation in the high
-/// half. Slab keys are reused at once, and an event for a connection that
-/// was closed earlier in the same batch (or a delayed response queued for
-/// it) must not reach the connection that took its slot.
-const KEY_BITS: u32 = usize::BITS / 2;
-const KEY_MASK: usize = (1 << KEY_BITS) - 1;
-/// The two reserved tokens have every key bit set (or all but the lowest),
-/// so connection keys stay below both.
-const LISTENER: Token = Token(usize::MAX);
-const WAKER: Token = Token(usize::MAX - 1);
-const KEY_LIMIT: usize = KEY_MASK - 1;
 
 /// Opens one non-blocking listening socket on `addr`.
 fn bind(addr: SocketAddr, reuse_port: bool, backlog: i32) -> Result<TcpListener, Error> {
@@ -375,7 +363,7 @@ fn start_thread(
         poll,
         listener,
         conns: Slab::new(),
-        generation: 0,
+        generations: Generations::default(),
         buf: vec![0; READ_BUF].into_boxed_slice(),
         responder: Responder {
             responses: Arc::clone(responses),
@@ -386,7 +374,7 @@ fn start_thread(
             fault_count: 0,
             trickles: VecDeque::new(),
         },
-        accept_paused_until: None,
+        accept_pause: AcceptPause::default(),
         stop: Arc::clone(stop),
     };
     let thread = std::thread::Builder::new()
@@ -407,14 +395,14 @@ struct Worker {
     poll: Poll,
     listener: TcpListener,
     conns: Slab<Conn>,
-    /// Bumped on every accept; goes into the high half of the token.
-    generation: usize,
+    /// A generation per accept, carried in the connection's token.
+    generations: Generations,
     /// The one buffer every read of this thread goes through.
     buf: Box<[u8]>,
     responder: Responder,
     /// Set after running out of file descriptors: accepting again right
     /// away would only fail again and spin the thread.
-    accept_paused_until: Option<Instant>,
+    accept_pause: AcceptPause,
     stop: Arc<AtomicBool>,
 }
 
@@ -441,8 +429,7 @@ impl Worker {
                 }
             }
             let now = Instant::now();
-            if self.accept_paused_until.is_some_and(|until| until <= now) {
-                self.accept_paused_until = None;
+            if self.accept_pause.deadline().is_some() && !self.accept_pause.active(now) {
                 // Edge-triggered: connections that queued up during the
                 // pause will not produce a new event, so go and get them.
                 self.accept();
@@ -462,7 +449,7 @@ impl Worker {
             (Some(a), Some(b)) => Some(a.due.min(b.due)),
             (a, b) => a.map(|d| d.due).or(b.map(|t| t.due)),
         };
-        let deadline = match (due, self.accept_paused_until) {
+        let deadline = match (due, self.accept_pause.deadline()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -470,7 +457,7 @@ impl Worker {
     }
 
     fn accept(&mut self) {
-        if self.accept_paused_until.is_some() {
+        if self.accept_pause.deadline().is_some() {
             return;
         }
         loop {
@@ -481,14 +468,13 @@ impl Worker {
                         continue;
                     }
                     let key = self.conns.vacant_key();
-                    if key >= KEY_LIMIT {
+                    if key >= netio::KEY_LIMIT {
                         continue; // dropping it refuses the connection
                     }
                     // Responses are written whole; Nagle would only hold back
                     // the next one until the previous one is acknowledged.
                     let _ = stream.set_nodelay(true);
-                    self.generation = self.generation.wrapping_add(1);
-                    let token = Token(((self.generation & KEY_MASK) << KEY_BITS) | key);
+                    let token = netio::token(key, self.generations.next());
                     // Register for both directions once: with edge triggering
                     // a spare writable edge is cheaper than a reregister
                     // syscall each time a write would block.
@@ -497,14 +483,14 @@ impl Worker {
                         self.conns.insert(Conn::new(stream, token));
                     }
                 }
-                Err(err) => match err.kind() {
-                    io::ErrorKind::WouldBlock => return,
+                Err(err) => match netio::accept_failure(&err) {
+                    AcceptFailure::Drained => return,
                     // The peer gave up before we got to it; others may wait.
-                    io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted => {}
+                    AcceptFailure::Retry => {}
                     // EMFILE, ENFILE, ENOBUFS and anything unexpected: retrying
                     // at once would fail the same way, so back off.
-                    _ => {
-                        self.accept_paused_until = Some(Instant::now() + ACCEPT_PAUSE);
+                    AcceptFailure::OutOfFds | AcceptFailure::Other => {
+                        self.accept_pause.pause(Instant::now());
                         return;
                     }
                 },
@@ -514,7 +500,7 @@ impl Worker {
 
     fn conn_event(&mut self, event: &Event) {
         let token = event.token();
-        let key = token.0 & KEY_MASK;
+        let key = netio::split(token).0;
         let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
@@ -537,7 +523,7 @@ impl Worker {
             }
             let token = front.token;
             self.responder.trickles.pop_front();
-            let key = token.0 & KEY_MASK;
+            let key = netio::split(token).0;
             let conn = match self.conns.get_mut(key) {
                 Some(conn) if conn.token == token => conn,
                 _ => continue, // the connection is gone
@@ -557,7 +543,7 @@ impl Worker {
                 break;
             }
             let token = front.token;
-            let key = token.0 & KEY_MASK;
+            let key = netio::split(token).0;
             let conn = match self.conns.get_mut(key) {
                 Some(conn) if conn.token == token => conn,
                 _ => {

@@ -1,0 +1,151 @@
+//! Plumbing every epoll server and client in the crate shares: connection
+//! tokens that carry a generation, and pausing `accept` when descriptors
+//! run out.
+//!
+//! Slab keys are reused at once, so an event for a connection closed
+//! earlier in the same batch (or a delayed response queued for it) must
+//! not reach the connection that took its slot: a token holds the key in
+//! its low 32 bits and a generation in the high 32, and a stale one no
+//! longer matches. The two tokens at the very top (every key bit set, or
+//! all but the lowest) are left for a listener and a waker.
+//!
+//! An `accept` that fails for lack of descriptors fails again at once, so
+//! retrying would spin; [`AcceptPause`] holds accepts off for a moment and
+//! tells the event loop when to look again.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use mio::Token;
+
+/// Token reserved for a listening socket.
+pub const LISTENER: Token = Token(usize::MAX);
+/// Token reserved for a waker.
+pub const WAKER: Token = Token(usize::MAX - 1);
+/// Keys at or above this cannot be told from the reserved tokens.
+pub const KEY_LIMIT: usize = (1 << 32) - 2;
+
+/// The token for slab key `key` (below [`KEY_LIMIT`]) in `generation`.
+#[inline]
+pub fn token(key: usize, generation: u32) -> Token {
+    debug_assert!(key < KEY_LIMIT);
+    Token(key | ((generation as usize) << 32))
+}
+
+/// The slab key and generation a token carries.
+#[inline]
+pub fn split(token: Token) -> (usize, u32) {
+    (token.0 & 0xffff_ffff, (token.0 >> 32) as u32)
+}
+
+/// Hands out generations; one per event loop.
+#[derive(Debug, Default)]
+pub struct Generations(u32);
+
+impl Generations {
+    /// The next generation (wrapping: a token would have to survive four
+    /// billion reconnects of other slots to be mistaken).
+    #[inline]
+    pub fn next(&mut self) -> u32 {
+        self.0 = self.0.wrapping_add(1);
+        self.0
+    }
+}
+
+/// What to do after `accept` failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AcceptFailure {
+    /// The backlog is empty: wait for the next readiness edge.
+    Drained,
+    /// This one connection went away or the call was interrupted: accept
+    /// the next.
+    Retry,
+    /// No descriptor left (EMFILE/ENFILE): free one, or pause.
+    OutOfFds,
+    /// Anything else: pause rather than spin.
+    Other,
+}
+
+/// Classifies an `accept` error.
+pub fn accept_failure(err: &io::Error) -> AcceptFailure {
+    match err.kind() {
+        io::ErrorKind::WouldBlock => AcceptFailure::Drained,
+        io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset => {
+            AcceptFailure::Retry
+        }
+        _ if matches!(err.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => AcceptFailure::OutOfFds,
+        _ => AcceptFailure::Other,
+    }
+}
+
+/// How long accepting stays off after it failed for want of resources.
+pub const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+/// Accepting switched off for a moment, so a listener whose accepts fail
+/// does not spin its event loop; the connections wait in the backlog.
+#[derive(Debug, Default)]
+pub struct AcceptPause {
+    until: Option<Instant>,
+}
+
+impl AcceptPause {
+    /// Turns accepting off for [`ACCEPT_PAUSE`] from `now`.
+    pub fn pause(&mut self, now: Instant) {
+        self.until = Some(now + ACCEPT_PAUSE);
+    }
+
+    /// True while accepting is off; clears the pause once it is over.
+    pub fn active(&mut self, now: Instant) -> bool {
+        match self.until {
+            Some(t) if now < t => true,
+            Some(_) => {
+                self.until = None;
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// When the pause ends, for the event loop's timeout.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.until
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip_and_stay_clear_of_the_reserved_ones() {
+        let mut g = Generations::default();
+        let a = token(7, g.next());
+        let b = token(7, g.next());
+        assert_ne!(a, b);
+        assert_eq!(split(b), (7, 2));
+        let top = token(KEY_LIMIT - 1, u32::MAX);
+        assert_ne!(top, LISTENER);
+        assert_ne!(top, WAKER);
+    }
+
+    #[test]
+    fn accept_failures_are_classified() {
+        let k = |kind| accept_failure(&io::Error::from(kind));
+        assert_eq!(k(io::ErrorKind::WouldBlock), AcceptFailure::Drained);
+        assert_eq!(k(io::ErrorKind::ConnectionAborted), AcceptFailure::Retry);
+        assert_eq!(accept_failure(&io::Error::from_raw_os_error(libc::EMFILE)), AcceptFailure::OutOfFds);
+        assert_eq!(accept_failure(&io::Error::from_raw_os_error(libc::ENOBUFS)), AcceptFailure::Other);
+    }
+
+    #[test]
+    fn a_pause_ends_by_itself() {
+        let mut p = AcceptPause::default();
+        let t0 = Instant::now();
+        assert!(!p.active(t0));
+        p.pause(t0);
+        assert!(p.active(t0 + Duration::from_millis(50)));
+        assert_eq!(p.deadline(), Some(t0 + ACCEPT_PAUSE));
+        assert!(!p.active(t0 + ACCEPT_PAUSE));
+        assert_eq!(p.deadline(), None);
+    }
+}
