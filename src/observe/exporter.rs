@@ -40,6 +40,8 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
 use crate::Error;
+use crate::wire::headers;
+use crate::netio::{self, AcceptFailure, AcceptPause, Generations, LISTENER, WAKER};
 
 /// Largest request head accepted (request line plus headers). Prometheus
 /// sends a few hundred bytes; anything past this gets `431` and is closed.
@@ -65,10 +67,6 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// connection is busy writing a response.
 pub const MAX_CONNECTIONS: usize = 64;
 
-/// How long to stop accepting after an accept error such as `EMFILE`: the
-/// pending connection stays in the backlog, so retrying at once would spin.
-const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
-
 /// Most connections accepted in one loop turn, so a connection flood cannot
 /// starve the connections already open.
 const MAX_ACCEPTS_PER_TURN: usize = 64;
@@ -90,17 +88,6 @@ const MAX_HEADERS: usize = 64;
 
 /// Poll events handled per `poll` call.
 const EVENTS_CAPACITY: usize = 128;
-
-/// Token of the listening socket.
-const LISTENER: Token = Token(usize::MAX);
-/// Token of the waker that [`Exporter::stop`] uses.
-const WAKER: Token = Token(usize::MAX - 1);
-/// Low bits of a connection token that hold the slab slot; the rest hold a
-/// generation. Slots never exceed [`MAX_CONNECTIONS`], well below 2^8.
-const SLOT_BITS: u32 = 8;
-const SLOT_MASK: usize = (1 << SLOT_BITS) - 1;
-/// Largest generation; keeps connection tokens clear of the two above.
-const MAX_GENERATION: usize = (usize::MAX >> SLOT_BITS) - 1;
 
 /// What a handler returns for one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,9 +150,9 @@ impl Exporter {
             listener,
             handler,
             conns: Slab::with_capacity(MAX_CONNECTIONS),
-            generation: 0,
+            generations: Generations::default(),
             accept_ready: true,
-            accept_paused_until: None,
+            accept_pause: AcceptPause::default(),
         };
         let thread = std::thread::Builder::new()
             .name("soakd-exporter".into())
@@ -216,12 +203,12 @@ struct Server {
     listener: TcpListener,
     handler: Handler,
     conns: Slab<Conn>,
-    /// Generation of the most recently admitted connection.
-    generation: usize,
+    /// A generation per admitted connection, carried in its token.
+    generations: Generations,
     /// The listener may have connections waiting (edge-triggered).
     accept_ready: bool,
-    /// Accepting is paused after an accept error until then.
-    accept_paused_until: Option<Instant>,
+    /// Accepting is paused for a moment after an accept error.
+    accept_pause: AcceptPause,
 }
 
 impl Server {
@@ -254,7 +241,7 @@ impl Server {
     /// when connections are known to be waiting in the backlog.
     fn poll_timeout(&self, now: Instant) -> Duration {
         let mut nearest = now + MAX_POLL_WAIT;
-        match self.accept_paused_until {
+        match self.accept_pause.deadline() {
             Some(until) => nearest = nearest.min(until),
             None if self.accept_ready => return Duration::ZERO,
             None => {}
@@ -266,7 +253,7 @@ impl Server {
     }
 
     fn connection_event(&mut self, token: Token, event: &Event, now: Instant) {
-        let slot = token.0 & SLOT_MASK;
+        let (slot, _) = netio::split(token);
         let Some(conn) = self.conns.get_mut(slot) else {
             return;
         };
@@ -291,11 +278,8 @@ impl Server {
         if !self.accept_ready {
             return;
         }
-        if let Some(until) = self.accept_paused_until {
-            if now < until {
-                return;
-            }
-            self.accept_paused_until = None;
+        if self.accept_pause.active(now) {
+            return;
         }
         // True right after closing a connection to free a descriptor.
         let mut freed_fd = false;
@@ -305,23 +289,22 @@ impl Server {
                     freed_fd = false;
                     self.admit(stream, now);
                 }
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
-                    self.accept_ready = false;
-                    return;
-                }
-                Err(err)
-                    if matches!(
-                        err.kind(),
-                        io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset
-                    ) => {}
                 Err(err) => {
+                    let failure = netio::accept_failure(&err);
+                    if failure == AcceptFailure::Drained {
+                        self.accept_ready = false;
+                        return;
+                    }
+                    if failure == AcceptFailure::Retry {
+                        continue;
+                    }
                     // Out of descriptors (the workers share the process
                     // limit): give up an idle or slow connection for the
                     // newcomer, as when over MAX_CONNECTIONS. If accepting
                     // fails again right after, another thread took the
                     // descriptor: pause as below.
                     if !freed_fd
-                        && matches!(err.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+                        && failure == AcceptFailure::OutOfFds
                         && let Some(slot) = self.eviction_candidate()
                     {
                         drop(self.conns.remove(slot));
@@ -330,7 +313,7 @@ impl Server {
                     }
                     // The connection stays in the backlog; retry later
                     // instead of spinning.
-                    self.accept_paused_until = Some(now + ACCEPT_PAUSE);
+                    self.accept_pause.pause(now);
                     return;
                 }
             }
@@ -346,15 +329,9 @@ impl Server {
             }
         }
         let _ = stream.set_nodelay(true);
-        self.generation = if self.generation >= MAX_GENERATION {
-            1
-        } else {
-            self.generation + 1
-        };
         let entry = self.conns.vacant_entry();
         let slot = entry.key();
-        debug_assert!(slot <= SLOT_MASK);
-        let token = Token((self.generation << SLOT_BITS) | slot);
+        let token = netio::token(slot, self.generations.next());
         if self
             .poll
             .registry()
@@ -655,7 +632,7 @@ fn render(reply: &Reply, head_only: bool, connection: Connection, extra: &str) -
     let head = format!(
         "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{extra}{connection}\r\n",
         reply.status,
-        reason(reply.status),
+        headers::reason(reply.status),
         reply.content_type,
         reply.body.len(),
     );
@@ -665,32 +642,6 @@ fn render(reply: &Reply, head_only: bool, connection: Connection, extra: &str) -
         out.extend_from_slice(&reply.body);
     }
     out
-}
-
-/// The reason phrase for a status code (empty, which is allowed, when not
-/// known).
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        202 => "Accepted",
-        204 => "No Content",
-        301 => "Moved Permanently",
-        302 => "Found",
-        304 => "Not Modified",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        406 => "Not Acceptable",
-        408 => "Request Timeout",
-        429 => "Too Many Requests",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        501 => "Not Implemented",
-        503 => "Service Unavailable",
-        _ => "",
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -747,28 +698,13 @@ fn parse(input: &[u8]) -> Parsed {
         return bad("malformed request\n");
     };
     let http10 = version == 0;
-    let (mut close, mut keep_alive) = (false, false);
-    for header in req.headers.iter() {
-        let value = header.value;
-        if header.name.eq_ignore_ascii_case("transfer-encoding") {
-            return bad("request bodies are not accepted\n");
-        }
-        if header.name.eq_ignore_ascii_case("content-length") {
-            let text = value.trim_ascii();
-            if text.is_empty() || !text.iter().all(u8::is_ascii_digit) {
-                return bad("invalid Content-Length\n");
-            }
-            if text.iter().any(|&b| b != b'0') {
-                return bad("request bodies are not accepted\n");
-            }
-        }
-        if header.name.eq_ignore_ascii_case("connection") {
-            for option in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
-                close |= option.eq_ignore_ascii_case(b"close");
-                keep_alive |= option.eq_ignore_ascii_case(b"keep-alive");
-            }
-        }
+    let Ok(f) = headers::scan(req.headers) else {
+        return bad("invalid Content-Length\n");
+    };
+    if f.chunked || f.other_coding || f.content_length.is_some_and(|n| n > 0) {
+        return bad("request bodies are not accepted\n");
     }
+    let (close, keep_alive) = (f.close, f.keep_alive);
     // HTTP/1.1 keeps the connection unless told to close; HTTP/1.0 closes
     // unless asked to keep it.
     let keep_alive = !close && (!http10 || keep_alive);

@@ -42,6 +42,7 @@ use slab::Slab;
 use socket2::{Domain, Socket, Type};
 
 use crate::Error;
+use crate::wire::headers;
 use crate::netio::{self, AcceptFailure, AcceptPause, Generations, LISTENER, WAKER};
 
 /// Settings for the built-in target.
@@ -1035,30 +1036,15 @@ fn set_aside(conn: &mut Conn, rest: &[u8], stop: Stop) {
 
 /// Picks the response for a parsed request and the length of its body.
 fn classify(req: &httparse::Request<'_, '_>) -> (u16, u64) {
-    let mut content_length = None;
-    let mut close = false;
-    let mut keep_alive = false;
-    for header in req.headers.iter() {
-        if header.name.eq_ignore_ascii_case("content-length") {
-            let Some(len) = parse_length(header.value) else {
-                return (BAD_REQUEST, 0);
-            };
-            if content_length.is_some_and(|seen| seen != len) {
-                return (BAD_REQUEST, 0);
-            }
-            content_length = Some(len);
-        } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
-            // Chunked request bodies are not needed by anything that talks
-            // to the target; refusing them beats misreading the stream.
-            return (BAD_REQUEST, 0);
-        } else if header.name.eq_ignore_ascii_case("connection") {
-            for option in header.value.split(|&b| b == b',') {
-                let option = option.trim_ascii();
-                close |= option.eq_ignore_ascii_case(b"close");
-                keep_alive |= option.eq_ignore_ascii_case(b"keep-alive");
-            }
-        }
+    let Ok(f) = headers::scan(req.headers) else {
+        return (BAD_REQUEST, 0);
+    };
+    // Chunked request bodies are not needed by anything that talks to the
+    // target; refusing them beats misreading the stream.
+    if f.chunked || f.other_coding {
+        return (BAD_REQUEST, 0);
     }
+    let (content_length, close, keep_alive) = (f.content_length, f.close, f.keep_alive);
     let persist = match req.version {
         Some(1) if close => Persist::Close,
         Some(1) => Persist::Default,
@@ -1068,21 +1054,6 @@ fn classify(req: &httparse::Request<'_, '_>) -> (u16, u64) {
     let head = req.method == Some("HEAD");
     let route = Route::of(req.path.unwrap_or("/"));
     (response_id(route, head, persist), content_length.unwrap_or(0))
-}
-
-/// Parses a Content-Length value: decimal digits only.
-fn parse_length(value: &[u8]) -> Option<u64> {
-    let value = value.trim_ascii();
-    if value.is_empty() {
-        return None;
-    }
-    value.iter().try_fold(0u64, |acc, &b| {
-        if b.is_ascii_digit() {
-            acc.checked_mul(10)?.checked_add(u64::from(b - b'0'))
-        } else {
-            None
-        }
-    })
 }
 
 /// What the target can answer.
@@ -1219,7 +1190,7 @@ impl Responses {
         for code in [400, 431] {
             let text = format!(
                 "HTTP/1.1 {code} {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-                reason(code)
+                headers::reason(code)
             );
             table.push(Response {
                 bytes: text.into_bytes().into_boxed_slice(),
@@ -1314,7 +1285,7 @@ fn render(route: Route, head: bool, persist: Persist) -> Response {
         text.push_str("HTTP/1.1 100 Continue\r\n\r\n");
     }
     let version = if route == Route::Http10 { "HTTP/1.0" } else { "HTTP/1.1" };
-    text.push_str(&format!("{version} {code} {}\r\n", reason(code)));
+    text.push_str(&format!("{version} {code} {}\r\n", headers::reason(code)));
     let body: Vec<u8> = match route {
         Route::Status(204 | 304) => Vec::new(),
         Route::Chunked => {
@@ -1351,48 +1322,6 @@ fn render(route: Route, head: bool, persist: Persist) -> Response {
         bytes: bytes.into_boxed_slice(),
         close: persist == Persist::Close,
         action: Action::Respond,
-    }
-}
-
-/// A short reason phrase; clients must not depend on it, so uncommon codes
-/// get their class name.
-fn reason(code: u16) -> &'static str {
-    let known = match code {
-        200 => "OK",
-        201 => "Created",
-        202 => "Accepted",
-        204 => "No Content",
-        206 => "Partial Content",
-        301 => "Moved Permanently",
-        302 => "Found",
-        303 => "See Other",
-        304 => "Not Modified",
-        307 => "Temporary Redirect",
-        308 => "Permanent Redirect",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        408 => "Request Timeout",
-        413 => "Content Too Large",
-        429 => "Too Many Requests",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        501 => "Not Implemented",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        _ => "",
-    };
-    if !known.is_empty() {
-        return known;
-    }
-    match code / 100 {
-        2 => "Success",
-        3 => "Redirection",
-        4 => "Client Error",
-        _ => "Server Error",
     }
 }
 
@@ -2145,15 +2074,5 @@ mod tests {
         assert_eq!(Route::of("/status/250?x"), Route::Status(250));
         assert_eq!(Route::of("/big?"), Route::Big);
         assert_eq!(Route::of("/bigger"), Route::Pong);
-    }
-
-    #[test]
-    fn content_length_parsing() {
-        assert_eq!(parse_length(b" 42 "), Some(42));
-        assert_eq!(parse_length(b"0"), Some(0));
-        assert_eq!(parse_length(b""), None);
-        assert_eq!(parse_length(b"-1"), None);
-        assert_eq!(parse_length(b"1,2"), None);
-        assert_eq!(parse_length(b"99999999999999999999999"), None);
     }
 }

@@ -6,8 +6,6 @@
 
 use std::collections::VecDeque;
 
-use mio::Token;
-
 use super::TICK_NS;
 use super::transport::Transport;
 use crate::wire::Framer;
@@ -103,10 +101,6 @@ pub(super) struct Ramp {
     pub(super) rate: f64,
     pub(super) tokens: f64,
     pub(super) last: u64,
-}
-
-pub(super) fn token(key: usize, generation: u32) -> Token {
-    Token(key | ((generation as usize) << 32))
 }
 
 /// The first wheel tick at or after `ns`: a timer never fires early.

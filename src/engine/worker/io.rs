@@ -18,9 +18,7 @@ use crate::wire::{AtEof, Framed};
 
 impl Worker {
     pub(super) fn on_event(&mut self, ev: &mio::event::Event) {
-        let raw = ev.token().0;
-        let key = raw & 0xffff_ffff;
-        let generation = (raw >> 32) as u32;
+        let (key, generation) = crate::netio::split(ev.token());
         let Some(c) = self.conns.get(key) else { return };
         if c.generation != generation {
             return;

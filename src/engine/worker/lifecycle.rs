@@ -7,7 +7,8 @@
 
 use std::time::Duration;
 
-use super::conn::{State, grid_due, jitter, tick_ceil, token};
+use super::conn::{State, grid_due, jitter, tick_ceil};
+use crate::netio::token;
 use super::socket::{self, Connecting};
 use super::transport::Transport;
 use super::{BACKOFF_FIRST_MS, BACKOFF_MAX_MS, HEALTHY_NS, PHASE_RUN, TICK_NS, Worker};
@@ -39,8 +40,7 @@ impl Worker {
         let source = (!w.sources.is_empty()).then(|| w.sources[c.slot as usize % w.sources.len()]);
         let addr = w.addr;
         self.local[c.workload as usize].counters.connects_started += 1;
-        self.next_generation = self.next_generation.wrapping_add(1);
-        c.generation = self.next_generation;
+        c.generation = self.generations.next();
         c.since = now;
         c.draining = false;
         c.answered = false;

@@ -204,7 +204,7 @@ pub struct Worker {
     conns: Slab<Conn>,
     /// Connection generations are unique per worker (not per slot), so an
     /// event for a removed slot's socket can never match a new occupant.
-    next_generation: u32,
+    generations: crate::netio::Generations,
     threads: usize,
     commands_seen: u64,
     wheel: Wheel,
@@ -269,7 +269,7 @@ impl Worker {
             gauges[w as usize].backoff += 1;
         }
         Ok(Worker {
-            next_generation: 0,
+            generations: Default::default(),
             threads: spec.threads,
             commands_seen: 0,
             ports: spec.ports,
