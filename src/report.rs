@@ -13,7 +13,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::plan::Plan;
-use crate::stats::{CloseReason, ErrorKind, Gauges, Totals, WorkloadStats};
+use crate::stats::{CloseReason, ErrorKind, Gauges, StatusClass, Totals, WorkloadStats};
 
 /// Percentiles of one histogram, in seconds.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -57,7 +57,7 @@ impl Percentiles {
 }
 
 /// Connection figures.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct Connections {
     /// Connections the plan holds.
     pub desired: u64,
@@ -75,19 +75,6 @@ pub struct Connections {
     pub ramp_seconds: Option<f64>,
     /// Closes by reason.
     pub closed_by_reason: Closes,
-}
-
-/// Closes by reason.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Closes {
-    /// Server closed without owing a response.
-    pub server_close: u64,
-    /// Closed because of an error.
-    pub error: u64,
-    /// Planned churn.
-    pub churn: u64,
-    /// Closed at the end of the run.
-    pub shutdown: u64,
 }
 
 /// Request figures. `sent = completed + failed + in_flight_at_end`.
@@ -108,40 +95,44 @@ pub struct Requests {
     pub per_second: f64,
 }
 
-/// Complete responses by status class.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Responses {
-    /// 100-199 (interim responses are skipped; only a final 1xx counts).
-    #[serde(rename = "1xx")]
-    pub c1xx: u64,
-    /// 200-299.
-    #[serde(rename = "2xx")]
-    pub c2xx: u64,
-    /// 300-399.
-    #[serde(rename = "3xx")]
-    pub c3xx: u64,
-    /// 400-499.
-    #[serde(rename = "4xx")]
-    pub c4xx: u64,
-    /// 500-599 and anything out of range.
-    #[serde(rename = "5xx")]
-    pub c5xx: u64,
+/// Counts by name, in the name table's order: errors by kind, closes by
+/// reason. Serialized as an object whose keys are the names, so the JSON
+/// contract follows the one table in `stats` and cannot miss a name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ByName<const N: usize> {
+    names: [&'static str; N],
+    counts: [u64; N],
 }
 
-/// Errors by kind (see [`ErrorKind`]).
-#[derive(Clone, Debug, Default, Serialize)]
-#[allow(missing_docs)]
-pub struct Errors {
-    pub connect_refused: u64,
-    pub connect_timeout: u64,
-    pub connect_other: u64,
-    pub addr_unavailable: u64,
-    pub fd_limit: u64,
-    pub reset: u64,
-    pub eof: u64,
-    pub timeout: u64,
-    pub protocol: u64,
+impl<const N: usize> ByName<N> {
+    /// The count under `name` (0 for a name not in the table).
+    pub fn get(&self, name: &str) -> u64 {
+        self.names.iter().position(|n| *n == name).map_or(0, |i| self.counts[i])
+    }
+
+    /// (name, count) in table order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        self.names.iter().copied().zip(self.counts.iter().copied())
+    }
 }
+
+impl<const N: usize> Serialize for ByName<N> {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = ser.serialize_map(Some(N))?;
+        for (name, count) in self.iter() {
+            map.serialize_entry(name, &count)?;
+        }
+        map.end()
+    }
+}
+
+/// Complete responses by status class (see [`StatusClass`]).
+pub type Responses = ByName<{ StatusClass::COUNT }>;
+/// Errors by kind (see [`ErrorKind`]).
+pub type Errors = ByName<{ ErrorKind::COUNT }>;
+/// Closes of established connections by reason (see [`CloseReason`]).
+pub type Closes = ByName<{ CloseReason::COUNT }>;
 
 /// Bytes on the wire.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -153,7 +144,7 @@ pub struct Bytes {
 }
 
 /// Every figure of one workload (or of all of them summed).
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct Figures {
     /// Connection figures.
     pub connections: Connections,
@@ -203,8 +194,6 @@ pub struct Report {
 
 fn figures(stats: &WorkloadStats, g: &Gauges, peak: u64, at_end: u64, ramp: Option<Duration>, secs: f64) -> Figures {
     let c = &stats.counters;
-    let e = |k: ErrorKind| c.errors_of(k);
-    let r = |r: CloseReason| c.closed[r as usize];
     Figures {
         connections: Connections {
             desired: g.desired,
@@ -214,10 +203,8 @@ fn figures(stats: &WorkloadStats, g: &Gauges, peak: u64, at_end: u64, ramp: Opti
             closed: c.total_closed(),
             ramp_seconds: ramp.map(|d| d.as_secs_f64()),
             closed_by_reason: Closes {
-                server_close: r(CloseReason::ServerClose),
-                error: r(CloseReason::Error),
-                churn: r(CloseReason::Churn),
-                shutdown: r(CloseReason::Shutdown),
+                names: CloseReason::ALL.map(CloseReason::name),
+                counts: c.closed,
             },
         },
         requests: Requests {
@@ -234,22 +221,12 @@ fn figures(stats: &WorkloadStats, g: &Gauges, peak: u64, at_end: u64, ramp: Opti
             0.0
         },
         responses: Responses {
-            c1xx: c.responses[0],
-            c2xx: c.responses[1],
-            c3xx: c.responses[2],
-            c4xx: c.responses[3],
-            c5xx: c.responses[4],
+            names: StatusClass::ALL.map(StatusClass::name),
+            counts: c.responses,
         },
         errors: Errors {
-            connect_refused: e(ErrorKind::ConnectRefused),
-            connect_timeout: e(ErrorKind::ConnectTimeout),
-            connect_other: e(ErrorKind::ConnectOther),
-            addr_unavailable: e(ErrorKind::AddrUnavailable),
-            fd_limit: e(ErrorKind::FdLimit),
-            reset: e(ErrorKind::Reset),
-            eof: e(ErrorKind::Eof),
-            timeout: e(ErrorKind::Timeout),
-            protocol: e(ErrorKind::Protocol),
+            names: ErrorKind::ALL.map(ErrorKind::name),
+            counts: c.errors,
         },
         latency_seconds: Percentiles::of(&stats.latency),
         schedule_lag_seconds: Percentiles::of(&stats.lag),
@@ -333,32 +310,20 @@ impl Report {
         let _ = writeln!(
             s,
             "  closes        server {}  error {}  churn {}  shutdown {}",
-            b.server_close, b.error, b.churn, b.shutdown
+            b.get("server_close"),
+            b.get("error"),
+            b.get("churn"),
+            b.get("shutdown")
         );
         let _ = writeln!(
             s,
             "  requests      sent {}  completed {}  failed {}  missed {}  in flight {}  {:.1}/s  {:.1} per connection",
             r.sent, r.completed, r.failed, r.missed, r.in_flight_at_end, r.per_second, f.requests_per_connection
         );
-        let p = &f.responses;
-        let _ = writeln!(
-            s,
-            "  responses     1xx {}  2xx {}  3xx {}  4xx {}  5xx {}",
-            p.c1xx, p.c2xx, p.c3xx, p.c4xx, p.c5xx
-        );
-        let e = &f.errors;
-        let kinds = [
-            ("connect_refused", e.connect_refused),
-            ("connect_timeout", e.connect_timeout),
-            ("connect_other", e.connect_other),
-            ("addr_unavailable", e.addr_unavailable),
-            ("fd_limit", e.fd_limit),
-            ("reset", e.reset),
-            ("eof", e.eof),
-            ("timeout", e.timeout),
-            ("protocol", e.protocol),
-        ];
-        let listed: Vec<String> = kinds
+        let classes: Vec<String> = f.responses.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let _ = writeln!(s, "  responses     {}", classes.join("  "));
+        let listed: Vec<String> = f
+            .errors
             .iter()
             .filter(|(_, n)| *n > 0)
             .map(|(k, n)| format!("{k} {n}"))

@@ -133,8 +133,14 @@ mod tests {
         let k = |kind| accept_failure(&io::Error::from(kind));
         assert_eq!(k(io::ErrorKind::WouldBlock), AcceptFailure::Drained);
         assert_eq!(k(io::ErrorKind::ConnectionAborted), AcceptFailure::Retry);
-        assert_eq!(accept_failure(&io::Error::from_raw_os_error(libc::EMFILE)), AcceptFailure::OutOfFds);
-        assert_eq!(accept_failure(&io::Error::from_raw_os_error(libc::ENOBUFS)), AcceptFailure::Other);
+        assert_eq!(
+            accept_failure(&io::Error::from_raw_os_error(libc::EMFILE)),
+            AcceptFailure::OutOfFds
+        );
+        assert_eq!(
+            accept_failure(&io::Error::from_raw_os_error(libc::ENOBUFS)),
+            AcceptFailure::Other
+        );
     }
 
     #[test]

@@ -40,8 +40,8 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
 use crate::Error;
-use crate::wire::headers;
 use crate::netio::{self, AcceptFailure, AcceptPause, Generations, LISTENER, WAKER};
+use crate::wire::headers;
 
 /// Largest request head accepted (request line plus headers). Prometheus
 /// sends a few hundred bytes; anything past this gets `431` and is closed.

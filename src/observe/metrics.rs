@@ -23,7 +23,7 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, MetricFamily, MetricType};
 
 use crate::stats::Totals;
-use crate::stats::{self, CloseReason, Counters, ErrorKind, Gauges};
+use crate::stats::{self, CloseReason, Counters, ErrorKind, Gauges, StatusClass};
 
 /// Bucket upper bounds in seconds: 100, 250, 500 µs; ten per decade from
 /// 1 ms to 1 s (the R10 series, so a `histogram_quantile` p99 in that range
@@ -284,11 +284,40 @@ pub fn render(registry: &prometheus::Registry) -> Vec<u8> {
     out
 }
 
+/// One metric family: its name, help, type, labels and how its series are
+/// made from the snapshot. Each family carries its own `fill`, so a family
+/// cannot be declared and then silently left empty by a misspelt name.
 struct Family {
     name: &'static str,
     help: &'static str,
     kind: MetricType,
     labels: &'static [&'static str],
+    fill: Fill,
+}
+
+/// How a family's series are made.
+enum Fill {
+    /// Series per target (workload).
+    Target(fn(&Series<'_>, &mut Vec<proto::Metric>)),
+    /// Series about soakd itself.
+    Global(fn(MetricType, &Snapshot, &mut Vec<proto::Metric>)),
+}
+
+/// What a per-target family reads: one workload's snapshot and the server
+/// processes watched for it.
+struct Series<'a> {
+    kind: MetricType,
+    t: &'a str,
+    w: &'a WorkloadSnapshot,
+    c: &'a Counters,
+    procs: &'a [(String, ProcStat)],
+}
+
+impl Series<'_> {
+    /// One series labelled with the target only.
+    fn one(&self, v: u64) -> proto::Metric {
+        value(self.kind, &[("target", self.t)], v as f64)
+    }
 }
 
 const FAMILIES: &[Family] = &[
@@ -297,90 +326,159 @@ const FAMILIES: &[Family] = &[
         help: "Connection slots by state (backoff includes slots waiting for a ramp token).",
         kind: MetricType::GAUGE,
         labels: &["target", "state"],
+        fill: Fill::Target(|x, out| {
+            for (state, v) in [
+                ("open", x.w.gauges.open),
+                ("connecting", x.w.gauges.connecting),
+                ("backoff", x.w.gauges.backoff),
+            ] {
+                out.push(value(x.kind, &[("target", x.t), ("state", state)], v as f64));
+            }
+        }),
     },
     Family {
         name: "soakd_connections_desired",
         help: "Connection slots the plan wants now.",
         kind: MetricType::GAUGE,
         labels: &["target"],
+        fill: Fill::Target(|x, out| {
+            out.push(x.one(x.w.gauges.desired));
+        }),
     },
     Family {
         name: "soakd_connections_opened_total",
         help: "Successful connects.",
         kind: MetricType::COUNTER,
         labels: &["target"],
+        fill: Fill::Target(|x, out| {
+            out.push(x.one(x.c.opened));
+        }),
     },
     Family {
         name: "soakd_connections_closed_total",
         help: "Closes of established connections by reason.",
         kind: MetricType::COUNTER,
         labels: &["target", "reason"],
+        fill: Fill::Target(|x, out| {
+            for r in CloseReason::ALL {
+                out.push(value(
+                    x.kind,
+                    &[("target", x.t), ("reason", r.name())],
+                    x.c.closed[r as usize] as f64,
+                ));
+            }
+        }),
     },
     Family {
         name: "soakd_requests_sent_total",
         help: "Requests written.",
         kind: MetricType::COUNTER,
         labels: &["target"],
+        fill: Fill::Target(|x, out| {
+            out.push(x.one(x.c.sent));
+        }),
     },
     Family {
         name: "soakd_requests_failed_total",
         help: "Requests sent and then lost to an error (sent = completed + failed + in flight).",
         kind: MetricType::COUNTER,
         labels: &["target"],
+        fill: Fill::Target(|x, out| {
+            out.push(x.one(x.c.failed));
+        }),
     },
     Family {
         name: "soakd_requests_missed_total",
         help: "Scheduled requests never sent: already older than the request timeout when a connection was free.",
         kind: MetricType::COUNTER,
         labels: &["target"],
+        fill: Fill::Target(|x, out| {
+            out.push(x.one(x.c.missed));
+        }),
     },
     Family {
         name: "soakd_requests_in_flight",
         help: "Requests sent and not yet answered.",
         kind: MetricType::GAUGE,
         labels: &["target"],
+        fill: Fill::Target(|x, out| {
+            out.push(x.one(x.w.gauges.in_flight));
+        }),
     },
     Family {
         name: "soakd_responses_total",
         help: "Complete responses by status class.",
         kind: MetricType::COUNTER,
         labels: &["target", "code"],
+        fill: Fill::Target(|x, out| {
+            for class in StatusClass::ALL {
+                out.push(value(
+                    x.kind,
+                    &[("target", x.t), ("code", class.name())],
+                    x.c.responses[class as usize] as f64,
+                ));
+            }
+        }),
     },
     Family {
         name: "soakd_errors_total",
         help: "Failures by kind: one per request lost, or one per failed connect.",
         kind: MetricType::COUNTER,
         labels: &["target", "kind"],
+        fill: Fill::Target(|x, out| {
+            for k in ErrorKind::ALL {
+                out.push(value(
+                    x.kind,
+                    &[("target", x.t), ("kind", k.name())],
+                    x.c.errors_of(k) as f64,
+                ));
+            }
+        }),
     },
     Family {
         name: "soakd_request_duration_seconds",
         help: "Request latency: from the due time in paced and open-loop modes, from the write in closed loop.",
         kind: MetricType::HISTOGRAM,
         labels: &["target"],
+        fill: Fill::Target(|x, out| {
+            out.push(histogram(&[("target", x.t)], &x.w.latency));
+        }),
     },
     Family {
         name: "soakd_connect_duration_seconds",
         help: "TCP connect time.",
         kind: MetricType::HISTOGRAM,
         labels: &["target"],
+        fill: Fill::Target(|x, out| {
+            out.push(histogram(&[("target", x.t)], &x.w.connect));
+        }),
     },
     Family {
         name: "soakd_schedule_lag_seconds",
         help: "Due time to written (paced and open-loop modes): the load generator's own health.",
         kind: MetricType::HISTOGRAM,
         labels: &["target"],
+        fill: Fill::Target(|x, out| {
+            out.push(histogram(&[("target", x.t)], &x.w.lag));
+        }),
     },
     Family {
         name: "soakd_sent_bytes_total",
         help: "Bytes written.",
         kind: MetricType::COUNTER,
         labels: &["target"],
+        fill: Fill::Target(|x, out| {
+            out.push(x.one(x.c.bytes_sent));
+        }),
     },
     Family {
         name: "soakd_received_bytes_total",
         help: "Bytes read.",
         kind: MetricType::COUNTER,
         labels: &["target"],
+        fill: Fill::Target(|x, out| {
+            out.push(x.one(x.c.bytes_received));
+        }),
     },
     Family {
         name: "soakd_request_duration_window_seconds",
@@ -390,48 +488,98 @@ const FAMILIES: &[Family] = &[
         // anything else.
         kind: MetricType::SUMMARY,
         labels: &["target"],
+        fill: Fill::Target(|x, out| {
+            let mut m = proto::Metric::from_label(labels(&[("target", x.t)]));
+            let mut summary = proto::Summary::default();
+            summary.set_sample_count(x.w.latency.count);
+            summary.set_sample_sum(x.w.latency.sum);
+            summary.set_quantile(
+                WINDOW_QUANTILES
+                    .iter()
+                    .zip(x.w.window)
+                    .map(|((q, _), v)| {
+                        let mut quantile = proto::Quantile::default();
+                        quantile.set_quantile(*q);
+                        quantile.set_value(v);
+                        quantile
+                    })
+                    .collect(),
+            );
+            m.set_summary(summary);
+            out.push(m);
+        }),
     },
     Family {
         name: "soakd_healthy",
         help: "1 while every worker loop checked in within the last 5 s, else 0 (what /healthz reports).",
         kind: MetricType::GAUGE,
         labels: &[],
+        fill: Fill::Global(|kind, snap, out| {
+            out.push(value(kind, &[], if snap.healthy { 1.0 } else { 0.0 }));
+        }),
     },
     Family {
         name: "soakd_config_reloads_total",
         help: "Config file reloads (SIGHUP) by result.",
         kind: MetricType::COUNTER,
         labels: &["result"],
+        fill: Fill::Global(|kind, snap, out| {
+            out.push(value(kind, &[("result", "success")], snap.reloads[0] as f64));
+            out.push(value(kind, &[("result", "failure")], snap.reloads[1] as f64));
+        }),
     },
     Family {
         name: "soakd_config_last_reload_success_timestamp_seconds",
         help: "Unix time of the last successful config load (the start counts).",
         kind: MetricType::GAUGE,
         labels: &[],
+        fill: Fill::Global(|kind, snap, out| {
+            out.push(value(kind, &[], snap.last_reload_success));
+        }),
     },
     Family {
         name: "soakd_build_info",
         help: "Always 1; the version label says which soakd is running.",
         kind: MetricType::GAUGE,
         labels: &["version"],
+        fill: Fill::Global(|kind, _, out| {
+            out.push(value(kind, &[("version", env!("CARGO_PKG_VERSION"))], 1.0));
+        }),
     },
     Family {
         name: "soakd_target_process_resident_memory_bytes",
         help: "Resident memory of a process of the server under test (--target-pid).",
         kind: MetricType::GAUGE,
         labels: &["target", "pid"],
+        fill: Fill::Target(|x, out| {
+            for (pid, p) in x.procs {
+                out.push(value(x.kind, &[("target", x.t), ("pid", pid)], p.rss_bytes));
+            }
+        }),
     },
     Family {
         name: "soakd_target_process_cpu_seconds_total",
         help: "User and system CPU time of a process of the server under test (--target-pid).",
         kind: MetricType::COUNTER,
         labels: &["target", "pid"],
+        fill: Fill::Target(|x, out| {
+            for (pid, p) in x.procs {
+                out.push(value(x.kind, &[("target", x.t), ("pid", pid)], p.cpu_seconds));
+            }
+        }),
     },
     Family {
         name: "soakd_target_process_open_fds",
         help: "Open file descriptors of a process of the server under test (--target-pid).",
         kind: MetricType::GAUGE,
         labels: &["target", "pid"],
+        fill: Fill::Target(|x, out| {
+            for (pid, p) in x.procs {
+                if let Some(fds) = p.open_fds {
+                    out.push(value(x.kind, &[("target", x.t), ("pid", pid)], fds));
+                }
+            }
+        }),
     },
 ];
 
@@ -544,20 +692,20 @@ impl Collector for SoakCollector {
             .iter()
             .map(|f| {
                 let mut metrics = Vec::new();
-                for (w, procs) in snap.workloads.iter().zip(&procs) {
-                    family_metrics(f, w, procs, &mut metrics);
-                }
-                match f.name {
-                    "soakd_build_info" => metrics.push(value(f.kind, &[("version", env!("CARGO_PKG_VERSION"))], 1.0)),
-                    "soakd_healthy" => metrics.push(value(f.kind, &[], if snap.healthy { 1.0 } else { 0.0 })),
-                    "soakd_config_reloads_total" => {
-                        metrics.push(value(f.kind, &[("result", "success")], snap.reloads[0] as f64));
-                        metrics.push(value(f.kind, &[("result", "failure")], snap.reloads[1] as f64));
+                match f.fill {
+                    Fill::Target(fill) => {
+                        for (w, procs) in snap.workloads.iter().zip(&procs) {
+                            let series = Series {
+                                kind: f.kind,
+                                t: &w.name,
+                                w,
+                                c: &w.counters,
+                                procs,
+                            };
+                            fill(&series, &mut metrics);
+                        }
                     }
-                    "soakd_config_last_reload_success_timestamp_seconds" => {
-                        metrics.push(value(f.kind, &[], snap.last_reload_success));
-                    }
-                    _ => {}
+                    Fill::Global(fill) => fill(f.kind, &snap, &mut metrics),
                 }
                 let mut fam = MetricFamily::default();
                 fam.set_name(f.name.into());
@@ -568,95 +716,6 @@ impl Collector for SoakCollector {
             })
             .filter(|fam| !fam.get_metric().is_empty())
             .collect()
-    }
-}
-
-fn family_metrics(f: &Family, w: &WorkloadSnapshot, procs: &[(String, ProcStat)], out: &mut Vec<proto::Metric>) {
-    let t = w.name.as_str();
-    let c = &w.counters;
-    let one = |v: u64| value(f.kind, &[("target", t)], v as f64);
-    match f.name {
-        "soakd_connections" => {
-            for (state, v) in [
-                ("open", w.gauges.open),
-                ("connecting", w.gauges.connecting),
-                ("backoff", w.gauges.backoff),
-            ] {
-                out.push(value(f.kind, &[("target", t), ("state", state)], v as f64));
-            }
-        }
-        "soakd_connections_desired" => out.push(one(w.gauges.desired)),
-        "soakd_connections_opened_total" => out.push(one(c.opened)),
-        "soakd_connections_closed_total" => {
-            for r in CloseReason::ALL {
-                out.push(value(
-                    f.kind,
-                    &[("target", t), ("reason", r.name())],
-                    c.closed[r as usize] as f64,
-                ));
-            }
-        }
-        "soakd_requests_sent_total" => out.push(one(c.sent)),
-        "soakd_requests_failed_total" => out.push(one(c.failed)),
-        "soakd_requests_missed_total" => out.push(one(c.missed)),
-        "soakd_requests_in_flight" => out.push(one(w.gauges.in_flight)),
-        "soakd_responses_total" => {
-            for (i, code) in ["1xx", "2xx", "3xx", "4xx", "5xx"].iter().enumerate() {
-                out.push(value(f.kind, &[("target", t), ("code", code)], c.responses[i] as f64));
-            }
-        }
-        "soakd_errors_total" => {
-            for k in ErrorKind::ALL {
-                out.push(value(
-                    f.kind,
-                    &[("target", t), ("kind", k.name())],
-                    c.errors_of(k) as f64,
-                ));
-            }
-        }
-        "soakd_request_duration_seconds" => out.push(histogram(&[("target", t)], &w.latency)),
-        "soakd_connect_duration_seconds" => out.push(histogram(&[("target", t)], &w.connect)),
-        "soakd_schedule_lag_seconds" => out.push(histogram(&[("target", t)], &w.lag)),
-        "soakd_sent_bytes_total" => out.push(one(c.bytes_sent)),
-        "soakd_received_bytes_total" => out.push(one(c.bytes_received)),
-        "soakd_request_duration_window_seconds" => {
-            let mut m = proto::Metric::from_label(labels(&[("target", t)]));
-            let mut summary = proto::Summary::default();
-            summary.set_sample_count(w.latency.count);
-            summary.set_sample_sum(w.latency.sum);
-            summary.set_quantile(
-                WINDOW_QUANTILES
-                    .iter()
-                    .zip(w.window)
-                    .map(|((q, _), v)| {
-                        let mut quantile = proto::Quantile::default();
-                        quantile.set_quantile(*q);
-                        quantile.set_value(v);
-                        quantile
-                    })
-                    .collect(),
-            );
-            m.set_summary(summary);
-            out.push(m);
-        }
-        "soakd_target_process_resident_memory_bytes" => {
-            for (pid, p) in procs {
-                out.push(value(f.kind, &[("target", t), ("pid", pid)], p.rss_bytes));
-            }
-        }
-        "soakd_target_process_cpu_seconds_total" => {
-            for (pid, p) in procs {
-                out.push(value(f.kind, &[("target", t), ("pid", pid)], p.cpu_seconds));
-            }
-        }
-        "soakd_target_process_open_fds" => {
-            for (pid, p) in procs {
-                if let Some(fds) = p.open_fds {
-                    out.push(value(f.kind, &[("target", t), ("pid", pid)], fds));
-                }
-            }
-        }
-        _ => {}
     }
 }
 

@@ -206,8 +206,8 @@ fn parse_watchdog(usec: Option<&str>, watchdog_pid: Option<&str>, our_pid: u32) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
     use std::io;
+    use std::path::Path;
     use std::path::PathBuf;
     use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -42,8 +42,8 @@ use slab::Slab;
 use socket2::{Domain, Socket, Type};
 
 use crate::Error;
-use crate::wire::headers;
 use crate::netio::{self, AcceptFailure, AcceptPause, Generations, LISTENER, WAKER};
+use crate::wire::headers;
 
 /// Settings for the built-in target.
 #[derive(Debug, Clone)]

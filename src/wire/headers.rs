@@ -67,10 +67,10 @@ pub fn content_length(value: &[u8]) -> Option<u64> {
     })
 }
 
-/// A short reason phrase for a status code. Clients must not depend on it,
-/// and an empty one is allowed, so uncommon codes get none.
+/// A short reason phrase for a status code. Clients must not depend on
+/// it, so an uncommon code gets its class's name.
 pub fn reason(code: u16) -> &'static str {
-    match code {
+    let known = match code {
         100 => "Continue",
         200 => "OK",
         201 => "Created",
@@ -99,6 +99,14 @@ pub fn reason(code: u16) -> &'static str {
         503 => "Service Unavailable",
         504 => "Gateway Timeout",
         _ => "",
+    };
+    match (known, code / 100) {
+        ("", 1) => "Informational",
+        ("", 2) => "Success",
+        ("", 3) => "Redirection",
+        ("", 4) => "Client Error",
+        ("", _) => "Server Error",
+        (known, _) => known,
     }
 }
 
@@ -153,6 +161,7 @@ mod tests {
     fn reasons() {
         assert_eq!(reason(200), "OK");
         assert_eq!(reason(503), "Service Unavailable");
-        assert_eq!(reason(599), "");
+        assert_eq!(reason(599), "Server Error");
+        assert_eq!(reason(299), "Success");
     }
 }

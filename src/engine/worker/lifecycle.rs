@@ -8,10 +8,10 @@
 use std::time::Duration;
 
 use super::conn::{State, grid_due, jitter, tick_ceil};
-use crate::netio::token;
 use super::socket::{self, Connecting};
 use super::transport::Transport;
 use super::{BACKOFF_FIRST_MS, BACKOFF_MAX_MS, HEALTHY_NS, PHASE_RUN, TICK_NS, Worker};
+use crate::netio::token;
 use crate::stats::{self, CloseReason, ErrorKind};
 use crate::wire::Framer;
 
