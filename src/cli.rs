@@ -321,12 +321,8 @@ pub struct TargetArgs {
     /// Delay before each response.
     #[arg(long, value_name = "DUR", default_value = "0s", value_parser = duration, allow_hyphen_values = true)]
     pub delay: Duration,
-    /// Misbehave on purpose, for testing clients: on every request, or with
-    /// @N on every N-th (per thread). MODE is one of close-after-accept,
-    /// close-mid-head, close-mid-body, reset, never-answer, trickle,
-    /// huge-head, bad-status, bad-chunk, short-body, extra-bytes, continue,
-    /// http10-no-length, stop-accepting.
-    #[arg(long, value_name = "MODE[@N]")]
+    /// Misbehave on purpose (the help text lists the modes).
+    #[arg(long, value_name = "MODE[@N]", help = target::fault_help())]
     pub fault: Option<target::Fault>,
 }
 
