@@ -1,0 +1,348 @@
+//! Regression tests for engine faults found by reading the code: each test
+//! shows one of them from the outside (the real binary, driven only through
+//! its flags, config files and signals) and names what broke.
+//!
+//! Run them one at a time: `cargo test --release --test regressions --
+//! --test-threads=1`. Every wait below is bounded, every target is on
+//! 127.0.0.1 and every run stops by itself.
+
+mod util;
+
+use std::fs;
+use std::io::{ErrorKind, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::{self, sleep};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use util::{BuiltinTarget, TempDir, field as u, free_port, socket_states, temp_path};
+
+// ---------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------
+
+/// A `soakd` child whose stderr goes to a file the test can read while it
+/// runs (to see notes such as "serving the final metrics"). Killed on drop.
+struct Soakd {
+    child: Option<Child>,
+    stderr: PathBuf,
+    args: Vec<String>,
+}
+
+impl Soakd {
+    fn spawn(args: &[&str]) -> Soakd {
+        let stderr = temp_path("regress-stderr", "log");
+        let child = Command::new(util::soakd_bin())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&stderr).expect("create stderr capture"))
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start soakd {args:?}: {e}"));
+        Soakd {
+            child: Some(child),
+            stderr,
+            args: args.iter().map(|a| a.to_string()).collect(),
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// What it wrote to stderr so far.
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&fs::read(&self.stderr).unwrap_or_default()).into_owned()
+    }
+
+    /// Whether it is still running (not exited, not a zombie).
+    fn running(&mut self) -> bool {
+        matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
+    }
+
+    /// Waits up to `secs` for it to exit; kills it and panics (with its
+    /// stderr) when it does not.
+    fn wait(&mut self, secs: u64) -> (ExitStatus, String) {
+        let mut child = self.child.take().expect("running");
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => return (status, self.stderr()),
+                Ok(None) if Instant::now() < deadline => sleep(Duration::from_millis(10)),
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!(
+                        "soakd {:?} still running after {secs} s, killed\n--- stderr ---\n{}",
+                        self.args,
+                        self.stderr()
+                    );
+                }
+            }
+        }
+    }
+
+    /// Waits up to `secs` until its stderr contains `text`.
+    fn wait_for_stderr(&mut self, text: &str, secs: u64) {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while !self.stderr().contains(text) {
+            assert!(
+                Instant::now() < deadline && self.running(),
+                "soakd never printed {text:?} (within {secs} s)\n--- stderr ---\n{}",
+                self.stderr()
+            );
+            sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits up to `secs` until it holds `n` established TCP connections.
+    fn wait_established(&mut self, n: usize, secs: u64) {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let open = established(self.pid());
+            if open == n {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline && self.running(),
+                "soakd holds {open} connections, not {n} (after {secs} s)\n--- stderr ---\n{}",
+                self.stderr()
+            );
+            sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Soakd {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = fs::remove_file(&self.stderr);
+    }
+}
+
+/// Established TCP connections that `pid` holds.
+fn established(pid: u32) -> usize {
+    socket_states(pid).get("ESTABLISHED").copied().unwrap_or(0)
+}
+
+/// Sends the signals to `pid` from one shell with its built-in `kill`, so
+/// they arrive microseconds apart (no process is started between them).
+fn signals_back_to_back(pid: u32, sigs: &[&str]) {
+    let script: String = sigs.iter().map(|s| format!("kill -s {s} \"$1\" && ")).collect::<String>() + "true";
+    let ok = Command::new("sh")
+        .args(["-c", &script, "sh", &pid.to_string()])
+        .stdin(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(ok, "could not send {sigs:?} to pid {pid}");
+}
+
+/// A field of /proc/PID/task/TID/status (a number, the unit dropped).
+fn task_status(pid: u32, tid: u32, key: &str) -> Option<u64> {
+    let text = fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Voluntary context switches of the main thread of `pid`: soakd's control
+/// thread (workers are `soakd-worker-N`, the exporter has its own thread).
+fn control_thread_sleeps(pid: u32) -> Option<u64> {
+    task_status(pid, pid, "voluntary_ctxt_switches")
+}
+
+/// The sum of every series of metric `name` in a scrape of `addr`, or
+/// `None` when the endpoint does not answer.
+fn scrape_sum(addr: &str, name: &str) -> Option<f64> {
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut s, &mut text).ok()?;
+    let (_, body) = text.split_once("\r\n\r\n")?;
+    let mut found = false;
+    let mut sum = 0.0;
+    for line in body.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, v)) = line.rsplit_once(' ') else { continue };
+        if series.split('{').next() == Some(name) {
+            sum += v.parse::<f64>().ok()?;
+            found = true;
+        }
+    }
+    found.then_some(sum)
+}
+
+/// Waits up to `secs` until the metrics endpoint at `addr` answers.
+fn wait_metrics_up(addr: &str, soakd: &mut Soakd, secs: u64) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while scrape_sum(addr, "soakd_requests_sent_total").is_none() {
+        assert!(
+            Instant::now() < deadline && soakd.running(),
+            "metrics endpoint {addr} never came up\n--- stderr ---\n{}",
+            soakd.stderr()
+        );
+        sleep(Duration::from_millis(50));
+    }
+}
+
+/// Reads and removes a JSON report.
+fn read_report(path: &Path, stderr: &str) -> Value {
+    let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("no report at {} ({e})\n{stderr}", path.display()));
+    let _ = fs::remove_file(path);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("bad report ({e}): {text}"))
+}
+
+/// The figures of the workload called `name` in a report.
+fn workload<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["workloads"]
+        .as_array()
+        .and_then(|ws| ws.iter().find(|w| w["name"] == name))
+        .unwrap_or_else(|| panic!("no workload {name:?} in {report:#}"))
+}
+
+/// Writes `bytes` into the FIFO at `path` once a reader has it open: opens
+/// it for writing without blocking (ENXIO while nobody reads), retrying for
+/// up to `within`. Returns whether a reader came and took the bytes.
+fn feed_fifo(path: &Path, bytes: &[u8], within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        match fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+        {
+            // Small enough for the pipe buffer: never blocks, and closing
+            // the file gives the reader its EOF.
+            Ok(mut f) => return f.write_all(bytes).is_ok(),
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) && Instant::now() < deadline => {
+                sleep(Duration::from_millis(10))
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return false,
+            Err(e) => panic!("open fifo {}: {e}", path.display()),
+        }
+    }
+}
+
+fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run mkfifo: {e}"));
+    assert!(status.success(), "mkfifo {} failed", path.display());
+}
+
+// ---------------------------------------------------------------------------
+// 2. Every worker held its own copy of the request repeated `pipeline` times
+// ---------------------------------------------------------------------------
+
+/// `--pipeline 1024` with a 64 KiB body on 16 threads: each worker used to
+/// render its own 64 MiB copy of the pipelined request bytes (1 GiB in
+/// all). Memory must not grow with threads × pipeline × body.
+#[test]
+fn pipelined_large_body_is_not_copied_per_worker() {
+    let target = BuiltinTarget::start(&[]);
+    let dir = TempDir::new("regress-body");
+    let body = dir.path().join("body.bin");
+    fs::write(&body, vec![b'x'; 64 * 1024]).unwrap();
+    let report = temp_path("regress-body", "json");
+    let url = target.url("/");
+    let mut soakd = Soakd::spawn(&[
+        "run",
+        &url,
+        "-t",
+        "16",
+        "-c",
+        "16",
+        "--pipeline",
+        "1024",
+        "-m",
+        "POST",
+        "--body-file",
+        body.to_str().unwrap(),
+        // Paced, so the test measures the process's memory, not loopback
+        // throughput: 160 requests (10 MiB) a second.
+        "-i",
+        "100ms",
+        "-d",
+        "2s",
+        "--metrics-listen",
+        "off",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    let pid = soakd.pid();
+    let mut peak_kb = 0;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while soakd.running() && Instant::now() < deadline {
+        let hwm = task_status(pid, pid, "VmHWM").unwrap_or(0);
+        let rss = task_status(pid, pid, "VmRSS").unwrap_or(0);
+        peak_kb = peak_kb.max(hwm).max(rss);
+        sleep(Duration::from_millis(50));
+    }
+    let (status, stderr) = soakd.wait(20);
+    let rep = read_report(&report, &stderr);
+    assert!(status.success(), "exit {status}\n{stderr}");
+    assert!(
+        u(&rep, "/requests/completed") > 0,
+        "the target answered no POST: {rep:#}\n{stderr}"
+    );
+    assert_eq!(util::total_errors(&rep), 0, "{rep:#}");
+    let peak_mib = peak_kb / 1024;
+    assert!(
+        peak_mib < 256,
+        "peak RSS {peak_mib} MiB (VmHWM) with -t 16 --pipeline 1024 and a 64 KiB body: \
+         the pipelined request bytes are copied per worker (limit 256 MiB)"
+    );
+}
+
+/// A request body over 16 MiB is refused up front (exit 2, naming the flag
+/// and the limit) instead of being rendered, repeated and copied into every
+/// worker.
+#[test]
+fn body_file_over_16_mib_is_refused_before_connecting() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let dir = TempDir::new("regress-bigbody");
+    let body = dir.path().join("body.bin");
+    fs::write(&body, vec![b'x'; 16 * 1024 * 1024 + 1]).unwrap();
+    let mut soakd = Soakd::spawn(&[
+        "run",
+        &url,
+        "-c",
+        "1",
+        "-m",
+        "POST",
+        "--body-file",
+        body.to_str().unwrap(),
+        "-d",
+        "1s",
+        "--request-timeout",
+        "1s",
+        "--metrics-listen",
+        "off",
+    ]);
+    let (status, stderr) = soakd.wait(30);
+    let connected = match listener.accept() {
+        Ok(_) => true,
+        Err(e) if e.kind() == ErrorKind::WouldBlock => false,
+        Err(e) => panic!("accept: {e}"),
+    };
+    assert_eq!(
+        status.code(),
+        Some(2),
+        "a 16 MiB + 1 byte --body-file was not refused ({status}, connected to the target: {connected})\n{stderr}"
+    );
+    assert!(
+        stderr.contains("--body-file") && stderr.to_ascii_lowercase().contains("16 mib"),
+        "the refusal must name --body-file and the 16 MiB limit:\n{stderr}"
+    );
+    assert!(!connected, "soakd connected before refusing the body\n{stderr}");
+}
