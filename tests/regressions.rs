@@ -346,3 +346,266 @@ fn body_file_over_16_mib_is_refused_before_connecting() {
     );
     assert!(!connected, "soakd connected before refusing the body\n{stderr}");
 }
+
+// ---------------------------------------------------------------------------
+// 3. A SIGHUP reload read the config's files on the control thread
+// ---------------------------------------------------------------------------
+
+/// A reload whose `body_file` is slow to read (a FIFO nobody writes to for
+/// 3 s) must not stop the control thread: the metrics snapshot it refreshes
+/// every 250 ms keeps moving while requests flow. It used to freeze until
+/// the read finished.
+#[test]
+fn slow_reload_does_not_freeze_the_metrics() {
+    let target = BuiltinTarget::start(&[]);
+    let dir = TempDir::new("regress-fifo");
+    let fifo = dir.path().join("body.fifo");
+    mkfifo(&fifo);
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let config = dir.path().join("soak.toml");
+    fs::write(
+        &config,
+        format!(
+            "metrics_listen = \"{metrics}\"\nthreads = 2\n\n[[workload]]\nname = \"fifo\"\nurl = \"{}\"\n\
+             connections = 50\ninterval = \"50ms\"\nmethod = \"POST\"\nbody_file = \"{}\"\n",
+            target.url("/"),
+            fifo.display()
+        ),
+    )
+    .unwrap();
+
+    // The first load reads the FIFO once: feed it from a thread.
+    let feeder = {
+        let fifo = fifo.clone();
+        thread::spawn(move || feed_fifo(&fifo, b"first body", Duration::from_secs(10)))
+    };
+    let mut soakd = Soakd::spawn(&["run", "--config", config.to_str().unwrap(), "-d", "30s"]);
+    assert!(feeder.join().unwrap(), "soakd never read the body FIFO at startup\n{}", soakd.stderr());
+    wait_metrics_up(&metrics, &mut soakd, 10);
+    // Requests flow: the counter moves between scrapes.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut before = scrape_sum(&metrics, "soakd_requests_sent_total").unwrap_or(0.0);
+    loop {
+        sleep(Duration::from_millis(300));
+        let now = scrape_sum(&metrics, "soakd_requests_sent_total").unwrap_or(0.0);
+        if now > before && now > 0.0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no requests flow\n{}", soakd.stderr());
+        before = now;
+    }
+
+    util::signal(soakd.pid(), "HUP");
+    // Nothing writes to the FIFO for 3 s: a reload reading it waits.
+    let t0 = Instant::now();
+    let mut samples: Vec<(Duration, Option<f64>)> = Vec::new();
+    while t0.elapsed() < Duration::from_secs(3) {
+        sleep(Duration::from_millis(250));
+        samples.push((t0.elapsed(), scrape_sum(&metrics, "soakd_requests_sent_total")));
+    }
+    // Let a reload that is waiting on the FIFO finish, then stop.
+    let released = feed_fifo(&fifo, b"first body", Duration::from_secs(2));
+    util::signal(soakd.pid(), "INT");
+    let (status, stderr) = soakd.wait(20);
+
+    let values: Vec<f64> = samples.iter().filter_map(|(_, v)| *v).collect();
+    assert!(
+        values.len() == samples.len(),
+        "the metrics endpoint stopped answering after SIGHUP: {samples:?}\n{stderr}"
+    );
+    // Samples from 0.5 s on: the control thread had time to take SIGHUP.
+    let window: Vec<f64> = samples
+        .iter()
+        .filter(|(t, _)| *t >= Duration::from_millis(500))
+        .filter_map(|(_, v)| *v)
+        .collect();
+    let (first, last) = (window[0], *window.last().unwrap());
+    assert!(
+        last > first,
+        "soakd_requests_sent_total froze at {first} for {:.1} s while a SIGHUP reload waited on its \
+         body_file (a FIFO): the control thread does the reload's I/O (samples every 250 ms: {values:?}; \
+         reload then read the FIFO: {released})\n{stderr}",
+        (window.len() - 1) as f64 * 0.25
+    );
+    assert!(status.success(), "exit {status}\n{stderr}");
+}
+
+// ---------------------------------------------------------------------------
+// 4. A stop that skipped the drain reported no connection open at the end
+// ---------------------------------------------------------------------------
+
+/// SIGINT and at once SIGTERM: the run goes from running to exit without
+/// the workers ever draining. `open_at_end` must still be the connections
+/// open when the stop began (200), not 0. Three runs, each must hold.
+#[test]
+fn int_then_term_still_reports_open_at_end() {
+    let target = BuiltinTarget::start(&[]);
+    let url = target.url("/");
+    for run in 1..=3 {
+        let report = temp_path("regress-exit", "json");
+        let mut soakd = Soakd::spawn(&[
+            "run",
+            &url,
+            "-c",
+            "200",
+            "-i",
+            "1s",
+            "-t",
+            "2",
+            "--metrics-listen",
+            "off",
+            "--report",
+            report.to_str().unwrap(),
+        ]);
+        soakd.wait_established(200, 10);
+        // Let an aggregation tick see them all open (peak_open).
+        sleep(Duration::from_millis(400));
+        signals_back_to_back(soakd.pid(), &["INT", "TERM"]);
+        let (status, stderr) = soakd.wait(20);
+        let rep = read_report(&report, &stderr);
+        let peak = u(&rep, "/connections/peak_open");
+        let at_end = u(&rep, "/connections/open_at_end");
+        assert_eq!(peak, 200, "run {run}: {rep:#}");
+        assert_eq!(
+            at_end, 200,
+            "run {run} of 3: SIGINT then SIGTERM with 200 connections open (peak_open {peak}) \
+             reported connections.open_at_end = {at_end} ({status})\n{stderr}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 5. Deepening one workload's pipeline failed every workload's requests
+// ---------------------------------------------------------------------------
+
+/// A reload raises workload `b`'s pipeline from 1 to 4 while both `a` and
+/// `b` have requests in flight (the target answers after 1 s). Workload `a`
+/// did not change: its requests must be answered, not counted as `eof`.
+#[test]
+fn deeper_pipeline_on_reload_loses_no_requests_of_other_workloads() {
+    let target = BuiltinTarget::start(&["--delay", "1s"]);
+    let dir = TempDir::new("regress-pipeline");
+    let config = dir.path().join("soak.toml");
+    let write_config = |b_pipeline: u16| {
+        let text = format!(
+            "metrics_listen = \"off\"\nthreads = 2\n\n\
+             [[workload]]\nname = \"a\"\nurl = \"{url}\"\nconnections = 10\npipeline = 1\n\n\
+             [[workload]]\nname = \"b\"\nurl = \"{url}\"\nconnections = 10\npipeline = {b_pipeline}\n",
+            url = target.url("/")
+        );
+        fs::write(&config, text).unwrap();
+    };
+    write_config(1);
+    let report = temp_path("regress-pipeline", "json");
+    let mut soakd = Soakd::spawn(&[
+        "run",
+        "--config",
+        config.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+        "-d",
+        "30s",
+    ]);
+    soakd.wait_established(20, 10);
+    // Closed loop: every connection has its request in flight (1 s delay).
+    sleep(Duration::from_millis(300));
+    write_config(4);
+    util::signal(soakd.pid(), "HUP");
+    soakd.wait_for_stderr("config reloaded", 5);
+    sleep(Duration::from_millis(1500));
+    util::signal(soakd.pid(), "INT");
+    let (status, stderr) = soakd.wait(20);
+    let rep = read_report(&report, &stderr);
+    assert!(status.success(), "exit {status}\n{stderr}");
+    assert!(stderr.contains("config reloaded: b changed"), "{stderr}");
+    let a = workload(&rep, "a");
+    assert!(u(a, "/requests/completed") > 0, "{a:#}");
+    assert_eq!(
+        u(a, "/errors/eof"),
+        0,
+        "workload a was not changed by the reload, yet {} of its in-flight requests were counted as eof \
+         when b's pipeline went from 1 to 4:\n{a:#}",
+        u(a, "/errors/eof")
+    );
+    assert_eq!(
+        u(&rep, "/errors/eof"),
+        0,
+        "requests in flight at the reload were counted as eof:\n{rep:#}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 6. Linger and drain polled with short sleeps
+// ---------------------------------------------------------------------------
+
+/// Lingering after the run (`--metrics-linger`) waits for a signal or the
+/// end of the linger, not in 50 ms sleeps: over 2 s the control thread
+/// sleeps fewer than 10 times (it was about 40).
+#[test]
+fn metrics_linger_waits_without_polling() {
+    let target = BuiltinTarget::start(&[]);
+    let url = target.url("/");
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let mut soakd = Soakd::spawn(&[
+        "run",
+        &url,
+        "-c",
+        "5",
+        "-i",
+        "100ms",
+        "-t",
+        "1",
+        "-d",
+        "1s",
+        "--metrics-linger",
+        "5s",
+        "--metrics-listen",
+        &metrics,
+    ]);
+    soakd.wait_for_stderr("serving the final metrics", 10);
+    let pid = soakd.pid();
+    sleep(Duration::from_millis(200));
+    let before = control_thread_sleeps(pid).expect("control thread status");
+    sleep(Duration::from_secs(2));
+    let after = control_thread_sleeps(pid).expect("soakd ended its 5 s linger early");
+    assert!(soakd.running(), "soakd ended its 5 s linger early\n{}", soakd.stderr());
+    util::signal(pid, "INT");
+    let (status, stderr) = soakd.wait(10);
+    assert!(status.success(), "exit {status}\n{stderr}");
+    let switches = after - before;
+    assert!(
+        switches < 10,
+        "the control thread woke {switches} times in 2 s of --metrics-linger (fewer than 10 expected): \
+         it polls instead of waiting for a signal\n{stderr}"
+    );
+}
+
+/// Draining after SIGTERM waits on signals and the aggregation tick, not in
+/// 20 ms polls: over 2 s of drain the control thread sleeps fewer than 20
+/// times (about 100 before; a 250 ms tick makes 8).
+#[test]
+fn drain_waits_without_polling() {
+    let target = BuiltinTarget::start(&["--delay", "4s"]);
+    let url = target.url("/");
+    let mut soakd = Soakd::spawn(&["run", &url, "-c", "20", "-t", "1", "--metrics-listen", "off"]);
+    let pid = soakd.pid();
+    soakd.wait_established(20, 10);
+    // Closed loop: each connection's first request is in flight for 4 s.
+    sleep(Duration::from_millis(300));
+    util::signal(pid, "TERM");
+    sleep(Duration::from_millis(100));
+    let before = control_thread_sleeps(pid).expect("control thread status");
+    sleep(Duration::from_secs(2));
+    let after = control_thread_sleeps(pid);
+    let still_draining = soakd.running();
+    let (status, stderr) = soakd.wait(15);
+    let after = after.expect("soakd ended before the drain was over");
+    assert!(still_draining, "soakd ended before the drain was over\n{stderr}");
+    assert!(status.success(), "exit {status}\n{stderr}");
+    let switches = after - before;
+    assert!(
+        switches < 20,
+        "the control thread woke {switches} times in 2 s of drain (fewer than 20 expected): \
+         it polls every 20 ms instead of waiting for signals and its tick\n{stderr}"
+    );
+}
