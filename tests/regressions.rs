@@ -133,7 +133,11 @@ fn established(pid: u32) -> usize {
 /// Sends the signals to `pid` from one shell with its built-in `kill`, so
 /// they arrive microseconds apart (no process is started between them).
 fn signals_back_to_back(pid: u32, sigs: &[&str]) {
-    let script: String = sigs.iter().map(|s| format!("kill -s {s} \"$1\" && ")).collect::<String>() + "true";
+    let script: String = sigs
+        .iter()
+        .map(|s| format!("kill -s {s} \"$1\" && "))
+        .collect::<String>()
+        + "true";
     let ok = Command::new("sh")
         .args(["-c", &script, "sh", &pid.to_string()])
         .stdin(Stdio::null())
@@ -170,7 +174,9 @@ fn scrape_sum(addr: &str, name: &str) -> Option<f64> {
     let mut found = false;
     let mut sum = 0.0;
     for line in body.lines().filter(|l| !l.starts_with('#')) {
-        let Some((series, v)) = line.rsplit_once(' ') else { continue };
+        let Some((series, v)) = line.rsplit_once(' ') else {
+            continue;
+        };
         if series.split('{').next() == Some(name) {
             sum += v.parse::<f64>().ok()?;
             found = true;
@@ -380,7 +386,11 @@ fn slow_reload_does_not_freeze_the_metrics() {
         thread::spawn(move || feed_fifo(&fifo, b"first body", Duration::from_secs(10)))
     };
     let mut soakd = Soakd::spawn(&["run", "--config", config.to_str().unwrap(), "-d", "30s"]);
-    assert!(feeder.join().unwrap(), "soakd never read the body FIFO at startup\n{}", soakd.stderr());
+    assert!(
+        feeder.join().unwrap(),
+        "soakd never read the body FIFO at startup\n{}",
+        soakd.stderr()
+    );
     wait_metrics_up(&metrics, &mut soakd, 10);
     // Requests flow: the counter moves between scrapes.
     let deadline = Instant::now() + Duration::from_secs(10);
