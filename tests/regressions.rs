@@ -253,6 +253,8 @@ fn mkfifo(path: &Path) {
 /// all). Memory must not grow with threads × pipeline × body.
 #[test]
 fn pipelined_large_body_is_not_copied_per_worker() {
+    // One at a time: they measure memory, wake-ups and timing.
+    let _heavy = util::heavy_lock();
     let target = BuiltinTarget::start(&[]);
     let dir = TempDir::new("regress-body");
     let body = dir.path().join("body.bin");
@@ -314,6 +316,8 @@ fn pipelined_large_body_is_not_copied_per_worker() {
 /// worker.
 #[test]
 fn body_file_over_16_mib_is_refused_before_connecting() {
+    // One at a time: they measure memory, wake-ups and timing.
+    let _heavy = util::heavy_lock();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let url = format!("http://{}/", listener.local_addr().unwrap());
@@ -364,6 +368,8 @@ fn body_file_over_16_mib_is_refused_before_connecting() {
 /// the read finished.
 #[test]
 fn slow_reload_does_not_freeze_the_metrics() {
+    // One at a time: they measure memory, wake-ups and timing.
+    let _heavy = util::heavy_lock();
     let target = BuiltinTarget::start(&[]);
     let dir = TempDir::new("regress-fifo");
     let fifo = dir.path().join("body.fifo");
@@ -514,6 +520,8 @@ impl Drop for HeldThreads {
 /// afterwards. The other two runs are plain back-to-back signals.
 #[test]
 fn int_then_term_still_reports_open_at_end() {
+    // One at a time: they measure memory, wake-ups and timing.
+    let _heavy = util::heavy_lock();
     let target = BuiltinTarget::start(&[]);
     let url = target.url("/");
     for (run, hold_workers) in [(1, true), (2, false), (3, false)] {
@@ -577,6 +585,8 @@ fn int_then_term_still_reports_open_at_end() {
 /// did not change: its requests must be answered, not counted as `eof`.
 #[test]
 fn deeper_pipeline_on_reload_loses_no_requests_of_other_workloads() {
+    // One at a time: they measure memory, wake-ups and timing.
+    let _heavy = util::heavy_lock();
     let target = BuiltinTarget::start(&["--delay", "1s"]);
     let dir = TempDir::new("regress-pipeline");
     let config = dir.path().join("soak.toml");
@@ -637,6 +647,8 @@ fn deeper_pipeline_on_reload_loses_no_requests_of_other_workloads() {
 /// sleeps fewer than 10 times (it was about 40).
 #[test]
 fn metrics_linger_waits_without_polling() {
+    // One at a time: they measure memory, wake-ups and timing.
+    let _heavy = util::heavy_lock();
     let target = BuiltinTarget::start(&[]);
     let url = target.url("/");
     let metrics = format!("127.0.0.1:{}", free_port());
@@ -680,6 +692,8 @@ fn metrics_linger_waits_without_polling() {
 /// times (about 100 before; a 250 ms tick makes 8).
 #[test]
 fn drain_waits_without_polling() {
+    // One at a time: they measure memory, wake-ups and timing.
+    let _heavy = util::heavy_lock();
     let target = BuiltinTarget::start(&["--delay", "4s"]);
     let url = target.url("/");
     let mut soakd = Soakd::spawn(&["run", &url, "-c", "20", "-t", "1", "--metrics-listen", "off"]);
