@@ -40,8 +40,9 @@ fn setup_error_stops_the_workers_already_started() {
 
     // Preflight asks for connections + 64 + 4 × threads descriptors: give
     // exactly that, then fill every free descriptor below the limit and
-    // hand back just enough for the control poll, the signal pipe and one
-    // worker (epoll, eventfd, timerfd, a short-lived file read) — not four.
+    // hand back 8: the control poll and the signal pipe take 3, worker 0
+    // its epoll, eventfd and timerfd (plus a short-lived file read), which
+    // leaves part of worker 1 at most — not four workers.
     let (soft0, hard0) = rlimit::Resource::NOFILE.get().expect("read RLIMIT_NOFILE");
     let limit = CONNECTIONS + 64 + 4 * THREADS;
     rlimit::Resource::NOFILE.set(limit, limit).expect("lower RLIMIT_NOFILE");
@@ -61,7 +62,9 @@ fn setup_error_stops_the_workers_already_started() {
     let result = soakd::run(plan);
     let returned_after = started.elapsed();
 
-    // Room again: a worker left running can now connect.
+    // Room again: a worker left running can now connect. (Raising the hard
+    // limit back needs CAP_SYS_RESOURCE; without it the lowered one stays,
+    // which is why this test has a binary of its own.)
     drop(dummies);
     let _ = rlimit::Resource::NOFILE.set(soft0, hard0);
 
