@@ -7,9 +7,12 @@
 //! Counter resets (soakd restarted in between) count the new value as the
 //! delta, as Prometheus' `rate()` does.
 //!
-//! Everything here is std only: a hand-written `http://` URL parser, a
-//! blocking HTTP/1.1 GET over [`TcpStream`], and a parser for the text
-//! exposition format 0.0.4.
+//! The text format is parsed by [`exposition`], which is public as the one
+//! exposition parser the integration tests use too. The rest is std only: a
+//! hand-written `http://` URL parser and a blocking HTTP/1.1 GET over
+//! [`TcpStream`].
+
+pub mod exposition;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -18,6 +21,7 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use crate::Error;
+use exposition::Sample;
 
 /// How long to wait for the TCP connect to the metrics endpoint.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -260,7 +264,7 @@ impl Snapshot {
     /// Parses exposition text; a parse failure is a [`Error::Usage`] cause.
     fn parse(text: &str) -> Result<Snapshot, Error> {
         let samples =
-            parse_exposition(text).map_err(|e| Error::Usage(format!("not Prometheus text exposition ({e})")))?;
+            exposition::parse(text).map_err(|e| Error::Usage(format!("not Prometheus text exposition ({e})")))?;
         Ok(Snapshot { samples })
     }
 
@@ -280,166 +284,6 @@ impl Snapshot {
             found = Some(found.unwrap_or(0.0) + s.value);
         }
         found
-    }
-}
-
-/// One sample line of the text exposition format.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Sample {
-    /// Metric name, e.g. `soakd_responses_total`.
-    pub(crate) name: String,
-    /// Labels in the order they appeared, values unescaped.
-    pub(crate) labels: Vec<(String, String)>,
-    /// The sample value (may be NaN or infinite).
-    pub(crate) value: f64,
-}
-
-impl Sample {
-    /// The value of label `name`, if present.
-    pub(crate) fn label(&self, name: &str) -> Option<&str> {
-        self.labels.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
-    }
-}
-
-/// Parses Prometheus text exposition format 0.0.4.
-///
-/// Blank lines and `#` lines (HELP, TYPE, comments) are skipped. Sample
-/// lines are `name value [timestamp]` or `name{label="value",...} value
-/// [timestamp]`; label values may contain `\"`, `\\`, `\n` escapes, commas
-/// and braces. The error names the 1-based line number.
-pub(crate) fn parse_exposition(text: &str) -> Result<Vec<Sample>, String> {
-    let mut samples = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let sample = parse_line(line).map_err(|e| format!("line {}: {e}", i + 1))?;
-        samples.push(sample);
-    }
-    Ok(samples)
-}
-
-/// Parses one non-comment line.
-fn parse_line(line: &str) -> Result<Sample, String> {
-    let bytes = line.as_bytes();
-    let name_end = scan_name(bytes, 0, true);
-    if name_end == 0 {
-        return Err("expected a metric name".to_string());
-    }
-    let name = line[..name_end].to_string();
-    let mut pos = name_end;
-    if bytes[skip_blanks(bytes, pos)..].starts_with(b"{") {
-        pos = skip_blanks(bytes, pos);
-    }
-
-    let mut labels = Vec::new();
-    if bytes.get(pos) == Some(&b'{') {
-        pos = skip_blanks(bytes, pos + 1);
-        loop {
-            if bytes.get(pos) == Some(&b'}') {
-                pos += 1;
-                break;
-            }
-            let key_end = scan_name(bytes, pos, false);
-            if key_end == pos {
-                return Err(format!("expected a label name or '}}' at column {}", pos + 1));
-            }
-            let key = line[pos..key_end].to_string();
-            pos = skip_blanks(bytes, key_end);
-            if bytes.get(pos) != Some(&b'=') {
-                return Err(format!("expected '=' after label {key}"));
-            }
-            pos = skip_blanks(bytes, pos + 1);
-            if bytes.get(pos) != Some(&b'"') {
-                return Err(format!("expected '\"' to open the value of label {key}"));
-            }
-            let (value, next) =
-                scan_quoted(line, pos + 1).ok_or_else(|| format!("unterminated value of label {key}"))?;
-            labels.push((key, value));
-            pos = skip_blanks(bytes, next);
-            match bytes.get(pos) {
-                Some(b',') => pos = skip_blanks(bytes, pos + 1),
-                Some(b'}') => {
-                    pos += 1;
-                    break;
-                }
-                _ => return Err(format!("expected ',' or '}}' at column {}", pos + 1)),
-            }
-        }
-    }
-
-    let rest = &line[pos..];
-    if !rest.starts_with([' ', '\t']) {
-        return Err("expected whitespace before the value".to_string());
-    }
-    let mut fields = rest.split_ascii_whitespace();
-    let value = fields.next().ok_or("missing value")?;
-    let value = parse_value(value).ok_or_else(|| format!("invalid value {value:?}"))?;
-    if let Some(ts) = fields.next()
-        && ts.parse::<i64>().is_err()
-    {
-        return Err(format!("invalid timestamp {ts:?}"));
-    }
-    if let Some(extra) = fields.next() {
-        return Err(format!("unexpected {extra:?} after the value"));
-    }
-    Ok(Sample { name, labels, value })
-}
-
-/// End of a metric name (`[a-zA-Z_:][a-zA-Z0-9_:]*`, colons only when
-/// `metric`) or label name starting at `start`; `start` when there is none.
-fn scan_name(bytes: &[u8], start: usize, metric: bool) -> usize {
-    let mut i = start;
-    while let Some(&b) = bytes.get(i) {
-        let ok = b.is_ascii_alphabetic() || b == b'_' || (metric && b == b':') || (i > start && b.is_ascii_digit());
-        if !ok {
-            break;
-        }
-        i += 1;
-    }
-    i
-}
-
-/// Index of the first non-blank byte at or after `i`.
-fn skip_blanks(bytes: &[u8], mut i: usize) -> usize {
-    while matches!(bytes.get(i), Some(b' ' | b'\t')) {
-        i += 1;
-    }
-    i
-}
-
-/// Reads a label value whose opening quote is just before `start`; returns
-/// the unescaped value and the index after the closing quote.
-fn scan_quoted(line: &str, start: usize) -> Option<(String, usize)> {
-    let mut value = String::new();
-    let mut chars = line[start..].char_indices();
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '"' => return Some((value, start + i + 1)),
-            '\\' => match chars.next()?.1 {
-                'n' => value.push('\n'),
-                '"' => value.push('"'),
-                '\\' => value.push('\\'),
-                // Not defined by the format: keep it as written.
-                other => {
-                    value.push('\\');
-                    value.push(other);
-                }
-            },
-            other => value.push(other),
-        }
-    }
-    None
-}
-
-/// Parses a sample value, including `NaN`, `+Inf`, `-Inf`.
-fn parse_value(s: &str) -> Option<f64> {
-    match s {
-        "NaN" => Some(f64::NAN),
-        "+Inf" | "Inf" => Some(f64::INFINITY),
-        "-Inf" => Some(f64::NEG_INFINITY),
-        _ => s.parse().ok(),
     }
 }
 
@@ -690,79 +534,6 @@ mod tests {
     use super::*;
     use std::net::TcpListener;
     use std::thread;
-
-    #[test]
-    fn parses_plain_and_labelled_samples() {
-        let text = "# HELP soakd_build_info Build.\n\
-                    # TYPE soakd_build_info gauge\n\
-                    \n\
-                    soakd_build_info{version=\"0.1.0\"} 1\n\
-                    process_open_fds 12\n\
-                    up 1 1712345678000\n\
-                    x:y_z{a=\"1\",b=\"2\",} -3.5e2\n";
-        let samples = parse_exposition(text).unwrap();
-        assert_eq!(samples.len(), 4);
-        assert_eq!(samples[0].name, "soakd_build_info");
-        assert_eq!(samples[0].labels, vec![("version".to_string(), "0.1.0".to_string())]);
-        assert_eq!(samples[0].value, 1.0);
-        assert_eq!(samples[1].name, "process_open_fds");
-        assert!(samples[1].labels.is_empty());
-        assert_eq!(samples[1].value, 12.0);
-        assert_eq!(samples[2].name, "up");
-        assert_eq!(samples[2].value, 1.0);
-        assert_eq!(samples[3].name, "x:y_z");
-        assert_eq!(samples[3].label("b"), Some("2"));
-        assert_eq!(samples[3].value, -350.0);
-    }
-
-    #[test]
-    fn parses_escapes_commas_and_braces_in_label_values() {
-        let text = r#"m{a="say \"hi\", then go",b="back\\slash",c="two\nlines",d="{}=,"} 7"#;
-        let s = &parse_exposition(text).unwrap()[0];
-        assert_eq!(s.label("a"), Some("say \"hi\", then go"));
-        assert_eq!(s.label("b"), Some("back\\slash"));
-        assert_eq!(s.label("c"), Some("two\nlines"));
-        assert_eq!(s.label("d"), Some("{}=,"));
-        assert_eq!(s.value, 7.0);
-    }
-
-    #[test]
-    fn parses_special_values() {
-        let text = "a NaN\nb +Inf\nc -Inf\nd{q=\"0.5\"} NaN\ne 1e-3\n";
-        let v: Vec<f64> = parse_exposition(text).unwrap().iter().map(|s| s.value).collect();
-        assert!(v[0].is_nan());
-        assert_eq!(v[1], f64::INFINITY);
-        assert_eq!(v[2], f64::NEG_INFINITY);
-        assert!(v[3].is_nan());
-        assert_eq!(v[4], 0.001);
-    }
-
-    #[test]
-    fn tolerates_spaces_and_crlf() {
-        let text = "m{ a = \"1\" , b=\"2\" }   5\r\n\tn\t6\r\n";
-        let samples = parse_exposition(text).unwrap();
-        assert_eq!(samples[0].label("a"), Some("1"));
-        assert_eq!(samples[0].value, 5.0);
-        assert_eq!(samples[1].value, 6.0);
-    }
-
-    #[test]
-    fn rejects_non_exposition_text() {
-        for (text, want) in [
-            ("<html><body>hi</body></html>", "line 1"),
-            ("ok 1\nm{a=\"1\" 3", "line 2"),
-            ("m{a=\"1} 3", "unterminated"),
-            ("m{a=1} 3", "'\"'"),
-            ("m", "whitespace"),
-            ("m abc", "invalid value"),
-            ("m 1 2 3", "unexpected"),
-            ("m 1 soon", "timestamp"),
-            ("{\"json\": true}", "metric name"),
-        ] {
-            let err = parse_exposition(text).unwrap_err();
-            assert!(err.contains(want), "{text:?}: {err}");
-        }
-    }
 
     /// An exposition for one target with the given counters.
     fn exposition(target: &str, sent: u64, ok: u64, e5xx: u64, refused: u64, reset: u64, lat: (&str, &str)) -> String {
