@@ -7,28 +7,21 @@
 //! Counter resets (soakd restarted in between) count the new value as the
 //! delta, as Prometheus' `rate()` does.
 //!
-//! The text format is parsed by [`exposition`], which is public as the one
-//! exposition parser the integration tests use too. The rest is std only: a
-//! hand-written `http://` URL parser and a blocking HTTP/1.1 GET over
-//! [`TcpStream`].
+//! The pieces: `scrape` GETs the endpoint over the crate's own HTTP
+//! framer, [`exposition`] parses the text format (and is public, as the one
+//! exposition parser the integration tests use too), and this module turns
+//! two parsed scrapes into the summary.
 
 pub mod exposition;
+mod scrape;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use crate::Error;
 use exposition::Sample;
-
-/// How long to wait for the TCP connect to the metrics endpoint.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// Read and write timeout on the metrics connection.
-const IO_TIMEOUT: Duration = Duration::from_secs(3);
-/// A metrics response larger than this is refused (a runaway or wrong endpoint).
-const MAX_RESPONSE: usize = 64 << 20;
+use scrape::MetricsUrl;
 
 /// Quantile label values shown on the latency line, with their display names.
 const SHOWN_QUANTILES: [(&str, &str); 2] = [("0.5", "p50"), ("0.99", "p99")];
@@ -54,7 +47,7 @@ pub fn status(url: &str, gap: Duration) -> Result<String, Error> {
     let parsed = MetricsUrl::parse(url).map_err(|cause| cannot_read(url, &cause))?;
 
     let start1 = Instant::now();
-    let before = fetch(&parsed).map_err(|cause| cannot_read(url, &cause))?;
+    let before = scrape::get(&parsed).map_err(|cause| cannot_read(url, &cause))?;
     let mid1 = start1 + (Instant::now() - start1) / 2;
 
     let wake = start1 + gap;
@@ -64,7 +57,7 @@ pub fn status(url: &str, gap: Duration) -> Result<String, Error> {
     }
 
     let start2 = Instant::now();
-    let after = fetch(&parsed).map_err(|cause| cannot_read(url, &cause))?;
+    let after = scrape::get(&parsed).map_err(|cause| cannot_read(url, &cause))?;
     let mid2 = start2 + (Instant::now() - start2) / 2;
 
     // The midpoint of each request is the best guess of when the server took
@@ -287,253 +280,10 @@ impl Snapshot {
     }
 }
 
-/// A parsed `http://host[:port]/path` URL.
-#[derive(Debug, PartialEq)]
-struct MetricsUrl {
-    /// Host without IPv6 brackets, for resolution.
-    host: String,
-    port: u16,
-    /// Authority as written (`host:port`), for the Host header.
-    authority: String,
-    /// Path and query, at least `/`.
-    path: String,
-}
-
-impl MetricsUrl {
-    /// Parses `url`; the error is a cause for [`cannot_read`].
-    fn parse(url: &str) -> Result<MetricsUrl, String> {
-        let bad = |why: &str| format!("invalid URL ({why}; expected http://host:port/path)");
-        let scheme_end = url.find("://").ok_or_else(|| bad("no scheme"))?;
-        if !url[..scheme_end].eq_ignore_ascii_case("http") {
-            return Err(bad("only http:// is supported"));
-        }
-        let rest = &url[scheme_end + 3..];
-        let rest = rest.split('#').next().unwrap_or_default();
-        let (authority, path) = match rest.find(['/', '?']) {
-            Some(i) if rest.as_bytes()[i] == b'/' => (&rest[..i], rest[i..].to_string()),
-            Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
-            None => (rest, "/".to_string()),
-        };
-        if authority.contains('@') {
-            return Err(bad("user info is not supported"));
-        }
-        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-            let close = v6.find(']').ok_or_else(|| bad("unclosed '['"))?;
-            let host = &v6[..close];
-            let after = &v6[close + 1..];
-            let port = match after.strip_prefix(':') {
-                Some(p) => Some(p),
-                None if after.is_empty() => None,
-                None => return Err(bad("junk after ']'")),
-            };
-            (host, port)
-        } else {
-            match authority.rsplit_once(':') {
-                Some((h, p)) => (h, Some(p)),
-                None => (authority, None),
-            }
-        };
-        if host.is_empty() {
-            return Err(bad("no host"));
-        }
-        let port = match port {
-            None => 80,
-            Some(p) => p
-                .parse::<u16>()
-                .ok()
-                .filter(|p| *p != 0)
-                .ok_or_else(|| bad("bad port"))?,
-        };
-        if path.chars().any(|c| c.is_ascii_whitespace() || c.is_control()) {
-            return Err(bad("whitespace in path"));
-        }
-        Ok(MetricsUrl {
-            host: host.to_string(),
-            port,
-            authority: authority.to_string(),
-            path,
-        })
-    }
-}
-
-/// GETs the URL and returns the body as text; the error is a cause for
-/// [`cannot_read`].
-fn fetch(url: &MetricsUrl) -> Result<String, String> {
-    let addrs: Vec<SocketAddr> = (url.host.as_str(), url.port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {}: {e}", url.host))?
-        .collect();
-    let mut last_err = format!("{} resolves to no address", url.host);
-    let mut stream = None;
-    for addr in addrs {
-        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
-            Ok(s) => {
-                stream = Some(s);
-                break;
-            }
-            Err(e) if e.kind() == ErrorKind::TimedOut => last_err = format!("connect to {addr} timed out"),
-            Err(e) => last_err = format!("connect to {addr}: {e}"),
-        }
-    }
-    let mut stream = stream.ok_or(last_err)?;
-    let io = |what: &str, e: std::io::Error| {
-        if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
-            format!("{what} timed out")
-        } else {
-            format!("{what}: {e}")
-        }
-    };
-    stream
-        .set_read_timeout(Some(IO_TIMEOUT))
-        .map_err(|e| io("setting timeouts", e))?;
-    stream
-        .set_write_timeout(Some(IO_TIMEOUT))
-        .map_err(|e| io("setting timeouts", e))?;
-
-    let request = format!(
-        "GET {} HTTP/1.1\r\nHost: {}\r\nAccept: text/plain\r\nConnection: close\r\n\r\n",
-        url.path, url.authority
-    );
-    stream
-        .write_all(request.as_bytes())
-        .map_err(|e| io("sending the request", e))?;
-
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 16 * 1024];
-    let body = loop {
-        if let Some(body) = parse_response(&buf, false)? {
-            break body;
-        }
-        let n = match stream.read(&mut chunk) {
-            Ok(n) => n,
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => return Err(io("reading the response", e)),
-        };
-        if n == 0 {
-            break parse_response(&buf, true)?.ok_or("connection closed before a complete HTTP response arrived")?;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if buf.len() > MAX_RESPONSE {
-            return Err(format!("response larger than {} MiB", MAX_RESPONSE >> 20));
-        }
-    };
-    String::from_utf8(body).map_err(|_| "response body is not UTF-8 text".to_string())
-}
-
-/// Tries to take a complete 200 response out of `buf`.
-///
-/// `Ok(None)` means more bytes are needed; `eof` says none will come, so a
-/// close-delimited body is complete and a short framed body is an error.
-fn parse_response(buf: &[u8], eof: bool) -> Result<Option<Vec<u8>>, String> {
-    let Some((head_len, body_start)) = find_head_end(buf) else {
-        return Ok(None);
-    };
-    let head = std::str::from_utf8(&buf[..head_len]).map_err(|_| "response headers are not text".to_string())?;
-    let mut lines = head.lines();
-    let status_line = lines.next().unwrap_or_default();
-    let mut parts = status_line.splitn(3, ' ');
-    let version = parts.next().unwrap_or_default();
-    let code = parts.next().unwrap_or_default();
-    let reason = parts.next().unwrap_or_default().trim();
-    if !version.starts_with("HTTP/1.") || code.len() != 3 || !code.bytes().all(|b| b.is_ascii_digit()) {
-        return Err("the server did not answer with HTTP/1.x".to_string());
-    }
-    if code != "200" {
-        return Err(format!("HTTP status {code} {reason}").trim_end().to_string());
-    }
-
-    let mut content_length = None;
-    let mut chunked = false;
-    for line in lines {
-        let Some((name, value)) = line.split_once(':') else {
-            continue;
-        };
-        let value = value.trim();
-        if name.trim().eq_ignore_ascii_case("content-length") {
-            content_length = Some(
-                value
-                    .parse::<usize>()
-                    .map_err(|_| format!("bad Content-Length {value:?}"))?,
-            );
-        } else if name.trim().eq_ignore_ascii_case("transfer-encoding") {
-            chunked = value.to_ascii_lowercase().split(',').any(|t| t.trim() == "chunked");
-        }
-    }
-
-    let body = &buf[body_start..];
-    if chunked {
-        return match decode_chunked(body)? {
-            Some(decoded) => Ok(Some(decoded)),
-            None if eof => Err("connection closed in the middle of a chunked body".to_string()),
-            None => Ok(None),
-        };
-    }
-    match content_length {
-        Some(n) if body.len() >= n => Ok(Some(body[..n].to_vec())),
-        Some(n) if eof => Err(format!("body ended after {} of {n} bytes", body.len())),
-        Some(_) => Ok(None),
-        None if eof => Ok(Some(body.to_vec())),
-        None => Ok(None),
-    }
-}
-
-/// Length of the header block (without the blank line) and where the body
-/// starts; tolerates bare `\n` line ends.
-fn find_head_end(buf: &[u8]) -> Option<(usize, usize)> {
-    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| (i, i + 4));
-    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| (i, i + 2));
-    match (crlf, lf) {
-        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
-        (a, b) => a.or(b),
-    }
-}
-
-/// Decodes a chunked body; `Ok(None)` if it is not complete yet.
-fn decode_chunked(mut body: &[u8]) -> Result<Option<Vec<u8>>, String> {
-    let mut out = Vec::new();
-    loop {
-        let Some(line_end) = body.iter().position(|&b| b == b'\n') else {
-            return Ok(None);
-        };
-        let size_line = std::str::from_utf8(&body[..line_end]).map_err(|_| "bad chunk size line".to_string())?;
-        let size_hex = size_line.split(';').next().unwrap_or_default().trim();
-        let size = usize::from_str_radix(size_hex, 16).map_err(|_| format!("bad chunk size {size_hex:?}"))?;
-        body = &body[line_end + 1..];
-        if size == 0 {
-            // Trailers, if any, end with an empty line.
-            loop {
-                let Some(end) = body.iter().position(|&b| b == b'\n') else {
-                    return Ok(None);
-                };
-                let blank = body[..end].iter().all(|&b| b == b'\r');
-                body = &body[end + 1..];
-                if blank {
-                    return Ok(Some(out));
-                }
-            }
-        }
-        if size > MAX_RESPONSE {
-            return Err(format!("chunk of {size} bytes is too large"));
-        }
-        if body.len() < size {
-            return Ok(None);
-        }
-        out.extend_from_slice(&body[..size]);
-        body = &body[size..];
-        // The CRLF after the chunk data.
-        match body {
-            [b'\r', b'\n', rest @ ..] | [b'\n', rest @ ..] => body = rest,
-            [] | [b'\r'] => return Ok(None),
-            _ => return Err("missing line end after a chunk".to_string()),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::scrape::tests::serve;
     use super::*;
-    use std::net::TcpListener;
-    use std::thread;
 
     /// An exposition for one target with the given counters.
     fn exposition(target: &str, sent: u64, ok: u64, e5xx: u64, refused: u64, reset: u64, lat: (&str, &str)) -> String {
@@ -667,84 +417,6 @@ mod tests {
         assert!(matches!(summarize("", "", 0.0), Err(Error::Internal(_))));
     }
 
-    #[test]
-    fn url_parsing() {
-        let u = MetricsUrl::parse("http://127.0.0.1:9469/metrics").unwrap();
-        assert_eq!(
-            u,
-            MetricsUrl {
-                host: "127.0.0.1".into(),
-                port: 9469,
-                authority: "127.0.0.1:9469".into(),
-                path: "/metrics".into()
-            }
-        );
-        let u = MetricsUrl::parse("HTTP://localhost").unwrap();
-        assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("localhost", 80, "/"));
-        let u = MetricsUrl::parse("http://[::1]:9469/a/b?x=1#frag").unwrap();
-        assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("::1", 9469, "/a/b?x=1"));
-        assert_eq!(u.authority, "[::1]:9469");
-        let u = MetricsUrl::parse("http://h:1?q").unwrap();
-        assert_eq!(u.path, "/?q");
-        for bad in [
-            "127.0.0.1:9469",
-            "https://127.0.0.1/metrics",
-            "http://:80/",
-            "http://h:0/",
-            "http://h:99999/",
-            "http://h:x/",
-            "http://u@h/",
-            "http://[::1/",
-            "http://h/a b",
-        ] {
-            assert!(MetricsUrl::parse(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn http_response_framing() {
-        let r = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello world";
-        assert_eq!(parse_response(r, false).unwrap().unwrap(), b"hello");
-        let r = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel";
-        assert_eq!(parse_response(r, false).unwrap(), None);
-        assert!(parse_response(r, true).unwrap_err().contains("3 of 5"));
-        let r = b"HTTP/1.0 200 OK\nContent-Type: text/plain\n\nbody";
-        assert_eq!(parse_response(r, false).unwrap(), None);
-        assert_eq!(parse_response(r, true).unwrap().unwrap(), b"body");
-        let r = b"HTTP/1.1 200 OK\r\ntransfer-encoding: Chunked\r\n\r\n4;x=y\r\nwiki\r\n5\r\npedia\r\n0\r\n\r\n";
-        assert_eq!(parse_response(r, false).unwrap().unwrap(), b"wikipedia");
-        let r = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nwiki\r\n0\r\nX-T: 1\r\n";
-        assert_eq!(parse_response(r, false).unwrap(), None);
-        assert!(parse_response(r, true).is_err());
-        let r = b"HTTP/1.1 404 Not Found\r\n\r\n";
-        assert_eq!(parse_response(r, false).unwrap_err(), "HTTP status 404 Not Found");
-        let r = b"SSH-2.0-OpenSSH_9.6\r\n\r\n";
-        assert!(parse_response(r, true).unwrap_err().contains("HTTP/1.x"));
-    }
-
-    /// Serves one canned response per body on 127.0.0.1:0 and returns the
-    /// URL and a handle yielding the requests received.
-    fn serve(responses: Vec<Vec<u8>>) -> (String, thread::JoinHandle<Vec<String>>) {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/metrics", listener.local_addr().unwrap());
-        let handle = thread::spawn(move || {
-            let mut requests = Vec::new();
-            for response in responses {
-                let (mut conn, _) = listener.accept().unwrap();
-                conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-                let mut req = Vec::new();
-                let mut byte = [0u8; 1];
-                while !req.ends_with(b"\r\n\r\n") && conn.read(&mut byte).unwrap() == 1 {
-                    req.push(byte[0]);
-                }
-                requests.push(String::from_utf8(req).unwrap());
-                conn.write_all(&response).unwrap();
-            }
-            requests
-        });
-        (url, handle)
-    }
-
     fn ok_length(body: &str) -> Vec<u8> {
         format!(
             "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
@@ -832,7 +504,11 @@ mod tests {
 
     #[test]
     fn status_unreachable() {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let url = format!("http://127.0.0.1:{port}/metrics");
         let err = status(&url, Duration::ZERO).unwrap_err();
         assert_eq!(err.to_string().matches(&url).count(), 1, "{err}");
