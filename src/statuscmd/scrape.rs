@@ -19,7 +19,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Read and write timeout on the metrics connection (per call, not total).
 const IO_TIMEOUT: Duration = Duration::from_secs(3);
 /// A metrics body larger than this is refused: a runaway or wrong endpoint.
-pub(super) const MAX_BODY: usize = 64 << 20;
+const MAX_BODY: usize = 64 << 20;
 /// Bytes asked for per read.
 const READ_SIZE: usize = 64 * 1024;
 
