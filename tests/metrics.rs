@@ -13,6 +13,7 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use soakd::statuscmd::exposition::{self, Sample};
 use util::{BuiltinTarget, Nginx, free_port, heavy_lock, raw_server, soakd, spawn_soakd, temp_path, wait_with_timeout};
 
 const CONTRACT: &[&str] = &[
@@ -61,26 +62,33 @@ fn request(addr: &str, raw: &str) -> (u16, String, Duration) {
     (status, body, t.elapsed())
 }
 
-/// Series → value, from exposition text.
+/// Series → value, from exposition text, read with soakd's own parser
+/// (`soakd status` uses the same one). The keys are [`Sample::series`]:
+/// `name{label="value",...}` as soakd writes it, so [`one`] can look up a
+/// series written out by hand. Panics when the text is not an exposition.
 fn parse(text: &str) -> HashMap<String, f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .filter_map(|l| {
-            let (series, v) = l.rsplit_once(' ')?;
-            Some((series.to_string(), v.parse().ok()?))
-        })
+    exposition::parse(text)
+        .unwrap_or_else(|e| panic!("not Prometheus text ({e}):\n{text}"))
+        .into_iter()
+        .map(|s: Sample| (s.series(), s.value))
         .collect()
 }
 
+/// The sum of every series of metric `name` (0 when there is none).
 fn sum(m: &HashMap<String, f64>, name: &str) -> f64 {
-    m.iter()
-        .filter(|(k, _)| k.split('{').next() == Some(name))
-        .map(|(_, v)| v)
-        .sum()
+    m.iter().filter(|(k, _)| metric_name(k) == name).map(|(_, v)| v).sum()
 }
 
+/// The value of one series, by its [`Sample::series`] key; panics when it
+/// is missing.
 fn one(m: &HashMap<String, f64>, series: &str) -> f64 {
     *m.get(series).unwrap_or_else(|| panic!("{series} missing"))
+}
+
+/// The metric name of a [`Sample::series`] key: everything before the
+/// labels (a metric name never contains `{`).
+fn metric_name(series: &str) -> &str {
+    series.split('{').next().unwrap_or(series)
 }
 
 fn promtool_check(text: &str) {
@@ -143,7 +151,7 @@ fn exposition_is_clean_complete_and_monotonic_under_5000_connections() {
     let m0 = parse(&first);
     for name in CONTRACT {
         assert!(
-            m0.keys().any(|k| k.split('{').next() == Some(*name)),
+            m0.keys().any(|k| metric_name(k) == *name),
             "{name} missing from the first scrape"
         );
     }
@@ -304,7 +312,9 @@ fn accounting_holds_in_every_scrape() {
         if s.read_to_end(&mut raw).is_err() || !raw.starts_with(b"HTTP/1.1 200") {
             break;
         }
-        let m = parse(&String::from_utf8_lossy(&raw));
+        let raw = String::from_utf8_lossy(&raw);
+        let (_, body) = raw.split_once("\r\n\r\n").expect("a complete response head");
+        let m = parse(body);
         let sent = sum(&m, "soakd_requests_sent_total");
         let completed = sum(&m, "soakd_responses_total");
         let failed = sum(&m, "soakd_requests_failed_total");

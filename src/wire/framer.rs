@@ -4,7 +4,9 @@
 //! whether the connection stays open, and where it ends. [`Framer`] is a
 //! per-connection state machine fed whatever the socket returned; it parses
 //! heads with `httparse` and then walks bodies (Content-Length, chunked with
-//! trailers, close-delimited, or none) without copying them.
+//! trailers, close-delimited, or none) without copying them. A caller that
+//! does want a body (`soakd status` reading `/metrics`) gets its payload
+//! handed out as slices by [`Framer::feed_body`].
 //!
 //! "Need more bytes" and "bad bytes" are different outcomes: only a complete
 //! head is handed to `httparse`, a head that keeps growing past
@@ -134,6 +136,15 @@ impl Framer {
     /// Feeds bytes that arrived. `buf` must start with whatever an earlier
     /// call left unconsumed in the head state.
     pub fn feed(&mut self, buf: &[u8]) -> Result<Framed, ProtocolError> {
+        self.feed_body(buf, |_| {})
+    }
+
+    /// [`Framer::feed`] for a caller that wants the body: each run of body
+    /// bytes in `buf` is handed to `body`, in order, as a non-empty slice of
+    /// `buf`. That is the payload only: a chunked body arrives without its
+    /// size lines, line ends and trailers. Heads, interim 1xx responses and
+    /// bodiless responses (HEAD, 204, 304) hand out nothing.
+    pub fn feed_body(&mut self, buf: &[u8], mut body: impl FnMut(&[u8])) -> Result<Framed, ProtocolError> {
         let mut pos = 0;
         loop {
             match self.state {
@@ -148,6 +159,9 @@ impl Framer {
                 }
                 State::Length { remaining } => {
                     let take = remaining.min((buf.len() - pos) as u64);
+                    if take > 0 {
+                        body(&buf[pos..pos + take as usize]);
+                    }
                     pos += take as usize;
                     if take == remaining {
                         return Ok(self.complete(pos));
@@ -158,7 +172,7 @@ impl Framer {
                     return Ok(Framed::Partial { consumed: pos });
                 }
                 State::Chunked(chunk) => {
-                    let (used, next) = walk_chunks(chunk, &buf[pos..])?;
+                    let (used, next) = walk_chunks(chunk, &buf[pos..], &mut body)?;
                     pos += used;
                     match next {
                         Some(c) => {
@@ -169,6 +183,9 @@ impl Framer {
                     }
                 }
                 State::UntilClose => {
+                    if pos < buf.len() {
+                        body(&buf[pos..]);
+                    }
                     return Ok(Framed::Partial { consumed: buf.len() });
                 }
             }
@@ -266,13 +283,20 @@ impl Framer {
     }
 }
 
-/// Walks chunked framing over `buf`. Returns the bytes used and the state to
-/// continue in, or `None` when the message (with its trailers) ended.
-fn walk_chunks(mut state: Chunk, buf: &[u8]) -> Result<(usize, Option<Chunk>), ProtocolError> {
+/// Walks chunked framing over `buf`, handing chunk data to `body`. Returns
+/// the bytes used and the state to continue in, or `None` when the message
+/// (with its trailers) ended.
+fn walk_chunks(
+    mut state: Chunk,
+    buf: &[u8],
+    body: &mut impl FnMut(&[u8]),
+) -> Result<(usize, Option<Chunk>), ProtocolError> {
     let mut pos = 0;
     while pos < buf.len() {
         if let Chunk::Data { remaining } = state {
             let take = remaining.min((buf.len() - pos) as u64);
+            // `remaining` is never 0 here and `pos < buf.len()`, so `take > 0`.
+            body(&buf[pos..pos + take as usize]);
             pos += take as usize;
             state = if take == remaining {
                 Chunk::DataCr
@@ -355,9 +379,21 @@ mod tests {
     /// unconsumed head bytes, feed again with more. Returns the responses
     /// (status, keep_alive) and how the stream ended.
     fn frame_split(stream: &[u8], splits: &[usize], head: bool) -> Result<(Vec<(u16, bool)>, AtEof), ProtocolError> {
+        frame_split_bodies(stream, splits, head).map(|(out, end, _)| (out, end))
+    }
+
+    /// The responses (status, keep_alive), how the stream ended, and each
+    /// response's body in order.
+    type Framing = (Vec<(u16, bool)>, AtEof, Vec<Vec<u8>>);
+
+    /// [`frame_split`] through [`Framer::feed_body`], also returning each
+    /// response's body as handed out (a close-delimited one last, at EOF).
+    fn frame_split_bodies(stream: &[u8], splits: &[usize], head: bool) -> Result<Framing, ProtocolError> {
         let mut f = Framer::new(head);
         let mut pending: Vec<u8> = Vec::new();
         let mut out = Vec::new();
+        let mut bodies = Vec::new();
+        let mut body = Vec::new();
         let mut cuts: Vec<usize> = splits.iter().map(|s| s % (stream.len() + 1)).collect();
         cuts.push(0);
         cuts.push(stream.len());
@@ -366,7 +402,14 @@ mod tests {
             pending.extend_from_slice(&stream[w[0]..w[1]]);
             let mut pos = 0;
             loop {
-                match f.feed(&pending[pos..])? {
+                let fed = &pending[pos..];
+                let framed = f.feed_body(fed, |b| {
+                    // Body slices come from what was fed, never from elsewhere.
+                    let at = b.as_ptr() as usize - fed.as_ptr() as usize;
+                    assert!(at + b.len() <= fed.len() && !b.is_empty());
+                    body.extend_from_slice(b);
+                })?;
+                match framed {
                     Framed::Complete {
                         consumed,
                         status,
@@ -374,6 +417,7 @@ mod tests {
                     } => {
                         pos += consumed;
                         out.push((status, keep_alive));
+                        bodies.push(std::mem::take(&mut body));
                         if pos == pending.len() {
                             break;
                         }
@@ -389,8 +433,9 @@ mod tests {
         let end = f.eof(pending.len());
         if let AtEof::Complete { status } = end {
             out.push((status, false));
+            bodies.push(body);
         }
-        Ok((out, end))
+        Ok((out, end, bodies))
     }
 
     fn frame(stream: &[u8]) -> Result<(Vec<(u16, bool)>, AtEof), ProtocolError> {
@@ -452,6 +497,54 @@ mod tests {
             assert_eq!(&got.0, want, "{name}");
             assert_eq!(got.1, *end, "{name}");
         }
+    }
+
+    #[test]
+    fn body_bytes_table() {
+        type Case<'a> = (&'a str, &'a [u8], &'a [&'a [u8]]);
+        let cases: &[Case<'_>] = &[
+            (
+                "content-length",
+                b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\npongHTTP/1.",
+                &[b"pong"],
+            ),
+            (
+                "chunked: no size lines, extensions or trailers",
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;e=1\r\npo\r\n2\r\nng\r\n0\r\nX-T: 1\r\n\r\n",
+                &[b"pong"],
+            ),
+            (
+                "chunk data that looks like framing",
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n7\r\n\r\n0\r\n\r\n\r\n0\r\n\r\n",
+                &[b"\r\n0\r\n\r\n"],
+            ),
+            ("close delimited", b"HTTP/1.0 200 OK\r\n\r\npong", &[b"pong"]),
+            ("204 has none", b"HTTP/1.1 204 No Content\r\n\r\n", &[b""]),
+            (
+                "304 has none",
+                b"HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n",
+                &[b""],
+            ),
+            (
+                "interim heads are not body",
+                b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+                &[b"ok"],
+            ),
+            (
+                "pipelined bodies stay apart",
+                b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\naHTTP/1.1 404 N\r\nContent-Length: 2\r\n\r\nbb\
+                  HTTP/1.1 500 E\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+                &[b"a", b"bb", b""],
+            ),
+        ];
+        for (name, stream, want) in cases {
+            // "content-length" is followed by the start of a next head.
+            let (_, _, bodies) = frame_split_bodies(stream, &[], false).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(&bodies, want, "{name}");
+        }
+        let head = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n";
+        let (_, _, bodies) = frame_split_bodies(head, &[], true).unwrap();
+        assert_eq!(bodies, vec![Vec::<u8>::new()], "HEAD responses have no body");
     }
 
     #[test]
@@ -562,7 +655,53 @@ mod tests {
         ]
     }
 
+    /// A response carrying an arbitrary payload, as (bytes, payload): with a
+    /// Content-Length, or chunked in arbitrary chunk sizes.
+    fn response_with_body() -> impl Strategy<Value = (Vec<u8>, Vec<u8>)> {
+        let payload = proptest::collection::vec(any::<u8>(), 0..600);
+        (payload, proptest::collection::vec(1usize..200, 0..6), any::<bool>()).prop_map(|(payload, sizes, chunked)| {
+            if !chunked {
+                let mut v = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", payload.len()).into_bytes();
+                v.extend_from_slice(&payload);
+                return (v, payload);
+            }
+            let mut v = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+            let mut rest = payload.as_slice();
+            for size in sizes.into_iter().chain(std::iter::repeat(usize::MAX)) {
+                if rest.is_empty() {
+                    break;
+                }
+                let (chunk, tail) = rest.split_at(size.min(rest.len()));
+                v.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+                v.extend_from_slice(chunk);
+                v.extend_from_slice(b"\r\n");
+                rest = tail;
+            }
+            v.extend_from_slice(b"0\r\n\r\n");
+            (v, payload)
+        })
+    }
+
     proptest! {
+        /// Bodies handed out by `feed_body` are exactly the payloads, however
+        /// the stream is split across reads, a close-delimited last one too.
+        #[test]
+        fn feed_body_hands_out_exactly_the_payloads(
+            responses in proptest::collection::vec(response_with_body(), 1..5),
+            last in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..300)),
+            splits in proptest::collection::vec(any::<usize>(), 0..12),
+        ) {
+            let mut stream: Vec<u8> = responses.iter().flat_map(|(bytes, _)| bytes.clone()).collect();
+            let mut want: Vec<Vec<u8>> = responses.into_iter().map(|(_, payload)| payload).collect();
+            if let Some(last) = last {
+                stream.extend_from_slice(b"HTTP/1.0 200 OK\r\n\r\n");
+                stream.extend_from_slice(&last);
+                want.push(last);
+            }
+            let (_, _, bodies) = frame_split_bodies(&stream, &splits, false).unwrap();
+            prop_assert_eq!(bodies, want);
+        }
+
         /// Any stream of responses, split at arbitrary points across reads,
         /// frames exactly like the unsplit stream, and pipelined responses
         /// never bleed into each other (each one is seen exactly once).

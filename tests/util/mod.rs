@@ -1,8 +1,9 @@
 //! Shared helpers for soakd's integration tests.
 //!
 //! Every file in `tests/` is compiled as its own crate and pulls this module
-//! in with `mod util;`. Everything here uses only std plus `serde_json` (a
-//! regular dependency of the crate), so no dev-dependency is needed.
+//! in with `mod util;`. Everything here uses only std plus `serde_json` and
+//! `procfs` (regular dependencies of the crate), so no dev-dependency is
+//! needed.
 //!
 //! What is here:
 //! - [`Nginx`]: a private nginx (generated config, temp dir, free port) that
@@ -384,30 +385,19 @@ impl Nginx {
     }
 }
 
-/// Pids whose parent is `parent`.
+/// Pids whose parent is `parent` (the ppid field of /proc/PID/stat),
+/// sorted.
 fn children_of(parent: u32) -> Vec<u32> {
-    let Ok(entries) = fs::read_dir("/proc") else {
+    let Ok(processes) = procfs::process::all_processes() else {
         return Vec::new();
     };
-    let mut pids = Vec::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        // The process may exit between listing and reading; skip it then.
-        let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // Format: `pid (comm) state ppid ...`; comm may hold spaces and
-        // parentheses, so parse from the last ')'.
-        let ppid = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
-            .and_then(|s| s.parse::<u32>().ok());
-        if ppid == Some(parent) {
-            pids.push(pid);
-        }
-    }
+    let mut pids: Vec<u32> = processes
+        .flatten()
+        // A process may exit between listing and reading: skipped then.
+        .filter_map(|p| p.stat().ok())
+        .filter(|stat| u32::try_from(stat.ppid) == Ok(parent))
+        .filter_map(|stat| u32::try_from(stat.pid).ok())
+        .collect();
     pids.sort_unstable();
     pids
 }
@@ -913,75 +903,58 @@ pub fn heavy_lock() -> MutexGuard<'static, ()> {
 // What a running process uses (/proc)
 // ---------------------------------------------------------------------------
 
+/// The process `pid` as procfs sees it, or `None` when there is none.
+fn process(pid: u32) -> Option<procfs::process::Process> {
+    procfs::process::Process::new(i32::try_from(pid).ok()?).ok()
+}
+
 /// Resident memory of `pid` in KiB (`VmRSS` in /proc/PID/status), or
 /// `None` when the process is gone (or is a zombie, which has no VmRSS).
 pub fn vm_rss_kb(pid: u32) -> Option<u64> {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-}
-
-/// Clock ticks per second of /proc/PID/stat times (`getconf CLK_TCK`,
-/// 100 on every Linux this runs on when getconf is missing).
-fn clock_ticks() -> f64 {
-    static TICKS: Mutex<Option<f64>> = Mutex::new(None);
-    let mut t = TICKS.lock().unwrap_or_else(|p| p.into_inner());
-    *t.get_or_insert_with(|| {
-        Command::new("getconf")
-            .arg("CLK_TCK")
-            .output()
-            .ok()
-            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse::<f64>().ok())
-            .filter(|&t| t > 0.0)
-            .unwrap_or(100.0)
-    })
+    process(pid)?.status().ok()?.vmrss
 }
 
 /// CPU time `pid` has used so far, user plus system, in seconds (utime +
-/// stime from /proc/PID/stat), or `None` when it is gone.
+/// stime from /proc/PID/stat, in clock ticks of `sysconf(_SC_CLK_TCK)`),
+/// or `None` when it is gone.
 pub fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // `pid (comm) state ppid ...`: comm may hold spaces, so count fields
-    // from the last ')'. utime and stime are fields 14 and 15, i.e. the
-    // 12th and 13th after comm.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace().skip(11);
-    let utime: u64 = fields.next()?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    Some((utime + stime) as f64 / clock_ticks())
+    let stat = process(pid)?.stat().ok()?;
+    Some((stat.utime + stat.stime) as f64 / procfs::ticks_per_second() as f64)
 }
 
-/// Waits up to `secs` (0: just looks once) until /proc/PID/comm reads
-/// `comm`: a child started through exec'ing wrappers (see
-/// [`spawn_soakd_in`]) has become the program. Returns whether it did.
+/// Waits up to `secs` (0: just looks once) until the command name of `pid`
+/// (the `comm` field of /proc/PID/stat) is `comm`: a child started through
+/// exec'ing wrappers (see [`spawn_soakd_in`]) has become the program.
+/// Returns whether it did; `false` at once when the process is gone.
 pub fn wait_for_comm(pid: u32, comm: &str, secs: u64) -> bool {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
-        match fs::read_to_string(format!("/proc/{pid}/comm")) {
-            Ok(c) if c.trim() == comm => return true,
-            Ok(_) if Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
+        match process(pid).and_then(|p| p.stat().ok()) {
+            Some(stat) if stat.comm == comm => return true,
+            Some(_) if Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
             _ => return false,
         }
     }
 }
 
-/// TCP state names by the hex code /proc/net/tcp uses.
-const TCP_STATES: [(&str, &str); 11] = [
-    ("01", "ESTABLISHED"),
-    ("02", "SYN_SENT"),
-    ("03", "SYN_RECV"),
-    ("04", "FIN_WAIT1"),
-    ("05", "FIN_WAIT2"),
-    ("06", "TIME_WAIT"),
-    ("07", "CLOSE"),
-    ("08", "CLOSE_WAIT"),
-    ("09", "LAST_ACK"),
-    ("0A", "LISTEN"),
-    ("0B", "CLOSING"),
-];
+/// The name `ss` and netstat give a TCP state.
+fn tcp_state_name(state: &procfs::net::TcpState) -> &'static str {
+    use procfs::net::TcpState::*;
+    match state {
+        Established => "ESTABLISHED",
+        SynSent => "SYN_SENT",
+        SynRecv => "SYN_RECV",
+        FinWait1 => "FIN_WAIT1",
+        FinWait2 => "FIN_WAIT2",
+        TimeWait => "TIME_WAIT",
+        Close => "CLOSE",
+        CloseWait => "CLOSE_WAIT",
+        LastAck => "LAST_ACK",
+        Listen => "LISTEN",
+        Closing => "CLOSING",
+        NewSynRecv => "NEW_SYN_RECV",
+    }
+}
 
 /// The TCP sockets `pid` has open, counted by state (`ESTABLISHED`,
 /// `CLOSE_WAIT`, …): its socket inodes from /proc/PID/fd matched against
@@ -989,33 +962,27 @@ const TCP_STATES: [(&str, &str); 11] = [
 /// Empty when the process is gone.
 pub fn socket_states(pid: u32) -> std::collections::BTreeMap<String, usize> {
     let mut out = std::collections::BTreeMap::new();
-    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+    let Some(process) = process(pid) else {
         return out;
     };
-    let inodes: std::collections::HashSet<String> = fds
+    let Ok(fds) = process.fd() else {
+        return out;
+    };
+    // An fd closed while listing is an error item: skipped.
+    let inodes: std::collections::HashSet<u64> = fds
         .flatten()
-        .filter_map(|e| fs::read_link(e.path()).ok())
-        .filter_map(|l| {
-            let l = l.to_string_lossy().into_owned();
-            l.strip_prefix("socket:[")
-                .and_then(|r| r.strip_suffix(']'))
-                .map(str::to_string)
+        .filter_map(|fd| match fd.target {
+            procfs::process::FDTarget::Socket(inode) => Some(inode),
+            _ => None,
         })
         .collect();
-    for table in ["tcp", "tcp6"] {
-        let Ok(text) = fs::read_to_string(format!("/proc/{pid}/net/{table}")) else {
+    for table in [process.tcp(), process.tcp6()] {
+        // No tcp6 table without IPv6: nothing to count there.
+        let Ok(entries) = table else {
             continue;
         };
-        for line in text.lines().skip(1) {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            // sl local rem st tx:rx tr:when retrnsmt uid timeout inode ...
-            if f.len() > 9 && inodes.contains(f[9]) {
-                let name = TCP_STATES
-                    .iter()
-                    .find(|(code, _)| code.eq_ignore_ascii_case(f[3]))
-                    .map_or(f[3], |(_, name)| name);
-                *out.entry(name.to_string()).or_insert(0) += 1;
-            }
+        for entry in entries.iter().filter(|e| inodes.contains(&e.inode)) {
+            *out.entry(tcp_state_name(&entry.state).to_string()).or_insert(0) += 1;
         }
     }
     out
@@ -1025,16 +992,12 @@ pub fn socket_states(pid: u32) -> std::collections::BTreeMap<String, usize> {
 // Network namespaces
 // ---------------------------------------------------------------------------
 
-/// Whether this process runs as root (effective uid 0).
+/// Whether this process runs as root (effective uid 0, from
+/// /proc/self/status).
 pub fn is_root() -> bool {
-    fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|v| v.split_whitespace().nth(1).map(|e| e == "0"))
-        })
-        .unwrap_or(false)
+    procfs::process::Process::myself()
+        .and_then(|p| p.status())
+        .is_ok_and(|s| s.euid == 0)
 }
 
 /// A fresh network namespace (`ip netns add soakd-test-PID-N`) with `lo`
