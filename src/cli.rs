@@ -16,7 +16,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::engine::Reload;
-use crate::plan::{self, LoadModel, Plan, ReportDest, WorkloadSpec, defaults};
+use crate::plan::{self, LoadModel, Plan, ReportDest, TlsSpec, TlsVersion, WorkloadSpec, defaults};
 use crate::report::Report;
 use crate::{Error, target};
 
@@ -110,6 +110,18 @@ fn header(v: &str) -> Result<(String, String), String> {
     Ok((name.to_string(), value.to_string()))
 }
 
+fn tls_version(v: &str) -> Result<TlsVersion, String> {
+    TlsVersion::parse(v).ok_or_else(|| "expected 1.2 or 1.3".into())
+}
+
+fn on_off(v: &str) -> Result<bool, String> {
+    match v {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err("expected on or off".into()),
+    }
+}
+
 fn method(v: &str) -> Result<String, String> {
     crate::wire::check_method(v)?;
     Ok(v.to_string())
@@ -118,7 +130,7 @@ fn method(v: &str) -> Result<String, String> {
 /// Flags of `soakd run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Target URL (http:// only), e.g. http://127.0.0.1:8080/
+    /// Target URL, http:// or https://, e.g. http://127.0.0.1:8080/
     pub url: Option<String>,
     /// Run the workloads of a TOML config file (see docs/config.md); flags
     /// for globals (-t, -d, -n, --report, --metrics-listen, --hdr-log)
@@ -197,6 +209,33 @@ pub struct RunArgs {
     /// scrapes the final counters (e.g. 2 × the scrape interval).
     #[arg(long, value_name = "DUR", default_value = "0s", value_parser = duration, allow_hyphen_values = true)]
     pub metrics_linger: Duration,
+    /// https: the name sent (SNI) and verified instead of the URL's host
+    /// (e.g. a URL with an IP address and a certificate for a name).
+    #[arg(long, value_name = "NAME")]
+    pub servername: Option<String>,
+    /// https: trust the CAs in this PEM file instead of the system's roots
+    /// (repeatable).
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Vec<PathBuf>,
+    /// https: do not verify the server's certificate (the report says so).
+    #[arg(long)]
+    pub insecure: bool,
+    /// https: client certificate chain, PEM (mutual TLS; needs --key).
+    #[arg(long, value_name = "FILE")]
+    pub cert: Option<PathBuf>,
+    /// https: the client certificate's private key, PEM.
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+    /// https: lowest TLS version offered, 1.2 or 1.3 [default: 1.2].
+    #[arg(long, value_name = "V", value_parser = tls_version)]
+    pub tls_min: Option<TlsVersion>,
+    /// https: highest TLS version offered, 1.2 or 1.3 [default: 1.3].
+    #[arg(long, value_name = "V", value_parser = tls_version)]
+    pub tls_max: Option<TlsVersion>,
+    /// https: resume TLS sessions when a slot reconnects, on or off
+    /// [default: on].
+    #[arg(long, value_name = "on|off", value_parser = on_off)]
+    pub tls_resumption: Option<bool>,
 }
 
 impl RunArgs {
@@ -242,6 +281,16 @@ impl RunArgs {
             target_pids: self.target_pids.clone(),
             stages: Vec::new(),
             then_stop: false,
+            tls: TlsSpec {
+                servername: self.servername.clone(),
+                cacert: self.cacert.clone(),
+                insecure: self.insecure,
+                cert: self.cert.clone(),
+                key: self.key.clone(),
+                min: self.tls_min,
+                max: self.tls_max,
+                resumption: self.tls_resumption,
+            },
         };
         let workload = spec.build(&|k| match k {
             "url" => String::new(),
@@ -268,7 +317,7 @@ impl RunArgs {
     /// With `--config`: the file's workloads, the flags' globals. A flag
     /// that describes a workload is refused rather than silently ignored.
     fn into_config_plan(self, path: PathBuf) -> Result<(Plan, Option<Reload>), Error> {
-        let workload_flags: [(&str, bool); 17] = [
+        let workload_flags: [(&str, bool); 25] = [
             ("URL", self.url.is_some()),
             ("--connections", self.connections.is_some()),
             ("--ramp", self.ramp.is_some()),
@@ -286,6 +335,14 @@ impl RunArgs {
             ("--max-requests-per-conn", self.max_requests_per_conn.is_some()),
             ("--max-conn-lifetime", self.max_conn_lifetime.is_some()),
             ("--target-pid", !self.target_pids.is_empty()),
+            ("--servername", self.servername.is_some()),
+            ("--cacert", !self.cacert.is_empty()),
+            ("--insecure", self.insecure),
+            ("--cert", self.cert.is_some()),
+            ("--key", self.key.is_some()),
+            ("--tls-min", self.tls_min.is_some()),
+            ("--tls-max", self.tls_max.is_some()),
+            ("--tls-resumption", self.tls_resumption.is_some()),
         ];
         if let Some((flag, _)) = workload_flags.iter().find(|(_, given)| *given) {
             return Err(Error::Usage(format!(
@@ -324,6 +381,20 @@ pub struct TargetArgs {
     /// Misbehave on purpose (the help text lists the modes).
     #[arg(long, value_name = "MODE[@N]", help = target::fault_help())]
     pub fault: Option<target::Fault>,
+    /// Serve HTTPS with a certificate made at start (its PEM path and
+    /// SHA-256 fingerprint are printed before `listening on`).
+    #[arg(long)]
+    pub tls: bool,
+    /// Serve HTTPS with this PEM certificate chain (with --tls-key).
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert, PEM.
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// Require client certificates signed by the CAs in this PEM file
+    /// (mutual TLS); a client without one fails its handshake.
+    #[arg(long, value_name = "FILE")]
+    pub tls_client_ca: Option<PathBuf>,
 }
 
 /// Flags of `soakd demo`.
@@ -344,6 +415,10 @@ pub struct DemoArgs {
     /// Prometheus endpoint address, or "off".
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9469", value_parser = metrics_addr)]
     pub metrics_listen: Listen,
+    /// Soak the target over HTTPS (a certificate it makes at start, which
+    /// the run trusts through --cacert).
+    #[arg(long)]
+    pub tls: bool,
 }
 
 /// Runs a parsed command line; `main` maps the error to an exit code.
@@ -384,13 +459,40 @@ fn output(report: &Report, dest: Option<&ReportDest>) -> Result<(), Error> {
     }
 }
 
+/// The target's TLS, when asked for: the given pair, or a certificate made
+/// now (its PEM path and fingerprint are printed for clients to trust).
+fn target_tls(
+    tls: bool,
+    cert: Option<&PathBuf>,
+    key: Option<&PathBuf>,
+    client_ca: Option<&PathBuf>,
+) -> Result<Option<target::tls::ServerTls>, Error> {
+    let client_ca = client_ca.map(PathBuf::as_path);
+    match (tls || cert.is_some() || key.is_some() || client_ca.is_some(), cert, key) {
+        (false, _, _) => Ok(None),
+        (true, Some(c), Some(k)) => target::tls::from_files(c, k, client_ca).map(Some),
+        (true, None, None) => target::tls::self_signed(&std::env::temp_dir(), client_ca).map(Some),
+        (true, _, _) => Err(Error::Usage("--tls-cert and --tls-key go together".into())),
+    }
+}
+
 fn serve_target(args: TargetArgs) -> Result<(), Error> {
+    let tls = target_tls(
+        args.tls,
+        args.tls_cert.as_ref(),
+        args.tls_key.as_ref(),
+        args.tls_client_ca.as_ref(),
+    )?;
     let handle = target::spawn(&target::TargetConfig {
         listen: args.listen,
         threads: args.threads as usize,
         delay: args.delay,
         fault: args.fault,
+        tls: tls.as_ref().map(|t| t.config.clone()),
     })?;
+    if let Some(t) = &tls {
+        println!("certificate {} sha256 {}", t.cert_path.display(), t.fingerprint);
+    }
     // Tests and scripts read this line to learn the port.
     println!("listening on {}", handle.local_addr());
     let _ = std::io::stdout().flush();
@@ -402,13 +504,16 @@ fn serve_target(args: TargetArgs) -> Result<(), Error> {
 }
 
 fn demo(args: DemoArgs) -> Result<(), Error> {
+    let tls = target_tls(args.tls, None, None, None)?;
     let handle = target::spawn(&target::TargetConfig {
         listen: ([127, 0, 0, 1], 0).into(),
         threads: 1,
         delay: Duration::ZERO,
         fault: None,
+        tls: tls.as_ref().map(|t| t.config.clone()),
     })?;
-    let url = format!("http://{}/", handle.local_addr());
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://{}/", handle.local_addr());
     eprintln!(
         "soakd demo: built-in target on {url}; holding {} connections, one request every {} on each{}",
         args.connections,
@@ -434,6 +539,9 @@ fn demo(args: DemoArgs) -> Result<(), Error> {
         "--metrics-listen".into(),
         args.metrics_listen.0.map_or("off".into(), |a| a.to_string()),
     ]);
+    if let Some(t) = &tls {
+        argv.extend(["--cacert".into(), t.cert_path.display().to_string()]);
+    }
     // The demo is `soakd run` with fixed flags, so it exercises exactly
     // the code path operators use.
     let run = match Cli::try_parse_from(&argv).map(|c| c.command) {
@@ -495,7 +603,19 @@ mod tests {
                 &["http://127.0.0.1:1/", "--body-file", "/nonexistent/x"][..],
                 "--body-file",
             ),
-            (&["https://127.0.0.1:1/"][..], "not supported yet"),
+            (&["http://127.0.0.1:1/", "--insecure"][..], "not an https:// URL"),
+            (
+                &["https://127.0.0.1:1/", "--cert", "/nonexistent/c.pem"][..],
+                "--cert needs --key",
+            ),
+            (
+                &["https://127.0.0.1:1/", "--tls-min", "1.3", "--tls-max", "1.2"][..],
+                "must not exceed",
+            ),
+            (
+                &["https://127.0.0.1:1/", "--cacert", "/nonexistent/ca.pem"][..],
+                "--cacert",
+            ),
             (&[][..], "needs a target URL"),
         ] {
             let e = parse(args).unwrap_err();

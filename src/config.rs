@@ -28,7 +28,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::Error;
-use crate::plan::{self, LoadModel, Plan, ReportDest, WorkloadSpec, defaults};
+use crate::plan::{self, LoadModel, Plan, ReportDest, TlsSpec, TlsVersion, WorkloadSpec, defaults};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -71,6 +71,22 @@ struct FileWorkload {
     #[serde(default)]
     stages: Vec<Spanned<FileStage>>,
     then: Option<Spanned<String>>,
+    servername: Option<Spanned<String>>,
+    cacert: Option<Spanned<OneOrMany>>,
+    insecure: Option<Spanned<bool>>,
+    cert: Option<Spanned<PathBuf>>,
+    key: Option<Spanned<PathBuf>>,
+    tls_min: Option<Spanned<String>>,
+    tls_max: Option<Spanned<String>>,
+    tls_resumption: Option<Spanned<bool>>,
+}
+
+/// A key that takes one path or a list of them (`cacert`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(PathBuf),
+    Many(Vec<PathBuf>),
 }
 
 #[derive(Debug, Deserialize)]
@@ -201,6 +217,14 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
             }
             (None, None, _) => LoadModel::Closed,
         };
+        let tls_version = |v: &Option<Spanned<String>>, key: &str| -> Result<Option<TlsVersion>, Error> {
+            match v {
+                None => Ok(None),
+                Some(v) => TlsVersion::parse(v.get_ref())
+                    .map(Some)
+                    .ok_or_else(|| loc.err(v, key, format!("= {:?}: expected \"1.2\" or \"1.3\"", v.get_ref()))),
+            }
+        };
         let positive_u32 = |v: &Option<Spanned<u32>>, key: &str, default: u32| -> Result<u32, Error> {
             match v {
                 Some(v) if *v.get_ref() == 0 => Err(loc.err(v, key, "must be at least 1")),
@@ -277,6 +301,20 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
             target_pids: ww.target_pids.clone(),
             stages: Vec::new(),
             then_stop: false,
+            tls: TlsSpec {
+                servername: ww.servername.as_ref().map(|v| v.get_ref().clone()),
+                cacert: match ww.cacert.as_ref().map(Spanned::get_ref) {
+                    None => Vec::new(),
+                    Some(OneOrMany::One(p)) => vec![p.clone()],
+                    Some(OneOrMany::Many(v)) => v.clone(),
+                },
+                insecure: ww.insecure.as_ref().is_some_and(|v| *v.get_ref()),
+                cert: ww.cert.as_ref().map(|v| v.get_ref().clone()),
+                key: ww.key.as_ref().map(|v| v.get_ref().clone()),
+                min: tls_version(&ww.tls_min, "tls_min")?,
+                max: tls_version(&ww.tls_max, "tls_max")?,
+                resumption: ww.tls_resumption.as_ref().map(|v| *v.get_ref()),
+            },
         };
         // Each stage inherits what it does not set from the step before; the
         // first step replaces the workload's own connections and model.
@@ -339,6 +377,14 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
                 "pipeline" => ww.pipeline.as_ref().map(|v| loc.at(v, k)),
                 "method" => ww.method.as_ref().map(|v| loc.at(v, k)),
                 "max_requests_per_conn" => ww.max_requests_per_conn.as_ref().map(|v| loc.at(v, k)),
+                "servername" => ww.servername.as_ref().map(|v| loc.at(v, k)),
+                "cacert" => ww.cacert.as_ref().map(|v| loc.at(v, k)),
+                "insecure" => ww.insecure.as_ref().map(|v| loc.at(v, k)),
+                "cert" => ww.cert.as_ref().map(|v| loc.at(v, k)),
+                "key" => ww.key.as_ref().map(|v| loc.at(v, k)),
+                "tls_min" => ww.tls_min.as_ref().map(|v| loc.at(v, k)),
+                "tls_max" => ww.tls_max.as_ref().map(|v| loc.at(v, k)),
+                "tls_resumption" => ww.tls_resumption.as_ref().map(|v| loc.at(v, k)),
                 _ => None,
             }
         };
@@ -509,9 +555,14 @@ pipeline = 2
                 "connections",
             ),
             (
-                "[[workload]]\nurl = \"https://127.0.0.1:1/\"\n",
-                "soak.toml:2",
-                "not supported yet",
+                "[[workload]]\nurl = \"http://127.0.0.1:1/\"\ninsecure = true\n",
+                "soak.toml:3",
+                "insecure is a TLS setting",
+            ),
+            (
+                "[[workload]]\nurl = \"https://127.0.0.1:1/\"\ntls_min = \"1.1\"\n",
+                "soak.toml:3",
+                "tls_min",
             ),
             (
                 "[[workload]]\nurl = \"http://127.0.0.1:1/\"\nconnections = \"many\"\n",

@@ -110,6 +110,14 @@ pub fn warnings(plan: &Plan) -> Vec<String> {
             "net.netfilter.nf_conntrack_max is {max}: {total} connections (and the target's side, if local) may fill the conntrack table and drop new connections; raise it (systemd/60-soakd.conf)"
         ));
     }
+    for w in &plan.workloads {
+        if w.target.tls.as_ref().is_some_and(|t| !t.verified()) {
+            out.push(format!(
+                "{}: --insecure: the server's certificate is not verified; anyone on the path could be answering",
+                w.name
+            ));
+        }
+    }
     if read_sysctl("net.ipv4.tcp_tw_reuse") == Some(0) && plan.workloads.iter().any(|w| w.close) {
         out.push("net.ipv4.tcp_tw_reuse is 0: --close churn will run out of local ports quickly; set it to 1".into());
     }

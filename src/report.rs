@@ -164,8 +164,49 @@ pub struct Figures {
     pub schedule_lag_seconds: Percentiles,
     /// TCP connect time.
     pub connect_seconds: Percentiles,
+    /// TLS handshake time, after the TCP connect (empty for http://).
+    pub tls_handshake_seconds: Percentiles,
+    /// TLS figures; `null` for an http:// workload (or a run without one).
+    pub tls: Option<TlsFigures>,
     /// Bytes on the wire.
     pub bytes: Bytes,
+}
+
+/// What the TLS handshakes of a workload came to.
+#[derive(Clone, Debug, Serialize)]
+pub struct TlsFigures {
+    /// Completed handshakes.
+    pub handshakes: u64,
+    /// Of those, resumed sessions.
+    pub resumed: u64,
+    /// Certificates were verified (false with `--insecure`).
+    pub verified: bool,
+    /// The version negotiated, e.g. `TLSv1.3` (`null` before a handshake).
+    pub version: Option<String>,
+    /// The cipher suite negotiated, e.g. `TLS13_AES_128_GCM_SHA256`.
+    pub cipher: Option<String>,
+}
+
+impl TlsFigures {
+    fn of(c: &crate::stats::Counters, g: &Gauges, verified: bool) -> TlsFigures {
+        let named = |code: u16, name: String| (code != 0).then_some(name);
+        TlsFigures {
+            handshakes: c.tls_handshakes[0] + c.tls_handshakes[1],
+            resumed: c.tls_handshakes[1],
+            verified,
+            version: named(g.tls_version, version_name(g.tls_version)),
+            cipher: named(g.tls_suite, format!("{:?}", rustls::CipherSuite::from(g.tls_suite))),
+        }
+    }
+}
+
+/// `TLSv1.3` and the like, from the IANA number.
+fn version_name(code: u16) -> String {
+    match code {
+        0x0303 => "TLSv1.2".into(),
+        0x0304 => "TLSv1.3".into(),
+        other => format!("0x{other:04x}"),
+    }
 }
 
 /// One workload's figures.
@@ -231,6 +272,8 @@ fn figures(stats: &WorkloadStats, g: &Gauges, peak: u64, at_end: u64, ramp: Opti
         latency_seconds: Percentiles::of(&stats.latency),
         schedule_lag_seconds: Percentiles::of(&stats.lag),
         connect_seconds: Percentiles::of(&stats.connect),
+        tls_handshake_seconds: Percentiles::of(&stats.tls_handshake),
+        tls: None,
         bytes: Bytes {
             sent: c.bytes_sent,
             received: c.bytes_received,
@@ -247,17 +290,25 @@ impl Report {
             .workloads
             .iter()
             .enumerate()
-            .map(|(wi, w)| WorkloadReport {
-                name: w.name.clone(),
-                url: w.target.url.clone(),
-                figures: figures(
+            .map(|(wi, w)| {
+                let mut figures = figures(
                     &t.stats[wi],
                     &t.gauges[wi],
                     t.peak_open[wi],
                     at_end(wi),
                     t.ramp[wi],
                     secs,
-                ),
+                );
+                figures.tls = w
+                    .target
+                    .tls
+                    .as_ref()
+                    .map(|tls| TlsFigures::of(&t.stats[wi].counters, &t.gauges[wi], tls.verified()));
+                WorkloadReport {
+                    name: w.name.clone(),
+                    url: w.target.url.clone(),
+                    figures,
+                }
             })
             .collect();
         let mut sum = WorkloadStats::default();
@@ -270,9 +321,14 @@ impl Report {
         let open_at_end = (0..t.names.len()).map(at_end).sum();
         // The run is ramped up when its slowest workload is.
         let ramp = t.ramp.iter().try_fold(Duration::ZERO, |acc, r| r.map(|r| acc.max(r)));
+        let mut all = figures(&sum, &g, peak, open_at_end, ramp, secs);
+        let tls: Vec<&crate::plan::Tls> = plan.workloads.iter().filter_map(|w| w.target.tls.as_ref()).collect();
+        if !tls.is_empty() {
+            all.tls = Some(TlsFigures::of(&sum.counters, &g, tls.iter().all(|t| t.verified())));
+        }
         Report {
             duration_seconds: secs,
-            all: figures(&sum, &g, peak, open_at_end, ramp, secs),
+            all,
             workloads,
         }
     }
@@ -322,6 +378,21 @@ impl Report {
         );
         let classes: Vec<String> = f.responses.iter().map(|(k, n)| format!("{k} {n}")).collect();
         let _ = writeln!(s, "  responses     {}", classes.join("  "));
+        if let Some(tls) = &f.tls {
+            let _ = writeln!(
+                s,
+                "  tls           {} {}  handshakes {} (resumed {})  {}",
+                tls.version.as_deref().unwrap_or("-"),
+                tls.cipher.as_deref().unwrap_or("-"),
+                tls.handshakes,
+                tls.resumed,
+                if tls.verified {
+                    "certificates verified"
+                } else {
+                    "CERTIFICATES NOT VERIFIED (--insecure)"
+                }
+            );
+        }
         let listed: Vec<String> = f
             .errors
             .iter()
@@ -346,7 +417,11 @@ impl Report {
             ("latency", &f.latency_seconds),
             ("schedule lag", &f.schedule_lag_seconds),
             ("connect", &f.connect_seconds),
+            ("tls handshake", &f.tls_handshake_seconds),
         ] {
+            if name == "tls handshake" && f.tls.is_none() {
+                continue;
+            }
             if p.count == 0 {
                 let _ = writeln!(s, "  {name:<14}{:>9}", "-");
                 continue;

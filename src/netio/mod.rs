@@ -1,6 +1,6 @@
-//! Plumbing every epoll server and client in the crate shares: connection
-//! tokens that carry a generation, and pausing `accept` when descriptors
-//! run out.
+//! Plumbing every epoll server and client in the crate shares: the byte
+//! stream of a connection (plain or TLS, [`Stream`]), connection tokens
+//! that carry a generation, and pausing `accept` when descriptors run out.
 //!
 //! Slab keys are reused at once, so an event for a connection closed
 //! earlier in the same batch (or a delayed response queued for it) must
@@ -13,8 +13,12 @@
 //! retrying would spin; [`AcceptPause`] holds accepts off for a moment and
 //! tells the event loop when to look again.
 
+mod stream;
+
 use std::io;
 use std::time::{Duration, Instant};
+
+pub use stream::{Session, Stream, TlsStream, tls_error};
 
 use mio::Token;
 

@@ -99,6 +99,8 @@ pub struct WorkloadSnapshot {
     pub connect: Buckets,
     /// Schedule lag.
     pub lag: Buckets,
+    /// TLS handshake time.
+    pub tls_handshake: Buckets,
     /// Latency quantiles over the last 10 s (NaN without samples).
     pub window: [f64; 4],
     /// PIDs of the server under test (`--target-pid`).
@@ -114,6 +116,7 @@ impl WorkloadSnapshot {
             name: name.to_string(),
             latency: zero.clone(),
             connect: zero.clone(),
+            tls_handshake: zero.clone(),
             lag: zero,
             window: [f64::NAN; 4],
             target_pids,
@@ -213,25 +216,20 @@ impl Metrics {
             }
             window = Some(quantiles);
         }
-        let fresh: Vec<(Buckets, Buckets, Buckets)> = totals
+        let fresh: Vec<[Buckets; 4]> = totals
             .stats
             .iter()
-            .map(|s| {
-                (
-                    Buckets::from_hdr(&s.latency),
-                    Buckets::from_hdr(&s.connect),
-                    Buckets::from_hdr(&s.lag),
-                )
-            })
+            .map(|s| [&s.latency, &s.connect, &s.lag, &s.tls_handshake].map(Buckets::from_hdr))
             .collect();
         let mut snap = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
         snap.healthy = healthy;
-        for (i, (w, (latency, connect, lag))) in snap.workloads.iter_mut().zip(fresh).enumerate() {
+        for (i, (w, [latency, connect, lag, tls_handshake])) in snap.workloads.iter_mut().zip(fresh).enumerate() {
             w.counters = totals.stats[i].counters;
             w.gauges = totals.gauges[i];
             w.latency = latency;
             w.connect = connect;
             w.lag = lag;
+            w.tls_handshake = tls_handshake;
             if let Some(q) = &window {
                 w.window = q[i];
             }
@@ -460,6 +458,28 @@ const FAMILIES: &[Family] = &[
         labels: &["target"],
         fill: Fill::Target(|x, out| {
             out.push(histogram(&[("target", x.t)], &x.w.lag));
+        }),
+    },
+    Family {
+        name: "soakd_tls_handshake_duration_seconds",
+        help: "TLS handshake time, from the TCP connect to the finished handshake (https targets).",
+        kind: MetricType::HISTOGRAM,
+        labels: &["target"],
+        fill: Fill::Target(|x, out| out.push(histogram(&[("target", x.t)], &x.w.tls_handshake))),
+    },
+    Family {
+        name: "soakd_tls_handshakes_total",
+        help: "Completed TLS handshakes, by whether the session was resumed.",
+        kind: MetricType::COUNTER,
+        labels: &["target", "resumed"],
+        fill: Fill::Target(|x, out| {
+            for (i, resumed) in ["false", "true"].into_iter().enumerate() {
+                out.push(value(
+                    x.kind,
+                    &[("target", x.t), ("resumed", resumed)],
+                    x.c.tls_handshakes[i] as f64,
+                ));
+            }
         }),
     },
     Family {

@@ -47,6 +47,9 @@ pub fn describe(plan: &Plan) -> String {
             humantime::format_duration(w.connect_timeout),
             humantime::format_duration(w.request_timeout)
         );
+        if let Some(tls) = &w.target.tls {
+            let _ = writeln!(s, "  {}", describe_tls(tls));
+        }
         if !w.source_addrs.is_empty() {
             let list: Vec<String> = w.source_addrs.iter().map(IpAddr::to_string).collect();
             let _ = writeln!(s, "  source addresses {}", list.join(", "));
@@ -89,4 +92,36 @@ pub fn describe(plan: &Plan) -> String {
             .map_or("off".into(), |a| format!("http://{a}/metrics"))
     );
     s
+}
+
+/// One line on how a workload speaks TLS; file paths, never their contents.
+fn describe_tls(tls: &super::Tls) -> String {
+    let spec = &tls.spec;
+    let verify = if spec.insecure {
+        "certificates NOT verified (--insecure)".to_string()
+    } else if spec.cacert.is_empty() {
+        "verified against the system's roots".to_string()
+    } else {
+        let files: Vec<String> = spec.cacert.iter().map(|p| p.display().to_string()).collect();
+        format!("verified against {}", files.join(", "))
+    };
+    let name = match &spec.servername {
+        Some(n) => format!("servername {n}"),
+        None => "servername from the URL".to_string(),
+    };
+    let versions = format!(
+        "TLS {}-{}",
+        spec.min.map_or("1.2", |v| v.name()),
+        spec.max.map_or("1.3", |v| v.name())
+    );
+    let resumption = if tls.resumption() {
+        "resumption on"
+    } else {
+        "resumption off"
+    };
+    let client = match &spec.cert {
+        Some(c) => format!(", client certificate {}", c.display()),
+        None => String::new(),
+    };
+    format!("tls: {verify}, {name}, {versions}, {resumption}{client}")
 }

@@ -12,6 +12,7 @@
 
 pub mod defaults;
 mod describe;
+pub mod tls;
 mod url;
 
 use std::net::{IpAddr, SocketAddr};
@@ -19,6 +20,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use describe::describe;
+pub use tls::{Tls, TlsSpec, TlsVersion};
 pub use url::{ParsedUrl, parse_url, resolve};
 
 use crate::Error;
@@ -71,6 +73,8 @@ pub struct Target {
     pub request: std::sync::Arc<[u8]>,
     /// True for HEAD requests: responses have no body.
     pub head: bool,
+    /// `https://`: the TLS client connections use.
+    pub tls: Option<Tls>,
 }
 
 /// One load: a target, a connection count and a load model.
@@ -228,6 +232,8 @@ pub struct WorkloadSpec {
     pub stages: Vec<Stage>,
     /// Stop after the last stage.
     pub then_stop: bool,
+    /// TLS settings (only for `https://` URLs).
+    pub tls: TlsSpec,
 }
 
 impl WorkloadSpec {
@@ -241,6 +247,18 @@ impl WorkloadSpec {
             other => other,
         };
         let parsed = parse_url(&self.url).map_err(in_url)?;
+        let tls = if parsed.tls {
+            Some(tls::build(&self.tls, &parsed.host, key)?)
+        } else {
+            if let Some(first) = self.tls.given().first() {
+                return Err(Error::Usage(format!(
+                    "{} is a TLS setting, but {:?} is not an https:// URL; use https:// or drop it",
+                    key(first),
+                    self.url
+                )));
+            }
+            None
+        };
         let addr = resolve(&parsed, &self.url).map_err(in_url)?;
         if self.close && self.pipeline > 1 {
             return Err(Error::Usage(format!(
@@ -315,6 +333,7 @@ impl WorkloadSpec {
                 addr,
                 request: request.into(),
                 head: self.method == "HEAD",
+                tls,
             },
             connections: self.connections,
             ramp: self.ramp,
@@ -397,7 +416,7 @@ mod tests {
         let u = parse_url("http://[::1]:9000/").unwrap();
         assert_eq!((u.host.as_str(), u.host_header.as_str()), ("::1", "[::1]:9000"));
         for (bad, says) in [
-            ("https://127.0.0.1/", "not supported yet"),
+            ("wss://127.0.0.1/", "scheme"),
             ("ftp://127.0.0.1/", "scheme"),
             ("http://user:pw@127.0.0.1/", "user info"),
             ("127.0.0.1:80", "not valid"),

@@ -4,43 +4,45 @@ use std::net::{SocketAddr, ToSocketAddrs};
 
 use crate::Error;
 
-/// A parsed `http://` URL.
+/// A parsed `http://` or `https://` URL.
 #[derive(Clone, Debug)]
 pub struct ParsedUrl {
     /// Host as written (name or literal address).
     pub host: String,
-    /// Port (80 when absent).
+    /// Port (80 or 443 when absent).
     pub port: u16,
-    /// Value for the Host header: host, plus `:port` when not 80.
+    /// `https://`: connections speak TLS.
+    pub tls: bool,
+    /// Value for the Host header: host, plus `:port` when not the scheme's
+    /// default.
     pub host_header: String,
     /// Path and query, at least `/`.
     pub target: String,
 }
 
-/// Parses and checks a target URL: `http://` only, no user info, a host.
+/// Parses and checks a target URL: `http://` or `https://`, no user info,
+/// a host.
 pub fn parse_url(value: &str) -> Result<ParsedUrl, Error> {
     let url = url::Url::parse(value).map_err(|e| {
         Error::Usage(format!(
             "URL {value:?} is not valid ({e}); expected something like http://127.0.0.1:8080/path"
         ))
     })?;
-    match url.scheme() {
-        "http" => {}
-        "https" => {
-            return Err(Error::Usage(format!(
-                "URL {value:?}: https is not supported yet; use an http:// URL (terminate TLS in front of the target if needed)"
-            )));
-        }
+    let tls = match url.scheme() {
+        "http" => false,
+        "https" => true,
         other => {
             return Err(Error::Usage(format!(
-                "URL {value:?}: scheme {other:?} is not supported; expected http://"
+                "URL {value:?}: scheme {other:?} is not supported; expected http:// or https://"
             )));
         }
-    }
+    };
     if !url.username().is_empty() || url.password().is_some() {
-        return Err(Error::Usage(format!(
-            "URL {value:?} contains user info; remove it and send credentials with -H \"Authorization: ...\""
-        )));
+        // The URL itself is not repeated: it holds a credential.
+        return Err(Error::Usage(
+            "the target URL contains user info (user:password@); remove it and send credentials with -H \"Authorization: ...\""
+                .into(),
+        ));
     }
     if url.fragment().is_some() {
         return Err(Error::Usage(format!(
@@ -52,7 +54,7 @@ pub fn parse_url(value: &str) -> Result<ParsedUrl, Error> {
         Some(h) => h.to_string(),
         None => return Err(Error::Usage(format!("URL {value:?} has no host"))),
     };
-    let port = url.port().unwrap_or(80);
+    let port = url.port_or_known_default().unwrap_or(80);
     let host_header = match (url.host(), url.port()) {
         (Some(url::Host::Ipv6(a)), Some(p)) => format!("[{a}]:{p}"),
         (Some(url::Host::Ipv6(a)), None) => format!("[{a}]"),
@@ -67,6 +69,7 @@ pub fn parse_url(value: &str) -> Result<ParsedUrl, Error> {
     Ok(ParsedUrl {
         host,
         port,
+        tls,
         host_header,
         target,
     })

@@ -25,6 +25,13 @@ name_table! {
         Timeout = "timeout",
         /// A response that cannot be parsed or framed, or bytes nobody asked for.
         Protocol = "protocol",
+        /// The server's certificate failed verification (unknown issuer,
+        /// expired, wrong name).
+        TlsCertificate = "tls_certificate",
+        /// Any other TLS handshake failure: an alert from the server,
+        /// plaintext on a TLS port, a close or reset during the handshake,
+        /// a handshake that did not finish within the connect timeout.
+        TlsHandshake = "tls_handshake",
     }
 }
 
@@ -38,6 +45,8 @@ impl ErrorKind {
                 | ErrorKind::ConnectOther
                 | ErrorKind::AddrUnavailable
                 | ErrorKind::FdLimit
+                | ErrorKind::TlsCertificate
+                | ErrorKind::TlsHandshake
         )
     }
 }

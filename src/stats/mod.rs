@@ -54,6 +54,8 @@ pub struct Counters {
     pub bytes_sent: u64,
     /// Bytes read.
     pub bytes_received: u64,
+    /// Completed TLS handshakes: [full, resumed].
+    pub tls_handshakes: [u64; 2],
 }
 
 impl Counters {
@@ -67,6 +69,8 @@ impl Counters {
         self.missed += o.missed;
         self.bytes_sent += o.bytes_sent;
         self.bytes_received += o.bytes_received;
+        self.tls_handshakes[0] += o.tls_handshakes[0];
+        self.tls_handshakes[1] += o.tls_handshakes[1];
         for (a, b) in self.closed.iter_mut().zip(o.closed) {
             *a += b;
         }
@@ -139,6 +143,8 @@ pub struct WorkloadStats {
     pub lag: Histogram<u64>,
     /// TCP connect time, µs.
     pub connect: Histogram<u64>,
+    /// TLS handshake time (after the TCP connect), µs.
+    pub tls_handshake: Histogram<u64>,
 }
 
 impl Default for WorkloadStats {
@@ -148,6 +154,7 @@ impl Default for WorkloadStats {
             latency: histogram(),
             lag: histogram(),
             connect: histogram(),
+            tls_handshake: histogram(),
         }
     }
 }
@@ -161,6 +168,7 @@ impl WorkloadStats {
             (&mut self.latency, &other.latency),
             (&mut self.lag, &other.lag),
             (&mut self.connect, &other.connect),
+            (&mut self.tls_handshake, &other.tls_handshake),
         ] {
             if !b.is_empty() {
                 a.add(b).expect("histograms share bounds");
@@ -172,7 +180,12 @@ impl WorkloadStats {
     /// (clearing walks the whole counts array).
     pub fn clear(&mut self) {
         self.counters = Counters::default();
-        for h in [&mut self.latency, &mut self.lag, &mut self.connect] {
+        for h in [
+            &mut self.latency,
+            &mut self.lag,
+            &mut self.connect,
+            &mut self.tls_handshake,
+        ] {
             if !h.is_empty() {
                 h.reset();
             }
@@ -188,12 +201,16 @@ pub struct Gauges {
     pub desired: u64,
     /// Established connections.
     pub open: u64,
-    /// Connects in progress.
+    /// Connects in progress (TCP, then the TLS handshake).
     pub connecting: u64,
     /// Slots waiting: backoff after an error, or a ramp token.
     pub backoff: u64,
     /// Requests in flight.
     pub in_flight: u64,
+    /// The TLS version last negotiated (IANA number, 0 before any).
+    pub tls_version: u16,
+    /// The TLS cipher suite last negotiated (IANA number, 0 before any).
+    pub tls_suite: u16,
 }
 
 impl Gauges {
@@ -204,6 +221,9 @@ impl Gauges {
         self.connecting += o.connecting;
         self.backoff += o.backoff;
         self.in_flight += o.in_flight;
+        // Levels, not counts: every worker reports the same session kind.
+        self.tls_version = self.tls_version.max(o.tls_version);
+        self.tls_suite = self.tls_suite.max(o.tls_suite);
     }
 }
 
@@ -270,7 +290,9 @@ mod tests {
                 "reset",
                 "eof",
                 "timeout",
-                "protocol"
+                "protocol",
+                "tls_certificate",
+                "tls_handshake"
             ]
         );
         for (i, k) in ErrorKind::ALL.iter().enumerate() {

@@ -34,7 +34,11 @@ impl Worker {
     /// after their requests in flight (as churn); the others carry on.
     pub(super) fn apply_settings(&mut self, wi: usize, mut rt: WorkloadRt, now: u64) {
         let old = &self.wl[wi];
-        let recycle = old.addr != rt.addr || old.sources != rt.sources || old.head != rt.head || old.wire != rt.wire;
+        let recycle = old.addr != rt.addr
+            || old.sources != rt.sources
+            || old.head != rt.head
+            || old.wire != rt.wire
+            || old.tls != rt.tls;
         rt.connections = old.connections;
         rt.interval_ns = old.interval_ns;
         let deeper = rt.pipeline as usize > self.max_pipeline;

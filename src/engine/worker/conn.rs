@@ -16,7 +16,12 @@ pub(super) enum State {
     Waiting,
     /// Waiting out a backoff after an error.
     Backoff,
+    /// TCP connect in progress.
     Connecting,
+    /// TLS handshake in progress (after the TCP connect); its own state,
+    /// with the connect timeout as its deadline.
+    Handshaking,
+    /// Established (handshake done): requests flow.
     Open,
     /// Stopped: the run is ending.
     Idle,

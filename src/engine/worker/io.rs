@@ -29,24 +29,16 @@ impl Worker {
                 let Some(stream) = c.stream.as_ref() else { return };
                 match stream.finish_connect() {
                     Ok(true) => {
-                        self.on_connected(key, now);
-                        // The same event may already carry the server's
-                        // close (a server that accepts and closes at once):
-                        // read it now, no later edge would report it.
-                        if (ev.is_read_closed() || ev.is_error())
-                            && self
-                                .conns
-                                .get(key)
-                                .is_some_and(|c| c.generation == generation && c.state == State::Open)
-                        {
-                            let mut rbuf = std::mem::take(&mut self.rbuf);
-                            self.on_readable(key, &mut rbuf, true, now);
-                            self.rbuf = rbuf;
-                        }
+                        self.on_tcp_connected(key, now);
+                        self.read_close_now(key, generation, ev, now);
                     }
                     Ok(false) => {}
                     Err(kind) => self.fail(key, kind, now),
                 }
+            }
+            State::Handshaking => {
+                self.drive_handshake(key, now);
+                self.read_close_now(key, generation, ev, now);
             }
             State::Open => {
                 if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
@@ -58,17 +50,44 @@ impl Worker {
                     self.on_readable(key, &mut rbuf, to_the_end, now);
                     self.rbuf = rbuf;
                 }
-                let Some(c) = self.conns.get(key) else { return };
-                if ev.is_writable()
-                    && c.generation == generation
-                    && c.state == State::Open
-                    && c.unsent > 0
-                    && self.write_out(key, now)
+                if !ev.is_writable() {
+                    return;
+                }
+                let Some(c) = self.conns.get_mut(key) else { return };
+                if c.generation != generation || c.state != State::Open {
+                    return;
+                }
+                // TLS records a full socket did not take go first.
+                if let Some(stream) = c.stream.as_mut()
+                    && stream.wants_write()
                 {
+                    match stream.flush() {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                        Err(e) => return self.fail(key, socket::classify_established(&e), now),
+                    }
+                }
+                if self.conns[key].unsent > 0 && self.write_out(key, now) {
                     self.arm(key);
                 }
             }
             _ => {}
+        }
+    }
+
+    /// An event that opened the connection may already carry the server's
+    /// close (a server that accepts and closes at once): read it now, no
+    /// later edge would report it.
+    fn read_close_now(&mut self, key: usize, generation: u32, ev: &mio::event::Event, now: u64) {
+        if (ev.is_read_closed() || ev.is_error())
+            && self
+                .conns
+                .get(key)
+                .is_some_and(|c| c.generation == generation && c.state == State::Open)
+        {
+            let mut rbuf = std::mem::take(&mut self.rbuf);
+            self.on_readable(key, &mut rbuf, true, now);
+            self.rbuf = rbuf;
         }
     }
 
@@ -176,6 +195,7 @@ impl Worker {
         loop {
             let c = &mut self.conns[key];
             let Some(stream) = c.stream.as_mut() else { return };
+            let short_read_drains = stream.short_read_drains();
             match stream.read(rbuf) {
                 Ok(0) => return self.on_eof(key, now),
                 Ok(n) => {
@@ -187,14 +207,18 @@ impl Worker {
                         return;
                     }
                     // A short read drained the socket; the next arrival
-                    // raises a new edge.
-                    if n < rbuf.len() && !to_the_end {
+                    // raises a new edge. (Not so for TLS: rustls may hold
+                    // records it has not handed out yet.)
+                    if short_read_drains && n < rbuf.len() && !to_the_end {
                         return;
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return self.fail(key, socket::classify_established(&e), now),
+                Err(e) => {
+                    let kind = read_failure(&e, self.conns[key].answered);
+                    return self.fail(key, kind, now);
+                }
             }
         }
     }
@@ -342,5 +366,17 @@ impl Worker {
         if self.wheel.deadline(key as u32) != Some(tick) {
             self.wheel.schedule(key as u32, tick);
         }
+    }
+}
+
+/// The kind of a failed read. With TLS 1.3 the client's handshake is over
+/// before the server has checked it, so a server that rejects it (a client
+/// certificate it wanted, say) says so with an alert on the first read:
+/// before any response that is still the handshake failing, not a broken
+/// connection.
+fn read_failure(e: &io::Error, answered: bool) -> ErrorKind {
+    match crate::netio::tls_error(e) {
+        Some(rustls::Error::AlertReceived(_)) if !answered => ErrorKind::TlsHandshake,
+        _ => socket::classify_established(e),
     }
 }

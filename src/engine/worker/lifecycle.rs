@@ -21,13 +21,13 @@ impl Worker {
         let g = &mut self.gauges[c.workload as usize];
         match c.state {
             State::Open => g.open -= 1,
-            State::Connecting => g.connecting -= 1,
+            State::Connecting | State::Handshaking => g.connecting -= 1,
             State::Waiting | State::Backoff => g.backoff -= 1,
             State::Idle => {}
         }
         match to {
             State::Open => g.open += 1,
-            State::Connecting => g.connecting += 1,
+            State::Connecting | State::Handshaking => g.connecting += 1,
             State::Waiting | State::Backoff => g.backoff += 1,
             State::Idle => {}
         }
@@ -48,9 +48,13 @@ impl Worker {
         c.partial = Vec::new();
         let tok = token(key, c.generation);
         self.set_state(key, State::Connecting);
-        let (mut stream, done) = match socket::connect(addr, source, self.ports.as_mut()) {
-            Ok(Connecting::InProgress(s)) => (Transport::plain(s), false),
-            Ok(Connecting::Done(s)) => (Transport::plain(s), true),
+        let (tcp, done) = match socket::connect(addr, source, self.ports.as_mut()) {
+            Ok(Connecting::InProgress(s)) => (s, false),
+            Ok(Connecting::Done(s)) => (s, true),
+            Err(kind) => return self.fail(key, kind, now),
+        };
+        let mut stream = match Transport::new(tcp, self.wl[self.conns[key].workload as usize].tls.as_ref()) {
+            Ok(s) => s,
             Err(kind) => return self.fail(key, kind, now),
         };
         if let Err(e) = stream.register(self.poll.registry(), tok) {
@@ -59,13 +63,53 @@ impl Worker {
         let c = &mut self.conns[key];
         c.stream = Some(stream);
         if done {
-            self.on_connected(key, now);
+            self.on_tcp_connected(key, now);
         } else {
             let deadline = now + self.wl[c.workload as usize].connect_timeout_ns;
             self.wheel.schedule(key as u32, tick_ceil(deadline));
         }
     }
 
+    /// The TCP connection is up: count its connect time, then open it, or
+    /// for TLS start the handshake (the connection is open only after it).
+    pub(super) fn on_tcp_connected(&mut self, key: usize, now: u64) {
+        let c = &mut self.conns[key];
+        let wi = c.workload as usize;
+        stats::record_ns(&mut self.local[wi].connect, now - c.since);
+        c.since = now;
+        if c.stream.as_ref().is_some_and(|s| s.is_tls()) {
+            self.set_state(key, State::Handshaking);
+            let deadline = now + self.wl[wi].connect_timeout_ns;
+            self.wheel.schedule(key as u32, tick_ceil(deadline));
+            self.drive_handshake(key, now);
+        } else {
+            self.on_connected(key, now);
+        }
+    }
+
+    /// Moves a TLS handshake on after readiness; opens the connection when
+    /// it is done, fails the slot when it failed.
+    pub(super) fn drive_handshake(&mut self, key: usize, now: u64) {
+        let c = &mut self.conns[key];
+        let Some(stream) = c.stream.as_mut() else { return };
+        match stream.handshake() {
+            Ok(None) => {}
+            Ok(Some(session)) => {
+                let wi = c.workload as usize;
+                let st = &mut self.local[wi];
+                stats::record_ns(&mut st.tls_handshake, now - c.since);
+                st.counters.tls_handshakes[usize::from(session.resumed)] += 1;
+                let g = &mut self.gauges[wi];
+                g.tls_version = session.version;
+                g.tls_suite = session.suite;
+                self.on_connected(key, now);
+            }
+            Err(kind) => self.fail(key, kind, now),
+        }
+    }
+
+    /// The connection is established (and its handshake done): requests
+    /// may flow.
     pub(super) fn on_connected(&mut self, key: usize, now: u64) {
         self.set_state(key, State::Open);
         let c = &mut self.conns[key];
@@ -73,7 +117,6 @@ impl Worker {
         let w = &self.wl[wi];
         let st = &mut self.local[wi];
         st.counters.opened += 1;
-        stats::record_ns(&mut st.connect, now - c.since);
         c.since = now;
         c.inflight = 0;
         c.inflight_head = 0;
@@ -113,6 +156,9 @@ impl Worker {
         let c = &mut self.conns[key];
         let wi = c.workload as usize;
         if let Some(mut s) = c.stream.take() {
+            if reason != CloseReason::Error {
+                s.close_notify();
+            }
             s.deregister(self.poll.registry());
         }
         let lost = c.inflight as u64;
@@ -259,9 +305,16 @@ impl Worker {
                 let wi = self.conns[key].workload as usize;
                 self.ramp[wi].queue.push_back(key as u32);
             }
-            State::Connecting => {
+            State::Connecting | State::Handshaking => {
                 if now >= c.since + w.connect_timeout_ns {
-                    self.fail(key, ErrorKind::ConnectTimeout, now);
+                    // A handshake has its own deadline (the connect
+                    // timeout again, from the TCP connect) and its own kind.
+                    let kind = if c.state == State::Handshaking {
+                        ErrorKind::TlsHandshake
+                    } else {
+                        ErrorKind::ConnectTimeout
+                    };
+                    self.fail(key, kind, now);
                 } else {
                     self.wheel
                         .schedule(key as u32, tick_ceil(c.since + w.connect_timeout_ns));

@@ -35,6 +35,7 @@ use crate::stats::{CloseReason, Delta, Gauges, Mailbox, WorkloadStats};
 use crate::timer::Wheel;
 use conn::{Conn, Inflight, Ramp, State};
 use socket::PortPicker;
+use transport::TlsClient;
 
 /// Workers run normally.
 pub const PHASE_RUN: u8 = 0;
@@ -95,6 +96,8 @@ pub struct WorkloadRt {
     pub req_len: usize,
     /// HEAD requests: responses have no body.
     pub head: bool,
+    /// https: how connections speak TLS.
+    pub tls: Option<TlsClient>,
     /// Per-connection schedule interval (paced / open loop), ns.
     pub interval_ns: Option<u64>,
     /// Connections of the workload (for schedule phases).
@@ -137,6 +140,10 @@ impl WorkloadRt {
             },
             req_len: req.len(),
             head: w.target.head,
+            tls: w.target.tls.as_ref().map(|t| TlsClient {
+                config: t.config.clone(),
+                name: t.server_name.clone(),
+            }),
             interval_ns: w
                 .model
                 .per_connection_interval(w.connections)
@@ -400,7 +407,7 @@ impl Worker {
                     self.wheel.cancel(key as u32);
                     self.set_state(key, State::Idle);
                 }
-                State::Connecting => {
+                State::Connecting | State::Handshaking => {
                     if let Some(mut s) = self.conns[key].stream.take() {
                         s.deregister(self.poll.registry());
                     }

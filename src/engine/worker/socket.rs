@@ -236,8 +236,12 @@ pub fn classify_connect(e: &io::Error) -> ErrorKind {
 /// a timeout breaks the connection under the request, which is what `reset`
 /// means to the operator.
 pub fn classify_established(e: &io::Error) -> ErrorKind {
-    match e.raw_os_error() {
-        Some(libc::ETIMEDOUT) => ErrorKind::Timeout,
+    match (e.raw_os_error(), e.kind()) {
+        (Some(libc::ETIMEDOUT), _) => ErrorKind::Timeout,
+        // TLS after the handshake: a record that fails to decrypt or parse,
+        // or an alert, is the peer speaking nonsense.
+        (None, io::ErrorKind::InvalidData) => ErrorKind::Protocol,
+        (None, io::ErrorKind::UnexpectedEof) => ErrorKind::Eof,
         _ => ErrorKind::Reset,
     }
 }

@@ -1,55 +1,164 @@
 //! The one seam a connection's bytes pass through.
 //!
 //! Schedules, timers and counters never touch the socket: they ask the
-//! slot's [`Transport`] to read into a buffer or write from one, and to
-//! register for readiness. Today a transport is a plain TCP stream; a TLS
-//! transport slots in here, behind the same calls, without the hot path
-//! knowing which one it drives.
+//! slot's [`Transport`] to read into a buffer or write from one, to flush
+//! what waits, and to register for readiness. Underneath is a
+//! [`netio::Stream`](crate::netio::Stream), plain TCP or rustls over TCP;
+//! only the connect and the handshake differ, and those live here too.
 
-use std::io::{self, Read, Write};
+use std::io;
+use std::sync::Arc;
 
-use mio::{Interest, Registry, Token};
+use mio::{Registry, Token};
+use rustls::ClientConfig;
+use rustls::pki_types::ServerName;
 
 use super::socket;
+use crate::netio::{Session, Stream, TlsStream, tls_error};
 use crate::stats::ErrorKind;
+
+/// What a TLS workload connects with: the shared client configuration and
+/// the name to send and verify.
+#[derive(Clone, Debug)]
+pub struct TlsClient {
+    /// rustls's configuration (and session cache) for the workload.
+    pub config: Arc<ClientConfig>,
+    /// The server name.
+    pub name: ServerName<'static>,
+}
+
+impl PartialEq for TlsClient {
+    /// The same configuration object and name: a reload that rebuilt the
+    /// configuration counts as a change, so connections are recycled.
+    fn eq(&self, other: &TlsClient) -> bool {
+        Arc::ptr_eq(&self.config, &other.config) && self.name == other.name
+    }
+}
 
 /// A connection's byte stream.
 #[derive(Debug)]
-pub(super) struct Transport {
-    stream: mio::net::TcpStream,
-}
+pub(super) struct Transport(Stream);
 
 impl Transport {
-    /// A plain TCP connection (connected or connecting).
-    pub(super) fn plain(stream: mio::net::TcpStream) -> Transport {
-        Transport { stream }
+    /// A connection (connected or connecting) that speaks plain TCP, or TLS
+    /// when `tls` is given. A TLS client whose state cannot be set up fails
+    /// like a handshake.
+    pub(super) fn new(stream: mio::net::TcpStream, tls: Option<&TlsClient>) -> Result<Transport, ErrorKind> {
+        Ok(Transport(match tls {
+            None => Stream::Plain(stream),
+            Some(t) => Stream::Tls(Box::new(
+                TlsStream::client(stream, t.config.clone(), t.name.clone()).map_err(|_| ErrorKind::TlsHandshake)?,
+            )),
+        }))
+    }
+
+    /// True for a TLS connection (which has a handshake to do).
+    pub(super) fn is_tls(&self) -> bool {
+        matches!(self.0, Stream::Tls(_))
     }
 
     /// Registers for read and write readiness (edge-triggered).
     pub(super) fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
-        registry.register(&mut self.stream, token, Interest::READABLE | Interest::WRITABLE)
+        self.0.register(registry, token)
     }
 
     /// Stops readiness events; the socket closes when the transport drops.
     pub(super) fn deregister(&mut self, registry: &Registry) {
-        let _ = registry.deregister(&mut self.stream);
+        self.0.deregister(registry);
     }
 
-    /// After a WRITABLE event while connecting: `Ok(true)` when the
+    /// After a WRITABLE event while connecting: `Ok(true)` when the TCP
     /// connection is up, `Ok(false)` when it is not yet.
     pub(super) fn finish_connect(&self) -> Result<bool, ErrorKind> {
-        socket::finish_connect(&self.stream)
+        socket::finish_connect(self.0.tcp())
+    }
+
+    /// Moves a TLS handshake on: `Ok(Some(_))` once done, `Ok(None)` while
+    /// it waits for the server, or the error kind it failed with.
+    pub(super) fn handshake(&mut self) -> Result<Option<Session>, ErrorKind> {
+        let Stream::Tls(t) = &mut self.0 else {
+            return Ok(None);
+        };
+        t.handshake().map_err(|e| classify_handshake(&e))
     }
 
     /// Reads what has arrived (`Ok(0)` is the peer's close).
     #[inline]
     pub(super) fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.stream.read(buf)
+        self.0.read(buf)
     }
 
-    /// Writes as much of `bytes` as the socket takes.
+    /// Writes as much of `bytes` as the connection takes.
     #[inline]
     pub(super) fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        self.stream.write(bytes)
+        self.0.write(bytes)
+    }
+
+    /// True when a short read proves the socket drained (plain TCP only).
+    #[inline]
+    pub(super) fn short_read_drains(&self) -> bool {
+        self.0.short_read_drains()
+    }
+
+    /// True when written bytes still wait for the socket (TLS records).
+    #[inline]
+    pub(super) fn wants_write(&self) -> bool {
+        self.0.wants_write()
+    }
+
+    /// Sends what waits.
+    pub(super) fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+
+    /// Ends a TLS session politely (close_notify) before a planned close.
+    pub(super) fn close_notify(&mut self) {
+        if let Stream::Tls(t) = &mut self.0 {
+            t.close_notify();
+        }
+    }
+}
+
+/// The error kind of a failed handshake: a certificate that failed
+/// verification is `tls_certificate` (its reason logged once per distinct
+/// reason), anything else `tls_handshake`.
+fn classify_handshake(e: &io::Error) -> ErrorKind {
+    match tls_error(e) {
+        Some(rustls::Error::InvalidCertificate(why)) => {
+            log_once(reason_of(&format!("{why:?}")), || {
+                format!("TLS certificate rejected: {why}")
+            });
+            ErrorKind::TlsCertificate
+        }
+        Some(other) => {
+            log_once(reason_of(&format!("{other:?}")), || {
+                format!("TLS handshake failed: {other}")
+            });
+            ErrorKind::TlsHandshake
+        }
+        None => ErrorKind::TlsHandshake,
+    }
+}
+
+/// The kind of a reason without its particulars: `ExpiredContext { time:
+/// .. }` is one reason whatever the time.
+fn reason_of(debug: &str) -> String {
+    debug
+        .split([' ', '{', '('])
+        .next()
+        .unwrap_or(debug)
+        .to_string()
+}
+
+/// Prints `line()` once per distinct `reason` per process: a bad
+/// certificate fails every connection the same way, and the log should say
+/// why once, not ten thousand times. Only failed handshakes come here,
+/// never the hot path.
+fn log_once(reason: String, line: impl FnOnce() -> String) {
+    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+    if seen.len() < 64 && !seen.contains(&reason) {
+        eprintln!("soakd: {}", line());
+        seen.push(reason);
     }
 }
