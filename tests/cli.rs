@@ -37,7 +37,7 @@ fn bad_input_exits_2_naming_the_problem_and_opens_nothing() {
         (vec!["run", &url, "-H", "Bad Name: x"], "not a valid header name"),
         (vec!["run", &url, "-m", "get"], "upper-case HTTP method"),
         (vec!["run", &url, "--metrics-listen", "nowhere"], "--metrics-listen"),
-        (vec!["run", "https://127.0.0.1:1/"], "not supported yet"),
+        (vec!["run", &url, "--insecure"], "not an https:// URL"),
         (vec!["run", "ftp://127.0.0.1/"], "scheme"),
         (vec!["run", "http://user:secret@127.0.0.1:1/"], "user info"),
         (vec!["run", "not a url"], "not valid"),
@@ -56,6 +56,8 @@ fn bad_input_exits_2_naming_the_problem_and_opens_nothing() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(says), "{args:?}: expected {says:?} in: {stderr}");
+        // A credential in the URL is never echoed back.
+        assert!(!stderr.contains("secret"), "{args:?}: {stderr}");
         assert!(
             stderr.lines().filter(|l| !l.trim().is_empty()).count() <= 4,
             "{args:?}: {stderr}"

@@ -28,7 +28,7 @@
 //! fault the hot path is the same as before but for one branch.
 
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,19 +36,20 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use mio::event::Event;
-use mio::net::{TcpListener, TcpStream};
+use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 use socket2::{Domain, Socket, Type};
 
 mod fault;
 mod responses;
+pub mod tls;
 
 pub use fault::{Fault, FaultMode, fault_help};
 use responses::*;
 
 use crate::Error;
-use crate::netio::{self, AcceptFailure, AcceptPause, Generations, LISTENER, WAKER};
+use crate::netio::{self, AcceptFailure, AcceptPause, Generations, LISTENER, Stream, TlsStream, WAKER};
 use crate::wire::headers;
 
 /// Settings for the built-in target.
@@ -66,6 +67,8 @@ pub struct TargetConfig {
     /// Misbehave on purpose (see [`Fault`]); `None`, the default, serves
     /// every request correctly.
     pub fault: Option<Fault>,
+    /// Serve TLS with this configuration (`--tls`).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// A running target; dropping it does not stop it, call [`TargetHandle::stop`].
@@ -118,6 +121,9 @@ pub fn spawn(cfg: &TargetConfig) -> Result<TargetHandle, Error> {
     }
     if let Some(fault) = &cfg.fault {
         fault.validate().map_err(Error::Usage)?;
+        if matches!(fault.mode, FaultMode::HandshakeStall | FaultMode::CloseNoNotify) && cfg.tls.is_none() {
+            return Err(Error::Usage(format!("the {} fault needs --tls", fault.mode.name())));
+        }
         if fault.mode == FaultMode::Trickle && !cfg.delay.is_zero() {
             return Err(Error::Usage(
                 "the trickle fault cannot be combined with --delay".to_string(),
@@ -232,6 +238,7 @@ fn start_thread(
             trickles: VecDeque::new(),
         },
         accept_pause: AcceptPause::default(),
+        tls: cfg.tls.clone(),
         stop: Arc::clone(stop),
     };
     let thread = std::thread::Builder::new()
@@ -260,6 +267,8 @@ struct Worker {
     /// Set after running out of file descriptors: accepting again right
     /// away would only fail again and spin the thread.
     accept_pause: AcceptPause,
+    /// `--tls`: every accepted connection speaks TLS with this.
+    tls: Option<Arc<rustls::ServerConfig>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -319,7 +328,7 @@ impl Worker {
         }
         loop {
             match self.listener.accept() {
-                Ok((mut stream, _)) => {
+                Ok((stream, _)) => {
                     if self.responder.fault_hits(FaultMode::CloseAfterAccept) {
                         drop(stream);
                         continue;
@@ -332,12 +341,22 @@ impl Worker {
                     // the next one until the previous one is acknowledged.
                     let _ = stream.set_nodelay(true);
                     let token = netio::token(key, self.generations.next());
-                    // Register for both directions once: with edge triggering
-                    // a spare writable edge is cheaper than a reregister
-                    // syscall each time a write would block.
-                    let interest = Interest::READABLE | Interest::WRITABLE;
-                    if self.poll.registry().register(&mut stream, token, interest).is_ok() {
-                        self.conns.insert(Conn::new(stream, token));
+                    let mut stream = match &self.tls {
+                        None => Stream::Plain(stream),
+                        Some(config) => match TlsStream::server(stream, config.clone()) {
+                            Ok(t) => Stream::Tls(Box::new(t)),
+                            Err(_) => continue,
+                        },
+                    };
+                    // Registered for both directions once: with edge
+                    // triggering a spare writable edge is cheaper than a
+                    // reregister syscall each time a write would block.
+                    if stream.register(self.poll.registry(), token).is_ok() {
+                        let mut conn = Conn::new(stream, token);
+                        if self.tls.is_some() && self.responder.fault_hits(FaultMode::HandshakeStall) {
+                            conn.fault = ConnFault::Stalled;
+                        }
+                        self.conns.insert(conn);
                     }
                 }
                 Err(err) => match netio::accept_failure(&err) {
@@ -367,8 +386,10 @@ impl Worker {
         let result = self.responder.on_event(conn, &mut self.buf, event);
         // On error the batch may hold output for this connection only.
         self.responder.batch.clear();
-        if result.is_err() || conn.finished() {
+        if result.is_err() {
             self.conns.remove(key);
+        } else if conn.finished() {
+            self.conns.remove(key).end();
         }
     }
 
@@ -387,8 +408,10 @@ impl Worker {
             };
             let result = self.responder.trickle(conn, now, &mut self.buf);
             self.responder.batch.clear();
-            if result.is_err() || conn.finished() {
+            if result.is_err() {
                 self.conns.remove(key);
+            } else if conn.finished() {
+                self.conns.remove(key).end();
             }
         }
     }
@@ -411,8 +434,10 @@ impl Worker {
             };
             let result = self.responder.deliver(conn, now, &mut self.buf);
             self.responder.batch.clear();
-            if result.is_err() || conn.finished() {
+            if result.is_err() {
                 self.conns.remove(key);
+            } else if conn.finished() {
+                self.conns.remove(key).end();
             }
         }
     }
@@ -428,12 +453,18 @@ enum ConnFault {
     /// `trickle`: this many bytes of the trickle response are out; reading
     /// waits until all are.
     Trickle { sent: u32 },
+    /// `handshake-stall`: nothing is read, so the TLS handshake never
+    /// finishes; the connection ends when the client closes it.
+    Stalled,
+    /// `close-no-notify`: the connection closes after its response without
+    /// a TLS close_notify.
+    NoNotify,
 }
 
-/// One client connection. Kept small on purpose: an idle connection owns
-/// no heap memory.
+/// One client connection. Kept small on purpose: an idle plain connection
+/// owns no heap memory (a TLS one its session and rustls's receive buffer).
 struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     token: Token,
     /// Request body bytes still to be skipped.
     body_left: u64,
@@ -459,7 +490,7 @@ struct Conn {
 }
 
 impl Conn {
-    fn new(stream: TcpStream, token: Token) -> Conn {
+    fn new(stream: Stream, token: Token) -> Conn {
         Conn {
             stream,
             token,
@@ -490,7 +521,17 @@ impl Conn {
 
     /// Whether the connection has nothing left to do and can be closed.
     fn finished(&self) -> bool {
-        (self.closing || self.eof) && self.out.is_empty() && self.in_flight == 0
+        (self.closing || self.eof) && self.out.is_empty() && self.in_flight == 0 && !self.stream.wants_write()
+    }
+
+    /// Ends a finished connection: a TLS one says close_notify first,
+    /// unless the `close-no-notify` fault wants it cut.
+    fn end(mut self) {
+        if self.fault != ConnFault::NoNotify
+            && let Stream::Tls(t) = &mut self.stream
+        {
+            t.close_notify();
+        }
     }
 
     /// Writes `bytes` now, keeping whatever the socket does not take.
@@ -583,9 +624,25 @@ struct Responder {
 
 impl Responder {
     fn on_event(&mut self, conn: &mut Conn, buf: &mut [u8], event: &Event) -> io::Result<()> {
+        if conn.fault == ConnFault::Stalled {
+            // Nothing is read, so the handshake never moves; the client's
+            // close still ends the connection.
+            return if event.is_read_closed() || event.is_error() {
+                Err(io::ErrorKind::ConnectionAborted.into())
+            } else {
+                Ok(())
+            };
+        }
         if event.is_error() {
-            let err = conn.stream.take_error()?;
+            let err = conn.stream.tcp().take_error()?;
             return Err(err.unwrap_or_else(|| io::Error::other("socket error")));
+        }
+        if event.is_writable() && conn.stream.wants_write() {
+            match conn.stream.flush() {
+                Ok(()) => {}
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(err) => return Err(err),
+            }
         }
         if event.is_writable() && !conn.out.is_empty() {
             conn.write_out()?;
@@ -626,8 +683,9 @@ impl Responder {
                 return Ok(());
             }
             // A short read emptied the socket; asking again would only
-            // return WouldBlock, and new data brings a new edge.
-            if n < buf.len() && !to_would_block {
+            // return WouldBlock, and new data brings a new edge. (Not so for
+            // TLS, whose records may still be inside rustls.)
+            if conn.stream.short_read_drains() && n < buf.len() && !to_would_block {
                 return Ok(());
             }
         }
@@ -748,7 +806,10 @@ impl Responder {
     /// applied when this request is hit.
     fn faulty(&mut self, id: u16) -> u16 {
         let Some(fault) = self.fault else { return id };
-        if matches!(fault.mode, FaultMode::CloseAfterAccept | FaultMode::StopAccepting) || !self.fault_hits(fault.mode)
+        if matches!(
+            fault.mode,
+            FaultMode::CloseAfterAccept | FaultMode::StopAccepting | FaultMode::HandshakeStall
+        ) || !self.fault_hits(fault.mode)
         {
             return id;
         }
@@ -774,7 +835,7 @@ impl Responder {
             Action::Respond => Ok(()),
             Action::Reset => {
                 self.flush(conn)?;
-                socket2::SockRef::from(&conn.stream).set_linger(Some(Duration::ZERO))?;
+                socket2::SockRef::from(conn.stream.tcp()).set_linger(Some(Duration::ZERO))?;
                 // The caller drops the connection on error: with a zero
                 // linger the close is an RST.
                 Err(io::Error::new(io::ErrorKind::ConnectionReset, "reset by the fault"))
@@ -827,6 +888,9 @@ impl Responder {
     fn respond(&mut self, conn: &mut Conn, id: u16, now: Instant) -> io::Result<()> {
         let response = &self.responses.table[usize::from(id)];
         conn.closing |= response.close;
+        if id == FAULT && self.fault.is_some_and(|f| f.mode == FaultMode::CloseNoNotify) {
+            conn.fault = ConnFault::NoNotify;
+        }
         if response.action != Action::Respond {
             // Silence and trickles start at once; a reset waits its turn
             // behind a delay like any response.
@@ -915,6 +979,7 @@ fn classify(req: &httparse::Request<'_, '_>) -> (u16, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
     use std::net::{Shutdown, TcpStream};
     use std::thread;
 
@@ -926,6 +991,7 @@ mod tests {
             threads,
             delay,
             fault: None,
+            tls: None,
         })
         .expect("target starts")
     }
@@ -1348,6 +1414,7 @@ mod tests {
             threads: 3,
             delay: Duration::ZERO,
             fault: None,
+            tls: None,
         })
         .expect("rebinds the same port");
         let mut s = connect(&again);
@@ -1362,6 +1429,7 @@ mod tests {
             threads: 1,
             delay,
             fault: Some(fault.parse().expect("a valid fault")),
+            tls: None,
         })
         .expect("target starts")
     }
@@ -1413,6 +1481,7 @@ mod tests {
                 mode: FaultMode::Reset,
                 every: 0,
             }),
+            tls: None,
         })
         .unwrap_err();
         assert!(matches!(err, Error::Usage(_)), "{err:?}");
@@ -1621,6 +1690,7 @@ mod tests {
             threads: 0,
             delay: Duration::ZERO,
             fault: None,
+            tls: None,
         })
         .unwrap_err();
         assert!(matches!(err, Error::Usage(_)), "{err:?}");
@@ -1636,6 +1706,7 @@ mod tests {
                 threads,
                 delay: Duration::ZERO,
                 fault: None,
+                tls: None,
             })
             .unwrap_err();
             let Error::Preflight(message) = err else {

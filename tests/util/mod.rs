@@ -228,7 +228,13 @@ fn nginx_temp_paths(dir: &Path) -> String {
     out
 }
 
-fn nginx_config(dir: &Path, port: u16, extra_http: &str, location_body: &str) -> String {
+fn nginx_config(dir: &Path, port: u16, extra_http: &str, location_body: &str, ssl: Option<&str>) -> String {
+    // With `ssl`, the listener speaks TLS and these directives (certificate,
+    // key, client verification) join the server block.
+    let (listen_ssl, ssl) = match ssl {
+        Some(directives) => (" ssl", directives),
+        None => ("", ""),
+    };
     let location_body = if location_body.trim().is_empty() {
         r#"return 200 "pong";"#
     } else {
@@ -259,7 +265,8 @@ http {{
     {extra_http}
 
     server {{
-        listen 127.0.0.1:{port} backlog=4096;
+        listen 127.0.0.1:{port}{listen_ssl} backlog=4096;
+        {ssl}
         location / {{
             {location_body}
         }}
@@ -278,6 +285,17 @@ impl Nginx {
     /// Returns once the port accepts connections and a worker exists.
     /// Panics with the error log when nginx does not come up within 5 s.
     pub fn start(extra_http: &str, location_body: &str) -> Nginx {
+        Self::start_with(extra_http, location_body, None)
+    }
+
+    /// Like [`Nginx::start`], listening with TLS: `ssl` holds the server
+    /// block's TLS directives (`ssl_certificate ...; ssl_certificate_key
+    /// ...;` and any others).
+    pub fn start_tls(extra_http: &str, location_body: &str, ssl: &str) -> Nginx {
+        Self::start_with(extra_http, location_body, Some(ssl))
+    }
+
+    fn start_with(extra_http: &str, location_body: &str, ssl: Option<&str>) -> Nginx {
         // nginx cannot bind port 0, so pick a port that was just free; if
         // another process grabs it first nginx exits with "Address already
         // in use" and we try another one.
@@ -285,7 +303,7 @@ impl Nginx {
             let dir = make_temp_dir("nginx");
             let port = free_port();
             let conf = dir.join("nginx.conf");
-            fs::write(&conf, nginx_config(&dir, port, extra_http, location_body)).expect("write nginx.conf");
+            fs::write(&conf, nginx_config(&dir, port, extra_http, location_body, ssl)).expect("write nginx.conf");
             let stderr = fs::File::create(dir.join("stderr.log")).expect("create stderr.log");
             let mut prefix = dir.display().to_string();
             prefix.push('/');
@@ -358,6 +376,11 @@ impl Nginx {
     /// `http://127.0.0.1:PORT/path` (a leading `/` on `path` is optional).
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}/{}", self.port, path.trim_start_matches('/'))
+    }
+
+    /// `https://127.0.0.1:PORT/path`, for nginx started with [`Nginx::start_tls`].
+    pub fn https_url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}/{}", self.port, path.trim_start_matches('/'))
     }
 
     /// The pids of the master's children (the workers), read from the ppid
@@ -628,6 +651,8 @@ pub fn soakd_report(args: &[&str], timeout_s: u64) -> RunResult {
 pub struct BuiltinTarget {
     /// `127.0.0.1:PORT`, as printed by the target.
     pub addr: String,
+    /// With `--tls`: the certificate's PEM path, as printed by the target.
+    pub cert: Option<String>,
     child: Child,
     stderr: PathBuf,
 }
@@ -689,10 +714,15 @@ impl BuiltinTarget {
         let (tx, rx) = mpsc::channel();
         let out = child.stdout.take().expect("piped stdout");
         thread::spawn(move || {
+            let mut cert = None;
             for line in BufReader::new(out).lines() {
                 let Ok(line) = line else { break };
+                // `certificate PATH sha256 HEX` comes first with --tls.
+                if let Some(rest) = line.trim().strip_prefix("certificate ") {
+                    cert = rest.split_whitespace().next().map(str::to_string);
+                }
                 if let Some(addr) = line.trim().strip_prefix("listening on ") {
-                    let _ = tx.send(addr.trim().to_string());
+                    let _ = tx.send((addr.trim().to_string(), cert.take()));
                 }
             }
         });
@@ -707,10 +737,13 @@ impl BuiltinTarget {
         match rx.recv_timeout(Duration::from_secs(5)) {
             // Port 0 would mean the target printed what it was asked to
             // bind rather than the address it got.
-            Ok(addr) if addr.parse::<SocketAddr>().is_ok_and(|a| a.port() != 0) => {
-                Ok(BuiltinTarget { addr, child, stderr })
-            }
-            Ok(addr) => Err(failed(
+            Ok((addr, cert)) if addr.parse::<SocketAddr>().is_ok_and(|a| a.port() != 0) => Ok(BuiltinTarget {
+                addr,
+                cert,
+                child,
+                stderr,
+            }),
+            Ok((addr, _)) => Err(failed(
                 &mut child,
                 &format!("printed `listening on {addr}`, not a bound 127.0.0.1:PORT"),
             )),
@@ -729,6 +762,11 @@ impl BuiltinTarget {
     /// `http://ADDR/path` (a leading `/` on `path` is optional).
     pub fn url(&self, path: &str) -> String {
         format!("http://{}/{}", self.addr, path.trim_start_matches('/'))
+    }
+
+    /// `https://ADDR/path`, for a target started with `--tls`.
+    pub fn https_url(&self, path: &str) -> String {
+        format!("https://{}/{}", self.addr, path.trim_start_matches('/'))
     }
 
     /// What the target wrote to stderr so far.

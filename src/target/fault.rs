@@ -1,0 +1,135 @@
+//! Deliberate misbehaviour: the fault modes `soakd target --fault` knows,
+//! declared once with their command-line names.
+
+/// A deliberate misbehaviour of the target, for testing clients.
+///
+/// Written `MODE` or `MODE@N` on the command line (parsed by its `FromStr`).
+/// Without `@N` (`every == 1`) the fault hits every request; with `@N` only
+/// every N-th request, counted per target thread, so good and broken
+/// responses mix. `close-after-accept` counts accepted connections instead
+/// of requests, and `stop-accepting` concerns the listener, so it takes no
+/// `@N`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fault {
+    /// What goes wrong.
+    pub mode: FaultMode,
+    /// Hit every `every`-th request (or accepted connection); 1 is all of
+    /// them. Must be at least 1.
+    pub every: u32,
+}
+
+name_table! {
+    /// The ways [`Fault`] makes the target misbehave, each with its
+    /// command-line spelling. Fault responses ignore the request's path, and
+    /// all but `continue` and `http10-no-length` its `Connection` header.
+    pub enum FaultMode {
+        /// `close-after-accept`: Close each connection right after accepting
+        /// it, before reading anything.
+        CloseAfterAccept = "close-after-accept",
+        /// `close-mid-head`: Send the first half of a response head, then
+        /// close.
+        CloseMidHead = "close-mid-head",
+        /// `close-mid-body`: Send a head with `Content-Length: 100` and 10 body
+        /// bytes, then close.
+        CloseMidBody = "close-mid-body",
+        /// `reset`: Reset the connection (`SO_LINGER` 0, then close: an RST)
+        /// instead of answering.
+        Reset = "reset",
+        /// `never-answer`: Take the request and never answer it, nor anything
+        /// after it on that connection; the connection stays open until the
+        /// client closes it.
+        NeverAnswer = "never-answer",
+        /// `trickle`: Send the response one byte every 100 ms. Later requests
+        /// on the connection wait until it is out. Cannot be combined with a
+        /// delay.
+        Trickle = "trickle",
+        /// `huge-head`: A complete response whose head is 1 MiB of header
+        /// lines; the connection stays open.
+        HugeHead = "huge-head",
+        /// `bad-status`: A response with an invalid status line, then close.
+        BadStatus = "bad-status",
+        /// `bad-chunk`: A chunked response with an invalid chunk size, then
+        /// close.
+        BadChunk = "bad-chunk",
+        /// `short-body`: A head with `Content-Length: 100` and only 50 body
+        /// bytes, then close.
+        ShortBody = "short-body",
+        /// `extra-bytes`: A valid response followed by garbage bytes nobody
+        /// asked for; the connection stays open.
+        ExtraBytes = "extra-bytes",
+        /// `continue`: Answer as the `/continue` route does: `100 Continue`,
+        /// then `pong`.
+        Continue = "continue",
+        /// `http10-no-length`: Answer as the `/http10` route does: an HTTP/1.0
+        /// response without a length, ended by closing the connection.
+        Http10NoLength = "http10-no-length",
+        /// `stop-accepting`: Never accept: the listener gets a backlog of 1
+        /// and is never polled, so the backlog fills and further connects hang
+        /// in the handshake until the client gives up.
+        StopAccepting = "stop-accepting",
+        /// `handshake-stall` (with `--tls`): Accept, then never read, so
+        /// the client's TLS handshake never finishes.
+        HandshakeStall = "handshake-stall",
+        /// `close-no-notify` (with `--tls`): Answer `pong` with
+        /// `Connection: close`, then close the TCP connection without a TLS
+        /// close_notify.
+        CloseNoNotify = "close-no-notify",
+    }
+}
+
+/// The `--fault` help text, with the mode names from the one table.
+pub fn fault_help() -> String {
+    let names: Vec<&str> = FaultMode::ALL.iter().map(|m| m.name()).collect();
+    format!(
+        "Misbehave on purpose, for testing clients: on every request, or with @N on every N-th (per thread). MODE is one of {}.",
+        names.join(", ")
+    )
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.mode.name())?;
+        if self.every != 1 {
+            write!(f, "@{}", self.every)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for Fault {
+    type Err = String;
+
+    /// Parses `MODE` or `MODE@N` (N ≥ 1); the error lists the modes.
+    fn from_str(text: &str) -> Result<Fault, String> {
+        let names = || FaultMode::ALL.iter().map(|m| m.name()).collect::<Vec<_>>().join(", ");
+        let (name, every) = match text.split_once('@') {
+            Some((name, n)) => match n.parse::<u32>() {
+                Ok(n) if n >= 1 => (name, n),
+                _ => {
+                    return Err(format!(
+                        "{n:?} after @ is not a whole number of at least 1; expected MODE or MODE@N, e.g. reset@10"
+                    ));
+                }
+            },
+            None => (text, 1),
+        };
+        let Some(mode) = FaultMode::from_name(name) else {
+            return Err(format!("unknown fault mode {name:?}; expected one of: {}", names()));
+        };
+        let fault = Fault { mode, every };
+        fault.validate()?;
+        Ok(fault)
+    }
+}
+
+impl Fault {
+    pub(super) fn validate(&self) -> Result<(), String> {
+        if self.every == 0 {
+            return Err("a fault's @N must be at least 1".to_string());
+        }
+        if self.mode == FaultMode::StopAccepting && self.every != 1 {
+            return Err("stop-accepting concerns the listener and takes no @N".to_string());
+        }
+        Ok(())
+    }
+}

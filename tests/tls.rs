@@ -1,0 +1,557 @@
+//! HTTPS targets: soakd's TLS client against nginx with certificates made
+//! here, and against `soakd target --tls`.
+//!
+//! Every certificate is generated per test (rcgen): a CA, server
+//! certificates it signs (good, for the wrong name, expired), and a client
+//! certificate for mutual TLS. Failures must land in their precise kind
+//! (`tls_certificate`, `tls_handshake`), and everything soakd does for
+//! plain connections (holding thousands, churn, drain, truthful latency,
+//! recovering from a restarted target) must hold over TLS too.
+
+mod util;
+
+use std::time::{Duration, Instant};
+
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use util::*;
+
+/// A CA and what it signed, as PEM files in a temporary directory.
+struct Pki {
+    dir: TempDir,
+    ca_params: CertificateParams,
+    ca_key: KeyPair,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let dir = TempDir::new("pki");
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params.distinguished_name.push(DnType::CommonName, "soakd test CA");
+        ca_params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
+        Pki { dir, ca_params, ca_key }
+    }
+
+    fn ca(&self) -> String {
+        self.path("ca.pem")
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    /// A certificate for `names` signed by the CA, valid from `from` to
+    /// `until` (years), written as NAME.pem and NAME.key.
+    fn issue(&self, name: &str, names: &[&str], years: (i32, i32)) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.not_before = rcgen::date_time_ymd(years.0, 1, 1);
+        params.not_after = rcgen::date_time_ymd(years.1, 1, 1);
+        let issuer = Issuer::from_params(&self.ca_params, &self.ca_key);
+        let cert = params.signed_by(&key, &issuer).unwrap();
+        let (c, k) = (self.path(&format!("{name}.pem")), self.path(&format!("{name}.key")));
+        std::fs::write(&c, cert.pem()).unwrap();
+        std::fs::write(&k, key.serialize_pem()).unwrap();
+        (c, k)
+    }
+
+    /// A server certificate for 127.0.0.1 and localhost, valid now.
+    fn server(&self) -> (String, String) {
+        self.issue("server", &["127.0.0.1", "localhost"], (2020, 2100))
+    }
+}
+
+/// nginx on TLS with `cert`/`key`, plus `extra` server directives.
+fn tls_nginx(cert: &str, key: &str, extra: &str) -> Nginx {
+    Nginx::start_tls(
+        "ssl_session_cache shared:soak:10m; ssl_session_timeout 1h;",
+        "",
+        &format!("ssl_certificate {cert}; ssl_certificate_key {key}; {extra}"),
+    )
+}
+
+fn errors_of(report: &serde_json::Value, kind: &str) -> u64 {
+    get(report, &format!("errors.{kind}"))
+}
+
+/// The number at a dotted path of the report (`requests.completed`).
+fn get(report: &serde_json::Value, dotted: &str) -> u64 {
+    field(report, &format!("/{}", dotted.replace('.', "/")))
+}
+
+fn get_f64(report: &serde_json::Value, dotted: &str) -> f64 {
+    field_f64(report, &format!("/{}", dotted.replace('.', "/")))
+}
+
+#[test]
+fn builtin_tls_target_serves_a_verified_soak() {
+    let target = BuiltinTarget::start(&["--tls"]);
+    let cert = target.cert.clone().expect("the target printed its certificate");
+    let url = target.https_url("/");
+    let r = soakd_report(
+        &[
+            "run",
+            &url,
+            "-c",
+            "50",
+            "-i",
+            "50ms",
+            "-d",
+            "2s",
+            "--cacert",
+            &cert,
+            "--metrics-listen",
+            "off",
+        ],
+        30,
+    );
+    assert!(r.status.success(), "{}", r.stderr);
+    assert_eq!(total_errors(&r.report), 0, "{}", r.report);
+    assert!(get(&r.report, "requests.completed") > 1000, "{}", r.report);
+    assert_eq!(get(&r.report, "tls.handshakes"), 50, "{}", r.report);
+    assert_eq!(r.report["tls"]["verified"], true);
+    assert_eq!(r.report["tls"]["version"], "TLSv1.3", "{}", r.report);
+    assert!(get(&r.report, "tls_handshake_seconds.count") == 50);
+    assert!(r.stderr.contains("certificates verified"), "{}", r.stderr);
+}
+
+#[test]
+fn five_thousand_tls_connections_held_without_errors() {
+    let _heavy = heavy_lock();
+    let pki = Pki::new();
+    let (cert, key) = pki.server();
+    let nginx = tls_nginx(&cert, &key, "");
+    let r = soakd_report(
+        &[
+            "run",
+            &nginx.https_url("/"),
+            "-c",
+            "5000",
+            "--ramp",
+            "5000",
+            "-i",
+            "1s",
+            "-d",
+            "6s",
+            "--cacert",
+            &pki.ca(),
+            "--metrics-listen",
+            "off",
+        ],
+        60,
+    );
+    assert!(r.status.success(), "{}", r.stderr);
+    assert_eq!(total_errors(&r.report), 0, "{}", r.report);
+    assert_eq!(get(&r.report, "connections.peak_open"), 5000, "{}", r.report);
+    assert_eq!(get(&r.report, "tls.handshakes"), 5000, "{}", r.report);
+    assert!(get(&r.report, "requests.completed") >= 5000 * 4, "{}", r.report);
+}
+
+/// Runs a short soak against `url` and returns the report.
+fn short_soak(url: &str, extra: &[&str]) -> RunResult {
+    let mut args = vec![
+        "run",
+        url,
+        "-c",
+        "5",
+        "-i",
+        "100ms",
+        "-d",
+        "1500ms",
+        "--metrics-listen",
+        "off",
+    ];
+    args.extend_from_slice(extra);
+    soakd_report(&args, 30)
+}
+
+#[test]
+fn unknown_ca_wrong_name_and_expiry_are_tls_certificate() {
+    let pki = Pki::new();
+    let other = Pki::new();
+    let (good, good_key) = pki.server();
+    let (wrong, wrong_key) = pki.issue("wrong-name", &["other.example"], (2020, 2100));
+    let (expired, expired_key) = pki.issue("expired", &["127.0.0.1", "localhost"], (2001, 2002));
+    for (what, cert, key, ca) in [
+        ("unknown CA", &good, &good_key, other.ca()),
+        ("wrong name", &wrong, &wrong_key, pki.ca()),
+        ("expired", &expired, &expired_key, pki.ca()),
+    ] {
+        let nginx = tls_nginx(cert, key, "");
+        let r = short_soak(&nginx.https_url("/"), &["--cacert", &ca]);
+        assert!(r.status.success(), "{what}: {}", r.stderr);
+        assert!(errors_of(&r.report, "tls_certificate") > 0, "{what}: {}", r.report);
+        assert_eq!(
+            total_errors(&r.report),
+            errors_of(&r.report, "tls_certificate"),
+            "{what}: {}",
+            r.report
+        );
+        assert_eq!(get(&r.report, "connections.opened"), 0, "{what}: {}", r.report);
+        // The reason is logged, once, not per connection.
+        let lines = r
+            .stderr
+            .lines()
+            .filter(|l| l.contains("TLS certificate rejected"))
+            .count();
+        assert_eq!(lines, 1, "{what}: {}", r.stderr);
+    }
+    // The same server verifies with the right CA, and with --servername a
+    // certificate for another name is accepted for that name.
+    let nginx = tls_nginx(&wrong, &wrong_key, "");
+    let r = short_soak(
+        &nginx.https_url("/"),
+        &["--cacert", &pki.ca(), "--servername", "other.example"],
+    );
+    assert_eq!(total_errors(&r.report), 0, "{}", r.report);
+    // --insecure accepts anything, and says so.
+    let r = short_soak(&nginx.https_url("/"), &["--insecure"]);
+    assert_eq!(total_errors(&r.report), 0, "{}", r.report);
+    assert_eq!(r.report["tls"]["verified"], false);
+    assert!(r.stderr.contains("NOT VERIFIED"), "{}", r.stderr);
+}
+
+#[test]
+fn plaintext_on_the_tls_port_is_tls_handshake() {
+    let target = BuiltinTarget::start(&[]);
+    let url = format!("https://{}/", target.addr);
+    let r = short_soak(&url, &["--insecure"]);
+    assert!(errors_of(&r.report, "tls_handshake") > 0, "{}", r.report);
+    assert_eq!(
+        total_errors(&r.report),
+        errors_of(&r.report, "tls_handshake"),
+        "{}",
+        r.report
+    );
+    // Backoff, not a storm: 5 slots, 1.5 s.
+    assert!(get(&r.report, "errors.tls_handshake") < 60, "{}", r.report);
+}
+
+#[test]
+fn client_certificates_for_mutual_tls() {
+    let pki = Pki::new();
+    let (cert, key) = pki.server();
+    let (client, client_key) = pki.issue("client", &["soakd-client"], (2020, 2100));
+    // A server that requires a client certificate and ends the handshake
+    // without one: tls_handshake (with TLS 1.3 its alert comes on the first
+    // read, still before any response).
+    let target = BuiltinTarget::start(&["--tls-cert", &cert, "--tls-key", &key, "--tls-client-ca", &pki.ca()]);
+    for version in ["1.2", "1.3"] {
+        let r = short_soak(
+            &target.https_url("/"),
+            &["--cacert", &pki.ca(), "--tls-min", version, "--tls-max", version],
+        );
+        assert!(errors_of(&r.report, "tls_handshake") > 0, "TLS {version}: {}", r.report);
+        assert_eq!(
+            total_errors(&r.report),
+            errors_of(&r.report, "tls_handshake"),
+            "TLS {version}: {}",
+            r.report
+        );
+        assert_eq!(get(&r.report, "responses.2xx"), 0, "TLS {version}: {}", r.report);
+    }
+    let r = short_soak(
+        &target.https_url("/"),
+        &["--cacert", &pki.ca(), "--cert", &client, "--key", &client_key],
+    );
+    assert_eq!(total_errors(&r.report), 0, "{}", r.report);
+    // nginx asking for a client certificate accepts ours too.
+    let nginx = tls_nginx(
+        &cert,
+        &key,
+        &format!("ssl_verify_client on; ssl_client_certificate {};", pki.ca()),
+    );
+    let r = short_soak(
+        &nginx.https_url("/"),
+        &["--cacert", &pki.ca(), "--cert", &client, "--key", &client_key],
+    );
+    assert_eq!(total_errors(&r.report), 0, "{}", r.report);
+    assert!(get(&r.report, "responses.2xx") > 0, "{}", r.report);
+    // Without one, nginx finishes the handshake and answers 400.
+    let r = short_soak(&nginx.https_url("/"), &["--cacert", &pki.ca()]);
+    assert_eq!(get(&r.report, "responses.2xx"), 0, "{}", r.report);
+    assert!(get(&r.report, "responses.4xx") > 0, "{}", r.report);
+}
+
+#[test]
+fn resumption_on_and_off_shows_in_the_handshake_counts() {
+    let target = BuiltinTarget::start(&["--tls"]);
+    let cert = target.cert.clone().unwrap();
+    let url = target.https_url("/");
+    let churn = |resumption: &str| {
+        soakd_report(
+            &[
+                "run",
+                &url,
+                "-c",
+                "10",
+                "--close",
+                "-d",
+                "2s",
+                "--cacert",
+                &cert,
+                "--tls-resumption",
+                resumption,
+                "--metrics-listen",
+                "off",
+            ],
+            30,
+        )
+    };
+    let on = churn("on");
+    assert_eq!(total_errors(&on.report), 0, "{}", on.report);
+    let (handshakes, resumed) = (get(&on.report, "tls.handshakes"), get(&on.report, "tls.resumed"));
+    assert!(handshakes > 100, "{}", on.report);
+    // All but the first handshake of each slot (and a few racing it) resume.
+    assert!(resumed * 10 >= handshakes * 9, "{resumed} of {handshakes} resumed");
+    let off = churn("off");
+    assert!(get(&off.report, "tls.handshakes") > 100, "{}", off.report);
+    assert_eq!(get(&off.report, "tls.resumed"), 0, "{}", off.report);
+}
+
+#[test]
+fn resumed_handshakes_show_in_the_metrics() {
+    let target = BuiltinTarget::start(&["--tls"]);
+    let cert = target.cert.clone().unwrap();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let child = spawn_soakd(&[
+        "run",
+        &target.https_url("/"),
+        "-c",
+        "5",
+        "--close",
+        "-d",
+        "3s",
+        "--cacert",
+        &cert,
+        "--metrics-listen",
+        &listen,
+        "--metrics-linger",
+        "3s",
+    ]);
+    std::thread::sleep(Duration::from_millis(2500));
+    let response = http_get(&listen, "/metrics");
+    let text = response.split_once("\r\n\r\n").map_or("", |(_, body)| body).to_string();
+    let _ = wait_output(child, 20);
+    let samples = soakd::statuscmd::exposition::parse(&text).expect("exposition parses");
+    let value = |resumed: &str| {
+        samples
+            .iter()
+            .find(|s| s.name == "soakd_tls_handshakes_total" && s.label("resumed") == Some(resumed))
+            .map(|s| s.value)
+            .unwrap_or_else(|| panic!("no soakd_tls_handshakes_total{{resumed=\"{resumed}\"}}:\n{text}"))
+    };
+    assert!(value("false") >= 1.0);
+    assert!(value("true") > value("false"), "{text}");
+    assert!(
+        samples
+            .iter()
+            .any(|s| s.name == "soakd_tls_handshake_duration_seconds_count" && s.value > 0.0),
+        "{text}"
+    );
+}
+
+#[test]
+fn stalled_server_latency_counts_from_due_time_over_tls() {
+    let _heavy = heavy_lock();
+    let pki = Pki::new();
+    let (cert, key) = pki.server();
+    let nginx = tls_nginx(&cert, &key, "");
+    let url = nginx.https_url("/");
+    let ca = pki.ca();
+    let run = std::thread::spawn(move || {
+        soakd_report(
+            &[
+                "run",
+                &url,
+                "-c",
+                "20",
+                "-i",
+                "50ms",
+                "-d",
+                "5s",
+                "--cacert",
+                &ca,
+                "--metrics-listen",
+                "off",
+            ],
+            30,
+        )
+    });
+    std::thread::sleep(Duration::from_millis(2000));
+    nginx.stop_workers();
+    std::thread::sleep(Duration::from_secs(1));
+    nginx.cont_workers();
+    let r = run.join().unwrap();
+    assert_eq!(total_errors(&r.report), 0, "{}", r.report);
+    // Requests due during the 1 s stall waited for it: their latency is
+    // counted from when they were due, so the tail shows the stall ...
+    assert!(get_f64(&r.report, "latency_seconds.p99") >= 0.7, "{}", r.report);
+    // ... while the typical request did not wait.
+    assert!(get_f64(&r.report, "latency_seconds.p50") < 0.1, "{}", r.report);
+}
+
+#[test]
+fn target_restarted_mid_soak_over_tls() {
+    let pki = Pki::new();
+    let (cert, key) = pki.server();
+    let mut target = BuiltinTarget::start(&["--tls-cert", &cert, "--tls-key", &key]);
+    let addr = target.addr.clone();
+    let url = target.https_url("/");
+    let ca = pki.ca();
+    let run = std::thread::spawn(move || {
+        soakd_report(
+            &[
+                "run",
+                &url,
+                "-c",
+                "50",
+                "-i",
+                "100ms",
+                "-d",
+                "6s",
+                "--cacert",
+                &ca,
+                "--metrics-listen",
+                "off",
+            ],
+            40,
+        )
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    target.kill();
+    std::thread::sleep(Duration::from_millis(1000));
+    let _again = BuiltinTarget::start_on(&addr, &["--tls-cert", &cert, "--tls-key", &key]);
+    let r = run.join().unwrap();
+    // Lost while it was down: resets/eofs and refused connects ...
+    assert!(get(&r.report, "errors.connect_refused") > 0, "{}", r.report);
+    // ... and everything back afterwards, with new handshakes.
+    assert_eq!(get(&r.report, "connections.open_at_end"), 50, "{}", r.report);
+    assert!(get(&r.report, "tls.handshakes") >= 100, "{}", r.report);
+    assert_eq!(
+        errors_of(&r.report, "tls_certificate") + errors_of(&r.report, "tls_handshake"),
+        0,
+        "{}\n{}",
+        r.report,
+        r.stderr
+    );
+}
+
+#[test]
+fn handshake_stall_and_close_without_notify() {
+    let target = BuiltinTarget::start(&["--tls", "--fault", "handshake-stall"]);
+    let cert = target.cert.clone().unwrap();
+    let started = Instant::now();
+    let r = short_soak(
+        &target.https_url("/"),
+        &["--cacert", &cert, "--connect-timeout", "300ms"],
+    );
+    assert!(errors_of(&r.report, "tls_handshake") >= 5, "{}", r.report);
+    assert_eq!(get(&r.report, "connections.opened"), 0, "{}", r.report);
+    assert!(started.elapsed() < Duration::from_secs(10));
+
+    // A response with Connection: close and a TCP close without
+    // close_notify is a server close, not an error.
+    let target = BuiltinTarget::start(&["--tls", "--fault", "close-no-notify"]);
+    let cert = target.cert.clone().unwrap();
+    let r = short_soak(&target.https_url("/"), &["--cacert", &cert]);
+    assert_eq!(total_errors(&r.report), 0, "{}", r.report);
+    assert!(
+        get(&r.report, "connections.closed_by_reason.server_close") > 10,
+        "{}",
+        r.report
+    );
+}
+
+#[test]
+fn bad_tls_input_exits_2_before_connecting() {
+    let pki = Pki::new();
+    let (cert, _key) = pki.server();
+    let (_other, other_key) = pki.issue("other", &["127.0.0.1"], (2020, 2100));
+    let garbage = pki.path("garbage.pem");
+    std::fs::write(&garbage, "not a certificate\n").unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("https://{}/", listener.local_addr().unwrap());
+    let plain = format!("http://{}/", listener.local_addr().unwrap());
+    for (args, says) in [
+        (
+            vec!["--cacert", "/nonexistent/ca.pem"],
+            "--cacert /nonexistent/ca.pem: cannot read it",
+        ),
+        (vec!["--cacert", garbage.as_str()], "no PEM certificate"),
+        (vec!["--cert", cert.as_str()], "--cert needs --key"),
+        (
+            vec!["--cert", cert.as_str(), "--key", other_key.as_str()],
+            "does not belong",
+        ),
+        (
+            vec!["--cert", cert.as_str(), "--key", garbage.as_str()],
+            "no PEM private key",
+        ),
+        (vec!["--tls-min", "1.3", "--tls-max", "1.2"], "must not exceed"),
+        (vec!["--tls-min", "1.1"], "expected 1.2 or 1.3"),
+        (vec!["--tls-resumption", "maybe"], "expected on or off"),
+    ] {
+        let mut all = vec!["run", url.as_str(), "-d", "1s", "--metrics-listen", "off"];
+        all.extend(args.iter().copied());
+        let out = soakd_timeout(&all, 10);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        // No secret is ever echoed.
+        assert!(!stderr.contains("BEGIN PRIVATE KEY"), "{stderr}");
+    }
+    let out = soakd_timeout(
+        &["run", &plain, "--insecure", "-d", "1s", "--metrics-listen", "off"],
+        10,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not an https:// URL"));
+    assert!(listener.accept().is_err(), "a bad-input run connected");
+
+    // The config file checks the same things, naming the file and line.
+    let file = pki.path("bad.toml");
+    std::fs::write(&file, format!("[[workload]]\nurl = \"{url}\"\ncert = \"{cert}\"\n")).unwrap();
+    let out = soakd_timeout(&["check", "--config", &file], 10);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("bad.toml:3: cert needs"), "{stderr}");
+}
+
+#[test]
+fn check_shows_the_tls_settings() {
+    let pki = Pki::new();
+    let (cert, key) = pki.server();
+    let file = pki.path("ok.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[workload]]\nurl = \"https://127.0.0.1:8443/\"\ncacert = [\"{}\"]\ncert = \"{cert}\"\nkey = \"{key}\"\nservername = \"localhost\"\ntls_min = \"1.3\"\ntls_resumption = false\n",
+            pki.ca()
+        ),
+    )
+    .unwrap();
+    let out = soakd_timeout(&["check", "--config", &file], 10);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for want in [
+        "tls",
+        "servername localhost",
+        "1.3",
+        "resumption off",
+        "client certificate",
+    ] {
+        assert!(stdout.contains(want), "{want}: {stdout}");
+    }
+    assert!(!stdout.contains("PRIVATE KEY"), "{stdout}");
+}
