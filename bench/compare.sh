@@ -7,6 +7,8 @@
 #   MODE=hold bench/compare.sh              # soakd CPU while holding 15,000 idle-ish connections
 #   MODE=ramp bench/compare.sh              # how long opening 15,000 connections takes
 #   MODE=lag  bench/compare.sh              # p99 schedule lag at 15,000 connections
+#   MODE=handshake bench/compare.sh         # TLS: CPU per full and per resumed handshake (--close churn)
+#   TLS=1 bench/compare.sh                  # any mode over HTTPS (nginx with ssl; wrk and soakd speak TLS)
 #   SOAKD=/path/to/soakd bench/compare.sh   # use that binary, skip the build
 #
 # nginx (1 worker) is pinned to CPU 0 and the load generator to CPU 1, so
@@ -25,8 +27,9 @@ SOAKD=${SOAKD:-$ROOT/target/release/soakd}
 
 case "$MODE" in
 compare | hold | ramp | lag) ;;
+handshake) TLS=1 ;;
 *)
-    echo "unknown MODE=$MODE (want compare, hold, ramp or lag)" >&2
+    echo "unknown MODE=$MODE (want compare, hold, ramp, lag or handshake)" >&2
     exit 2
     ;;
 esac
@@ -45,7 +48,14 @@ fi
 
 section "nginx"
 start_nginx
-URL=http://127.0.0.1:$PORT/
+if [ "${TLS:-0}" = 1 ]; then
+    URL=https://127.0.0.1:$PORT/
+    # soakd verifies nginx's certificate (wrk does not verify at all).
+    SOAKD_TLS=(--cacert "$WORK/nginx/cert.pem")
+else
+    URL=http://127.0.0.1:$PORT/
+    SOAKD_TLS=()
+fi
 echo "nginx pid $NGINX_PID on $URL (CPU 0); load generators on CPU 1; open-file limit $NOFILE"
 
 # ---------------------------------------------------------------------------
@@ -83,7 +93,7 @@ soakd_run() {
     REPORT=$WORK/$name.json
     rm -f "$REPORT"
     wait_timewait
-    timed "$name" "$SOAKD" run "$URL" "$@" --report "$REPORT" --metrics-listen off
+    timed "$name" "$SOAKD" run "$URL" "$@" "${SOAKD_TLS[@]}" --report "$REPORT" --metrics-listen off
     if [ "$RC" -ne 0 ] || [ ! -s "$REPORT" ] || ! json_get "$REPORT" .requests.completed >/dev/null 2>&1; then
         show_failure "$name"
         REPORT=
@@ -178,7 +188,7 @@ mode_hold() {
     section "hold: soakd -c $n -i 60s -d 60s -t 1 (CPU 1)"
     hz=$(getconf CLK_TCK)
     wait_timewait
-    taskset -c 1 "$SOAKD" run "$URL" -c "$n" -i 60s -d 60s -t 1 --ramp 10000 \
+    taskset -c 1 "$SOAKD" run "$URL" -c "$n" -i 60s -d 60s -t 1 --ramp 10000 "${SOAKD_TLS[@]}" \
         --report "$WORK/hold.json" --metrics-listen off \
         </dev/null >"$WORK/hold.out" 2>"$WORK/hold.err" &
     pid=$!
@@ -253,6 +263,23 @@ mode_lag() {
     echo "schedule_lag_seconds.max: $(json_get "$REPORT" .schedule_lag_seconds.max)"
     echo "requests.completed:       $(json_get "$REPORT" .requests.completed)"
     echo "CPU ${CPU_S}s, max RSS ${RSS_KIB} KiB"
+}
+
+# ---------------------------------------------------------------------------
+# MODE=handshake: CPU per TLS handshake, full and resumed
+# ---------------------------------------------------------------------------
+
+mode_handshake() {
+    local r hs resumed
+    for r in off on; do
+        section "handshake: soakd -c 50 --close -d ${DURATION}s --tls-resumption $r -t 1 (CPU 1)"
+        soakd_run "hs-$r" -c 50 --close -d "${DURATION}s" -t 1 --tls-resumption "$r"
+        [ -n "$REPORT" ] || continue
+        hs=$(json_get "$REPORT" .tls.handshakes)
+        resumed=$(json_get "$REPORT" .tls.resumed)
+        echo "handshakes $hs, resumed $resumed ($(calc "$resumed * 100 / $hs")%)," \
+            "CPU ${CPU_S}s: $(calc "$CPU_S * 1e6 / $hs") us per handshake (connect, request and close included)"
+    done
 }
 
 "mode_$MODE"

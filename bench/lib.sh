@@ -133,7 +133,17 @@ port_open() {
 # The same config as the tests' nginx (tests/util/mod.rs): everything,
 # including temp paths, inside our own dir; long keep-alive; no access log.
 write_nginx_conf() {
-    local dir=$1 port=$2
+    local dir=$1 port=$2 listen_ssl="" ssl=""
+    # TLS=1: nginx serves HTTPS with a certificate made here (EC P-256, for
+    # 127.0.0.1), a shared session cache and tickets, so clients can resume.
+    if [ "${TLS:-0}" = 1 ]; then
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+            -keyout "$dir/key.pem" -out "$dir/cert.pem" -days 2 -subj /CN=127.0.0.1 \
+            -addext subjectAltName=IP:127.0.0.1 2>/dev/null
+        listen_ssl=" ssl"
+        ssl="ssl_certificate $dir/cert.pem; ssl_certificate_key $dir/key.pem;
+        ssl_session_cache shared:bench:50m; ssl_session_timeout 1h;"
+    fi
     cat >"$dir/nginx.conf" <<EOF
 daemon off;
 master_process on;
@@ -155,7 +165,8 @@ http {
     uwsgi_temp_path $dir/uwsgi;
     scgi_temp_path $dir/scgi;
     server {
-        listen 127.0.0.1:$port backlog=4096;
+        listen 127.0.0.1:$port$listen_ssl backlog=4096;
+        $ssl
         location / { return 200 "pong"; }
     }
 }
