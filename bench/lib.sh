@@ -136,10 +136,13 @@ write_nginx_conf() {
     local dir=$1 port=$2 listen_ssl="" ssl=""
     # TLS=1: nginx serves HTTPS with a certificate made here (EC P-256, for
     # 127.0.0.1), a shared session cache and tickets, so clients can resume.
+    # It must say CA:FALSE: rustls (webpki) refuses a CA certificate used as
+    # a server's, which is what `req -x509` makes by default.
     if [ "${TLS:-0}" = 1 ]; then
         openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
             -keyout "$dir/key.pem" -out "$dir/cert.pem" -days 2 -subj /CN=127.0.0.1 \
-            -addext subjectAltName=IP:127.0.0.1 2>/dev/null
+            -addext subjectAltName=IP:127.0.0.1 -addext basicConstraints=critical,CA:FALSE \
+            -addext keyUsage=critical,digitalSignature -addext extendedKeyUsage=serverAuth 2>/dev/null
         listen_ssl=" ssl"
         ssl="ssl_certificate $dir/cert.pem; ssl_certificate_key $dir/key.pem;
         ssl_session_cache shared:bench:50m; ssl_session_timeout 1h;"
