@@ -60,8 +60,13 @@ pub struct CheckArgs {
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// The daemon's metrics URL.
-    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:9469/metrics")]
+    #[arg(long, value_name = "URL", default_value_t = format!("http://{}/metrics", defaults::METRICS_LISTEN))]
     pub metrics: String,
+}
+
+/// A flag's help line with its default, taken from `plan::defaults`.
+fn with_default(text: &str, value: impl std::fmt::Display) -> String {
+    format!("{text} [default: {value}]")
 }
 
 fn duration(v: &str) -> Result<Duration, String> {
@@ -137,11 +142,11 @@ pub struct RunArgs {
     /// override the file.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Connections to open and hold [default: 100].
-    #[arg(short = 'c', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_hyphen_values = true)]
+    /// Connections to open and hold.
+    #[arg(help = with_default("Connections to open and hold", defaults::CONNECTIONS), short = 'c', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_hyphen_values = true)]
     pub connections: Option<u32>,
-    /// At most N new connections per second while ramping up [default: 1000].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_hyphen_values = true)]
+    /// At most N new connections per second while ramping up.
+    #[arg(help = with_default("At most N new connections per second while ramping up", defaults::RAMP), long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_hyphen_values = true)]
     pub ramp: Option<u32>,
     /// Paced: each connection sends one request every DUR (e.g. 5s, 250ms).
     #[arg(short = 'i', long, value_name = "DUR", value_parser = positive_duration, conflicts_with = "rate", allow_hyphen_values = true)]
@@ -149,8 +154,8 @@ pub struct RunArgs {
     /// Open loop: N requests/s in total, spread evenly over the connections.
     #[arg(short = 'r', long, value_name = "N", value_parser = rate, allow_hyphen_values = true)]
     pub rate: Option<f64>,
-    /// Requests in flight per connection (HTTP/1.1 pipelining when > 1) [default: 1].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024), allow_hyphen_values = true)]
+    /// Requests in flight per connection (HTTP/1.1 pipelining when > 1).
+    #[arg(help = with_default("Requests in flight per connection (HTTP/1.1 pipelining when > 1)", defaults::PIPELINE), long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=defaults::MAX_PIPELINE as i64), allow_hyphen_values = true)]
     pub pipeline: Option<u16>,
     /// One request per connection, then close (HTTP/1.0 style churn).
     #[arg(long, conflicts_with = "max_requests_per_conn")]
@@ -164,8 +169,8 @@ pub struct RunArgs {
     /// Worker threads (default: available CPUs).
     #[arg(short = 't', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024), allow_hyphen_values = true)]
     pub threads: Option<u16>,
-    /// Request method [default: GET].
-    #[arg(short = 'm', long, value_name = "M", value_parser = method)]
+    /// Request method.
+    #[arg(help = with_default("Request method", defaults::METHOD), short = 'm', long, value_name = "M", value_parser = method)]
     pub method: Option<String>,
     /// Extra request header "Name: value" (repeatable).
     #[arg(short = 'H', long = "header", value_name = "HEADER", value_parser = header)]
@@ -176,11 +181,11 @@ pub struct RunArgs {
     /// Request body read from FILE.
     #[arg(long, value_name = "FILE")]
     pub body_file: Option<PathBuf>,
-    /// Connect timeout [default: 5s].
-    #[arg(long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
+    /// Connect timeout (and, for https, the TLS handshake's own deadline).
+    #[arg(help = with_default("Connect timeout (and, for https, the TLS handshake's)", humantime::format_duration(defaults::CONNECT_TIMEOUT)), long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
     pub connect_timeout: Option<Duration>,
-    /// Time a request may wait for its complete response [default: 30s].
-    #[arg(long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
+    /// Time a request may wait for its complete response.
+    #[arg(help = with_default("Time a request may wait for its complete response", humantime::format_duration(defaults::REQUEST_TIMEOUT)), long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
     pub request_timeout: Option<Duration>,
     /// Local address to bind (repeatable); spreads connections over several
     /// addresses to go past the ephemeral-port limit per target.
@@ -195,8 +200,8 @@ pub struct RunArgs {
     /// Write the final JSON report to FILE ("-" = stdout).
     #[arg(long, value_name = "FILE")]
     pub report: Option<String>,
-    /// Prometheus endpoint address, or "off" [default: 127.0.0.1:9469].
-    #[arg(long, value_name = "ADDR", value_parser = metrics_addr)]
+    /// Prometheus endpoint address, or "off".
+    #[arg(help = with_default("Prometheus endpoint address, or \"off\"", defaults::METRICS_LISTEN), long, value_name = "ADDR", value_parser = metrics_addr)]
     pub metrics_listen: Option<Listen>,
     /// PID of the server under test (repeatable, e.g. nginx master and
     /// workers): its memory, CPU and open files join the metrics.
@@ -413,8 +418,8 @@ pub struct DemoArgs {
     #[arg(long, value_name = "FILE")]
     pub report: Option<String>,
     /// Prometheus endpoint address, or "off".
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9469", value_parser = metrics_addr)]
-    pub metrics_listen: Listen,
+    #[arg(help = with_default("Prometheus endpoint address, or \"off\"", defaults::METRICS_LISTEN), long, value_name = "ADDR", value_parser = metrics_addr)]
+    pub metrics_listen: Option<Listen>,
     /// Soak the target over HTTPS (a certificate it makes at start, which
     /// the run trusts through --cacert).
     #[arg(long)]
@@ -537,7 +542,9 @@ fn demo(args: DemoArgs) -> Result<(), Error> {
     }
     argv.extend([
         "--metrics-listen".into(),
-        args.metrics_listen.0.map_or("off".into(), |a| a.to_string()),
+        args.metrics_listen
+            .map_or(Some(defaults::METRICS_LISTEN), |l| l.0)
+            .map_or("off".into(), |a| a.to_string()),
     ]);
     if let Some(t) = &tls {
         argv.extend(["--cacert".into(), t.cert_path.display().to_string()]);

@@ -555,3 +555,50 @@ fn check_shows_the_tls_settings() {
     }
     assert!(!stdout.contains("PRIVATE KEY"), "{stdout}");
 }
+
+#[test]
+fn demo_over_tls() {
+    let r = soakd_report(
+        &["demo", "--tls", "-c", "20", "-d", "2s", "--metrics-listen", "off"],
+        30,
+    );
+    assert!(r.status.success(), "{}", r.stderr);
+    assert!(r.stderr.contains("https://127.0.0.1:"), "{}", r.stderr);
+    assert_eq!(total_errors(&r.report), 0, "{}", r.report);
+    assert_eq!(get(&r.report, "tls.handshakes"), 20, "{}", r.report);
+    assert_eq!(r.report["tls"]["verified"], true, "{}", r.report);
+}
+
+#[test]
+fn pipelined_requests_and_drain_over_tls() {
+    let target = BuiltinTarget::start(&["--tls", "--delay", "200ms"]);
+    let cert = target.cert.clone().unwrap();
+    let child = spawn_soakd(&[
+        "run",
+        &target.https_url("/"),
+        "-c",
+        "10",
+        "--pipeline",
+        "8",
+        "--cacert",
+        &cert,
+        "--metrics-listen",
+        "off",
+        "--report",
+        "-",
+    ]);
+    std::thread::sleep(Duration::from_millis(1500));
+    // SIGTERM: the drain waits for the 80 requests in flight, over TLS.
+    signal(child.id(), "TERM");
+    let out = wait_output(child, 20);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report on stdout");
+    assert_eq!(total_errors(&report), 0, "{report}");
+    assert_eq!(get(&report, "requests.in_flight_at_end"), 0, "{report}");
+    assert!(get(&report, "requests.completed") >= 10 * 8 * 5, "{report}");
+    assert_eq!(
+        get(&report, "requests.sent"),
+        get(&report, "requests.completed"),
+        "{report}"
+    );
+}

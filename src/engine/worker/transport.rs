@@ -143,11 +143,7 @@ fn classify_handshake(e: &io::Error) -> ErrorKind {
 /// The kind of a reason without its particulars: `ExpiredContext { time:
 /// .. }` is one reason whatever the time.
 fn reason_of(debug: &str) -> String {
-    debug
-        .split([' ', '{', '('])
-        .next()
-        .unwrap_or(debug)
-        .to_string()
+    debug.split([' ', '{', '(']).next().unwrap_or(debug).to_string()
 }
 
 /// Prints `line()` once per distinct `reason` per process: a bad
