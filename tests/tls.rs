@@ -602,3 +602,76 @@ fn pipelined_requests_and_drain_over_tls() {
         "{report}"
     );
 }
+
+/// Forwards every connection to `upstream` in chunks of 1 to 7 bytes, a
+/// segment each (TCP_NODELAY, a pause between chunks), so TLS records reach
+/// soakd split across many reads. Returns the address to connect to.
+fn chunking_proxy(upstream: String) -> (String, std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let stop_accept = stop.clone();
+    let pump = |mut from: TcpStream, mut to: TcpStream| {
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            let mut size = 1;
+            while let Ok(n) = from.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                for chunk in buf[..n].chunks(size) {
+                    if to.write_all(chunk).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_micros(50));
+                    size = size % 7 + 1;
+                }
+            }
+            let _ = to.shutdown(std::net::Shutdown::Write);
+        });
+    };
+    std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !stop_accept.load(Ordering::Relaxed) && Instant::now() < deadline {
+            match listener.accept() {
+                Ok((client, _)) => {
+                    client.set_nonblocking(false).unwrap();
+                    let server = TcpStream::connect(&upstream).unwrap();
+                    for s in [&client, &server] {
+                        s.set_nodelay(true).unwrap();
+                    }
+                    pump(client.try_clone().unwrap(), server.try_clone().unwrap());
+                    pump(server, client);
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    });
+    (addr, stop)
+}
+
+#[test]
+fn tls_records_split_across_reads_frame_like_whole_ones() {
+    let target = BuiltinTarget::start(&["--tls"]);
+    let cert = target.cert.clone().unwrap();
+    let (proxy, stop) = chunking_proxy(target.addr.clone());
+    // Through the proxy every record (handshake and data) arrives in
+    // pieces; /chunked and /big make the responses span several records.
+    for path in ["/", "/chunked", "/big"] {
+        let r = short_soak(
+            &format!("https://{proxy}{path}"),
+            &["--cacert", &cert, "--servername", "localhost"],
+        );
+        assert!(r.status.success(), "{path}: {}", r.stderr);
+        assert_eq!(total_errors(&r.report), 0, "{path}: {}", r.report);
+        assert_eq!(get(&r.report, "tls.handshakes"), 5, "{path}: {}", r.report);
+        // The proxy is slow (a pause per few bytes): /big takes seconds.
+        assert!(get(&r.report, "responses.2xx") >= 5, "{path}: {}", r.report);
+        assert_eq!(get(&r.report, "responses.2xx"), get(&r.report, "requests.completed"));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+}
