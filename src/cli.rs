@@ -160,6 +160,11 @@ pub struct RunArgs {
     /// One request per connection, then close (HTTP/1.0 style churn).
     #[arg(long, conflicts_with = "max_requests_per_conn")]
     pub close: bool,
+    /// Close soakd's connections with a TCP reset (SO_LINGER 0) at churn and
+    /// shutdown: no TIME_WAIT is left, so back-to-back runs find their ports
+    /// free; the server sees resets instead of FINs.
+    #[arg(long)]
+    pub close_with_reset: bool,
     /// Stop after DUR (default: until SIGINT/SIGTERM).
     #[arg(short = 'd', long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
@@ -274,6 +279,7 @@ impl RunArgs {
             model,
             pipeline: self.pipeline.unwrap_or(defaults::PIPELINE),
             close: self.close,
+            close_with_reset: self.close_with_reset,
             method: self.method.clone().unwrap_or_else(|| defaults::METHOD.into()),
             headers: self.headers.clone(),
             body: self.body.clone().map(String::into_bytes),
@@ -322,7 +328,7 @@ impl RunArgs {
     /// With `--config`: the file's workloads, the flags' globals. A flag
     /// that describes a workload is refused rather than silently ignored.
     fn into_config_plan(self, path: PathBuf) -> Result<(Plan, Option<Reload>), Error> {
-        let workload_flags: [(&str, bool); 25] = [
+        let workload_flags: [(&str, bool); 26] = [
             ("URL", self.url.is_some()),
             ("--connections", self.connections.is_some()),
             ("--ramp", self.ramp.is_some()),
@@ -330,6 +336,7 @@ impl RunArgs {
             ("--rate", self.rate.is_some()),
             ("--pipeline", self.pipeline.is_some()),
             ("--close", self.close),
+            ("--close-with-reset", self.close_with_reset),
             ("--method", self.method.is_some()),
             ("--header", !self.headers.is_empty()),
             ("--body", self.body.is_some()),

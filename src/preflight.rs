@@ -87,6 +87,7 @@ pub fn warnings(plan: &Plan) -> Vec<String> {
     let mut out = Vec::new();
     let total = plan.total_connections();
     if let Some((lo, hi)) = local_port_range() {
+        out.extend(port_budget(plan, lo, hi, &sockets()));
         let ports = (hi.saturating_sub(lo) + 1) as u64;
         let churny = plan
             .workloads
@@ -120,6 +121,88 @@ pub fn warnings(plan: &Plan) -> Vec<String> {
     }
     if read_sysctl("net.ipv4.tcp_tw_reuse") == Some(0) && plan.workloads.iter().any(|w| w.close) {
         out.push("net.ipv4.tcp_tw_reuse is 0: --close churn will run out of local ports quickly; set it to 1".into());
+    }
+    out
+}
+
+/// Every TCP socket of this network namespace (IPv4 and IPv6).
+fn sockets() -> Vec<procfs::net::TcpNetEntry> {
+    let mut all = procfs::net::tcp().unwrap_or_default();
+    all.extend(procfs::net::tcp6().unwrap_or_default());
+    all
+}
+
+/// Local ports of the ephemeral range that sockets already hold, as seen
+/// by a new connection from `source`: soakd binds its ports itself and
+/// without SO_REUSEADDR, so any socket on that port of that address (or of
+/// the wildcard address) keeps it, a TIME_WAIT included.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Held {
+    time_wait: u64,
+    established: u64,
+    other: u64,
+}
+
+fn held(sockets: &[procfs::net::TcpNetEntry], source: Option<IpAddr>, lo: u32, hi: u32) -> Held {
+    use procfs::net::TcpState;
+    let mut h = Held::default();
+    for s in sockets {
+        let local = s.local_address;
+        let port = u32::from(local.port());
+        let ip_matches = match source {
+            None => true,
+            Some(ip) => local.ip() == ip || local.ip().is_unspecified(),
+        };
+        if !(lo..=hi).contains(&port) || !ip_matches || s.state == TcpState::Listen {
+            continue;
+        }
+        match s.state {
+            TcpState::TimeWait => h.time_wait += 1,
+            TcpState::Established => h.established += 1,
+            _ => h.other += 1,
+        }
+    }
+    h
+}
+
+/// Warns when the ports already held (by an earlier run's TIME_WAITs, most
+/// often) and the plan's share together fill more than three quarters of
+/// the range: the port search slows and connects fail as
+/// `addr_unavailable` until the TIME_WAITs expire.
+fn port_budget(plan: &Plan, lo: u32, hi: u32, sockets: &[procfs::net::TcpNetEntry]) -> Vec<String> {
+    let ports = (hi.saturating_sub(lo) + 1) as u64;
+    let mut need: Vec<(Option<IpAddr>, u64)> = Vec::new();
+    for w in &plan.workloads {
+        let sources: Vec<Option<IpAddr>> = if w.source_addrs.is_empty() {
+            vec![None]
+        } else {
+            w.source_addrs.iter().copied().map(Some).collect()
+        };
+        let share = w.peak_connections().div_ceil(sources.len() as u64);
+        for s in sources {
+            match need.iter_mut().find(|(x, _)| *x == s) {
+                Some((_, n)) => *n += share,
+                None => need.push((s, share)),
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (source, share) in need {
+        let h = held(sockets, source, lo, hi);
+        let taken = h.time_wait + h.established + h.other;
+        if taken == 0 || (share + taken) * 4 <= ports * 3 {
+            continue;
+        }
+        let free = ports.saturating_sub(taken);
+        out.push(format!(
+            "{}: {share} new connections need local ports, but {taken} of the {ports} in ip_local_port_range ({lo}-{hi}) are held \
+             ({} in TIME_WAIT, freed within 60 s of their close; {} established; {} in other states), leaving {free}; \
+             connects will slow down and fail as addr_unavailable until they free: wait a minute, or use other --source-addr addresses",
+            source.map_or("local ports".to_string(), |ip| format!("source address {ip}")),
+            h.time_wait,
+            h.established,
+            h.other
+        ));
     }
     out
 }

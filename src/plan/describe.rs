@@ -38,7 +38,12 @@ pub fn describe(plan: &Plan) -> String {
             w.ramp,
             w.connections as f64 / w.ramp as f64,
             w.pipeline,
-            if w.close { "  one request per connection" } else { "" }
+            match (w.close, w.close_with_reset) {
+                (true, true) => "  one request per connection, closed with a reset",
+                (true, false) => "  one request per connection",
+                (false, true) => "  planned closes are resets",
+                (false, false) => "",
+            }
         );
         let _ = writeln!(s, "  {model}");
         let _ = writeln!(

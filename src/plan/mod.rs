@@ -95,6 +95,9 @@ pub struct Workload {
     pub pipeline: u16,
     /// Close after one response (HTTP/1.0-style churn).
     pub close: bool,
+    /// Close soakd's own connections with a reset (SO_LINGER 0) at churn
+    /// and shutdown, so they leave no TIME_WAIT behind.
+    pub close_with_reset: bool,
     /// Connect timeout.
     pub connect_timeout: Duration,
     /// Time a request may wait for its complete response.
@@ -208,6 +211,8 @@ pub struct WorkloadSpec {
     pub pipeline: u16,
     /// One request per connection.
     pub close: bool,
+    /// Reset instead of close (see [`Workload::close_with_reset`]).
+    pub close_with_reset: bool,
     /// Request method.
     pub method: String,
     /// Extra headers.
@@ -340,6 +345,7 @@ impl WorkloadSpec {
             model: self.model,
             pipeline: self.pipeline,
             close: self.close,
+            close_with_reset: self.close_with_reset,
             connect_timeout: self.connect_timeout,
             request_timeout: self.request_timeout,
             source_addrs: self.source_addrs,

@@ -159,6 +159,9 @@ impl Worker {
             if reason != CloseReason::Error {
                 s.close_notify();
             }
+            if self.wl[wi].close_with_reset && matches!(reason, CloseReason::Churn | CloseReason::Shutdown) {
+                s.linger_zero();
+            }
             s.deregister(self.poll.registry());
         }
         let lost = c.inflight as u64;

@@ -108,6 +108,8 @@ pub struct WorkloadRt {
     pub max_requests: Option<u32>,
     /// `--close`: exactly one request per connection.
     pub close: bool,
+    /// `--close-with-reset`: planned closes are resets (no TIME_WAIT).
+    pub close_with_reset: bool,
     /// Planned churn by age, ns.
     pub max_lifetime_ns: Option<u64>,
     /// Connect timeout, ns.
@@ -152,6 +154,7 @@ impl WorkloadRt {
             pipeline: w.pipeline,
             max_requests: if w.close { Some(1) } else { w.max_requests_per_conn },
             close: w.close,
+            close_with_reset: w.close_with_reset,
             max_lifetime_ns: w.max_conn_lifetime.map(|d| d.as_nanos() as u64),
             connect_timeout_ns: w.connect_timeout.as_nanos() as u64,
             request_timeout_ns: w.request_timeout.as_nanos() as u64,

@@ -111,6 +111,12 @@ impl Transport {
         self.0.flush()
     }
 
+    /// Makes the close that follows a reset (SO_LINGER 0): the socket
+    /// leaves no TIME_WAIT behind (`--close-with-reset`).
+    pub(super) fn linger_zero(&self) {
+        let _ = socket2::SockRef::from(self.0.tcp()).set_linger(Some(std::time::Duration::ZERO));
+    }
+
     /// Ends a TLS session politely (close_notify) before a planned close.
     pub(super) fn close_notify(&mut self) {
         if let Stream::Tls(t) = &mut self.0 {
