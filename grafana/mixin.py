@@ -328,15 +328,17 @@ def panels():
             (sel('target:soakd_connections_opened:rate1m'),
              '{{target}} connects'),
             (sel('target_kind:soakd_errors:rate1m',
-                 T + ',kind=~"connect_.*|addr_unavailable|fd_limit"'),
+                 T + ',kind=~"connect_.*|addr_unavailable|fd_limit|tls_.*"'),
              '{{target}} {{kind}}'),
         ], """Successful connects per second, and failed connect attempts by
            kind: connect_refused, connect_timeout, connect_other (the
-           target), addr_unavailable and fd_limit (limits of the soakd host:
-           source ports, open files). Reconnects are limited by the backoff
-           and --ramp, so a dead target never shows a storm.""",
+           target), tls_certificate and tls_handshake (https: the
+           certificate, or the rest of the handshake), addr_unavailable and
+           fd_limit (limits of the soakd host: source ports, open files).
+           Reconnects are limited by the backoff and --ramp, so a dead target
+           never shows a storm.""",
            w=8, summed=True, overrides=[
-               by_name('.* (connect_.*|addr_unavailable|fd_limit)',
+               by_name('.* (connect_.*|addr_unavailable|fd_limit|tls_.*)',
                        prop('custom.lineWidth', 2))]),
         timeseries('Connect time p99', 's', [
             (sel('target:soakd_connect_duration_seconds:p99_5m'),
