@@ -145,20 +145,32 @@ struct Held {
 
 fn held(sockets: &[procfs::net::TcpNetEntry], source: Option<IpAddr>, lo: u32, hi: u32) -> Held {
     use procfs::net::TcpState;
-    let mut h = Held::default();
+    // By port, not by socket: a server's listening port can carry thousands
+    // of accepted sockets and is still one port. A port counts under the
+    // busiest state any of its sockets is in.
+    let mut ports: HashMap<u16, u8> = HashMap::new();
     for s in sockets {
         let local = s.local_address;
-        let port = u32::from(local.port());
         let ip_matches = match source {
             None => true,
             Some(ip) => local.ip() == ip || local.ip().is_unspecified(),
         };
-        if !(lo..=hi).contains(&port) || !ip_matches || s.state == TcpState::Listen {
+        if !(lo..=hi).contains(&u32::from(local.port())) || !ip_matches || s.state == TcpState::Listen {
             continue;
         }
-        match s.state {
-            TcpState::TimeWait => h.time_wait += 1,
-            TcpState::Established => h.established += 1,
+        let rank = match s.state {
+            TcpState::TimeWait => 0,
+            TcpState::Established => 2,
+            _ => 1,
+        };
+        let e = ports.entry(local.port()).or_insert(rank);
+        *e = (*e).max(rank);
+    }
+    let mut h = Held::default();
+    for rank in ports.into_values() {
+        match rank {
+            0 => h.time_wait += 1,
+            2 => h.established += 1,
             _ => h.other += 1,
         }
     }
