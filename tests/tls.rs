@@ -155,6 +155,18 @@ fn five_thousand_tls_connections_held_without_errors() {
     assert!(get(&r.report, "requests.completed") >= 5000 * 4, "{}", r.report);
 }
 
+/// Starts `soakd run URL ARGS...` on a thread, for a test that disturbs
+/// the target meanwhile; join it for the report.
+fn soak_in_background(url: &str, args: &[&str]) -> std::thread::JoinHandle<RunResult> {
+    let mut all: Vec<String> = vec!["run".into(), url.into()];
+    all.extend(args.iter().map(|a| a.to_string()));
+    all.extend(["--metrics-listen".into(), "off".into()]);
+    std::thread::spawn(move || {
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        soakd_report(&all, 40)
+    })
+}
+
 /// Runs a short soak against `url` and returns the report.
 fn short_soak(url: &str, extra: &[&str]) -> RunResult {
     let mut args = vec![
@@ -366,27 +378,10 @@ fn stalled_server_latency_counts_from_due_time_over_tls() {
     let pki = Pki::new();
     let (cert, key) = pki.server();
     let nginx = tls_nginx(&cert, &key, "");
-    let url = nginx.https_url("/");
-    let ca = pki.ca();
-    let run = std::thread::spawn(move || {
-        soakd_report(
-            &[
-                "run",
-                &url,
-                "-c",
-                "20",
-                "-i",
-                "50ms",
-                "-d",
-                "5s",
-                "--cacert",
-                &ca,
-                "--metrics-listen",
-                "off",
-            ],
-            30,
-        )
-    });
+    let run = soak_in_background(
+        &nginx.https_url("/"),
+        &["-c", "20", "-i", "50ms", "-d", "5s", "--cacert", &pki.ca()],
+    );
     std::thread::sleep(Duration::from_millis(2000));
     nginx.stop_workers();
     std::thread::sleep(Duration::from_secs(1));
@@ -406,27 +401,10 @@ fn target_restarted_mid_soak_over_tls() {
     let (cert, key) = pki.server();
     let mut target = BuiltinTarget::start(&["--tls-cert", &cert, "--tls-key", &key]);
     let addr = target.addr.clone();
-    let url = target.https_url("/");
-    let ca = pki.ca();
-    let run = std::thread::spawn(move || {
-        soakd_report(
-            &[
-                "run",
-                &url,
-                "-c",
-                "50",
-                "-i",
-                "100ms",
-                "-d",
-                "6s",
-                "--cacert",
-                &ca,
-                "--metrics-listen",
-                "off",
-            ],
-            40,
-        )
-    });
+    let run = soak_in_background(
+        &target.https_url("/"),
+        &["-c", "50", "-i", "100ms", "-d", "6s", "--cacert", &pki.ca()],
+    );
     std::thread::sleep(Duration::from_millis(1500));
     target.kill();
     std::thread::sleep(Duration::from_millis(1000));

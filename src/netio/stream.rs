@@ -59,22 +59,21 @@ impl Stream {
         }
     }
 
-    /// Registers for read and write readiness (edge-triggered).
-    pub fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
-        let tcp = match self {
+    fn tcp_mut(&mut self) -> &mut TcpStream {
+        match self {
             Stream::Plain(s) => s,
             Stream::Tls(t) => &mut t.tcp,
-        };
-        registry.register(tcp, token, Interest::READABLE | Interest::WRITABLE)
+        }
+    }
+
+    /// Registers for read and write readiness (edge-triggered).
+    pub fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        registry.register(self.tcp_mut(), token, Interest::READABLE | Interest::WRITABLE)
     }
 
     /// Stops readiness events; the socket closes when the stream drops.
     pub fn deregister(&mut self, registry: &Registry) {
-        let tcp = match self {
-            Stream::Plain(s) => s,
-            Stream::Tls(t) => &mut t.tcp,
-        };
-        let _ = registry.deregister(tcp);
+        let _ = registry.deregister(self.tcp_mut());
     }
 
     /// Reads application bytes (`Ok(0)` is the peer's close).
