@@ -25,6 +25,8 @@ DURATION=${DURATION:-10}
 # wrk counts a response slower than this as a timeout (its default is 2 s;
 # 10,000 TLS handshakes on one nginx core take longer than that to ramp).
 WRK_TIMEOUT=${WRK_TIMEOUT:-2s}
+# Extra flags for every soakd run (e.g. "--connect-timeout 30s").
+SOAKD_ARGS=${SOAKD_ARGS:-}
 # SOAKD=/path/to/soakd benchmarks that binary instead, without building.
 SOAKD_GIVEN=${SOAKD:+yes}
 SOAKD=${SOAKD:-$ROOT/target/release/soakd}
@@ -97,7 +99,8 @@ soakd_run() {
     REPORT=$WORK/$name.json
     rm -f "$REPORT"
     wait_timewait
-    timed "$name" "$SOAKD" run "$URL" "$@" "${SOAKD_TLS[@]}" --report "$REPORT" --metrics-listen off
+    # shellcheck disable=SC2086 # SOAKD_ARGS is a list of flags
+    timed "$name" "$SOAKD" run "$URL" "$@" "${SOAKD_TLS[@]}" $SOAKD_ARGS --report "$REPORT" --metrics-listen off
     if [ "$RC" -ne 0 ] || [ ! -s "$REPORT" ] || ! json_get "$REPORT" .requests.completed >/dev/null 2>&1; then
         show_failure "$name"
         REPORT=
