@@ -79,7 +79,8 @@ pub(super) fn diff(old: &Plan, new: &Plan) -> Diff {
         changes,
         needs_restart: new.threads != old.threads
             || new.metrics_listen != old.metrics_listen
-            || new.hdr_log != old.hdr_log,
+            || new.hdr_log != old.hdr_log
+            || new.shard != old.shard,
     }
 }
 

@@ -46,6 +46,26 @@ pub fn describe(plan: &Plan) -> String {
             }
         );
         let _ = writeln!(s, "  {model}");
+        if !plan.shard.is_whole() {
+            let sh = plan.shard;
+            let rate = match w.model {
+                LoadModel::Closed => String::new(),
+                LoadModel::Interval(i) => format!(
+                    ", {:.1} req/s",
+                    sh.share_rate(w.connections as f64 / i.as_secs_f64(), w.connections)
+                ),
+                LoadModel::Rate(r) => format!(", {:.1} req/s", sh.share_rate(r, w.connections)),
+            };
+            let _ = writeln!(
+                s,
+                "  shard {sh}: {} of the {} connections (slots s with s mod {} = {}, at their places in the whole plan's schedule){rate}, ramp {:.1}/s",
+                sh.share(w.connections as u64),
+                w.connections,
+                sh.count,
+                sh.index,
+                sh.share_rate(w.ramp as f64, w.connections)
+            );
+        }
         let _ = writeln!(
             s,
             "  timeouts connect {} request {}",
@@ -83,11 +103,46 @@ pub fn describe(plan: &Plan) -> String {
             let _ = writeln!(s, "  churn: connections live about {}", humantime::format_duration(d));
         }
     }
+    // The whole plan's rate per workload (none in closed loop), and this
+    // shard's part of it.
+    let whole_rate = |w: &super::Workload| match w.model {
+        LoadModel::Closed => 0.0,
+        LoadModel::Interval(i) => w.connections as f64 / i.as_secs_f64(),
+        LoadModel::Rate(r) => r,
+    };
+    let share_rate: f64 = plan
+        .workloads
+        .iter()
+        .map(|w| plan.shard.share_rate(whole_rate(w), w.connections))
+        .sum();
+    if !plan.shard.is_whole() {
+        let whole: u64 = plan.workloads.iter().map(|w| w.peak_connections()).sum();
+        let _ = writeln!(
+            s,
+            "shard {}: {} of the plan's {whole} connections{}{}{}",
+            plan.shard,
+            plan.total_connections(),
+            if rate_known {
+                format!(", {share_rate:.1} of {total_rate:.1} req/s")
+            } else {
+                String::new()
+            },
+            plan.max_requests
+                .map_or(String::new(), |n| format!(", {} of {n} requests", plan.shard.share(n))),
+            if plan.shard_sources {
+                ", its own slice of the source addresses"
+            } else {
+                ""
+            }
+        );
+    }
     let _ = writeln!(
         s,
         "total: {} connections, {}, {} worker threads, metrics {}",
         plan.total_connections(),
-        if rate_known {
+        if rate_known && !plan.shard.is_whole() {
+            format!("{share_rate:.1} req/s")
+        } else if rate_known {
             format!("{total_rate:.1} req/s")
         } else {
             "closed-loop rate (as fast as the target answers)".into()
