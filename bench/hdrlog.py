@@ -40,10 +40,11 @@ def varint_zigzag(buf, pos):
 def decode(text):
     raw = base64.b64decode(text)
     cookie, length = struct.unpack(">ii", raw[:8])
-    assert cookie == V2_DEFLATE_COOKIE, hex(cookie)
+    # The low byte's high nibble carries the word size (0x10 for 8 bytes).
+    assert cookie & ~0xF0 == V2_DEFLATE_COOKIE, hex(cookie)
     data = zlib.decompress(raw[8 : 8 + length])
     cookie, payload_len, offset, sigfigs, lowest, highest, _ratio = struct.unpack(">iiiiqqd", data[:40])
-    assert cookie == V2_COOKIE and offset == 0, (hex(cookie), offset)
+    assert cookie & ~0xF0 == V2_COOKIE and offset == 0, (hex(cookie), offset)
     counts = {}
     pos, index, end = 40, 0, 40 + payload_len
     while pos < end:

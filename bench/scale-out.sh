@@ -54,7 +54,7 @@ stop_all() {
     for p in "${PIDS[@]}" $PROM_PID; do
         kill -TERM "$p" 2>/dev/null
     done
-    wait 2>/dev/null
+    # cleanup stops nginx, then waits for every child.
     cleanup
 }
 trap stop_all EXIT
@@ -147,7 +147,7 @@ done
 TOTALS_OK=no
 [ "$desired" = "$CONNS" ] && [ "$open" = "$CONNS" ] && TOTALS_OK=yes
 sleep 10
-echo "request rate (rules, 1m): $(query 'sum(target:soakd_requests_sent:rate1m)') req/s (plan: $CONNS / $INTERVAL)"
+echo "request rate, all shards: $(query 'sum(rate(soakd_requests_sent_total[20s]))') req/s (plan: $CONNS every $INTERVAL)"
 
 # 3. Stop shard 2; SoakdDown fires for its instance alone.
 section "SIGTERM to shard 2 (pid ${PIDS[2]})"

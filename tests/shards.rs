@@ -328,3 +328,45 @@ fn merged_shards_add_up_and_agree_with_the_merged_hdr_logs() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("different plans"));
 }
+
+/// The plan in deploy/kubernetes/configmap.yaml is a valid config, and
+/// each of the 3 shards the manifests run holds a third of it. Its URL
+/// names a cluster Service, so it is pointed at loopback here (no DNS).
+#[test]
+fn the_kubernetes_plan_checks_for_every_shard() {
+    let yaml =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/kubernetes/configmap.yaml")).unwrap();
+    let toml: String = yaml
+        .split_once("soakd.toml: |\n")
+        .expect("a soakd.toml key")
+        .1
+        .lines()
+        .take_while(|l| l.is_empty() || l.starts_with("    "))
+        .map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l)))
+        .collect();
+    let url = toml
+        .lines()
+        .find_map(|l| l.strip_prefix("url = "))
+        .expect("a url")
+        .split('"')
+        .nth(1)
+        .unwrap()
+        .to_string();
+    let dir = TempDir::new("k8s-plan");
+    let cfg = dir.path().join("soakd.toml");
+    std::fs::write(
+        &cfg,
+        toml.replace(&url, "http://127.0.0.1:9/health")
+            .replace("0.0.0.0:9469", "127.0.0.1:0"),
+    )
+    .unwrap();
+    for i in 0..3 {
+        let out = soakd(&["check", "--config", cfg.to_str().unwrap(), "--shard", &format!("{i}/3")]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            stdout.contains(&format!("shard {i}/3: 15000 of the plan's 45000 connections")),
+            "{stdout}"
+        );
+    }
+}
