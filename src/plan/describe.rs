@@ -8,6 +8,13 @@ use super::{LoadModel, Plan};
 /// The plan in words: per workload what it connects to, how hard and for
 /// how long, then the totals.
 pub fn describe(plan: &Plan) -> String {
+    // A workload's whole-plan rate (none in closed loop): this shard's part
+    // of it is `share_rate` of that.
+    let whole_rate = |w: &super::Workload| match w.model {
+        LoadModel::Closed => None,
+        LoadModel::Interval(i) => Some(w.connections as f64 / i.as_secs_f64()),
+        LoadModel::Rate(r) => Some(r),
+    };
     let mut s = String::new();
     let mut total_rate = 0.0;
     let mut rate_known = true;
@@ -48,14 +55,9 @@ pub fn describe(plan: &Plan) -> String {
         let _ = writeln!(s, "  {model}");
         if !plan.shard.is_whole() {
             let sh = plan.shard;
-            let rate = match w.model {
-                LoadModel::Closed => String::new(),
-                LoadModel::Interval(i) => format!(
-                    ", {:.1} req/s",
-                    sh.share_rate(w.connections as f64 / i.as_secs_f64(), w.connections)
-                ),
-                LoadModel::Rate(r) => format!(", {:.1} req/s", sh.share_rate(r, w.connections)),
-            };
+            let rate = whole_rate(w).map_or(String::new(), |r| {
+                format!(", {:.1} req/s", sh.share_rate(r, w.connections))
+            });
             let _ = writeln!(
                 s,
                 "  shard {sh}: {} of the {} connections (slots s with s mod {} = {}, at their places in the whole plan's schedule){rate}, ramp {:.1}/s",
@@ -103,17 +105,10 @@ pub fn describe(plan: &Plan) -> String {
             let _ = writeln!(s, "  churn: connections live about {}", humantime::format_duration(d));
         }
     }
-    // The whole plan's rate per workload (none in closed loop), and this
-    // shard's part of it.
-    let whole_rate = |w: &super::Workload| match w.model {
-        LoadModel::Closed => 0.0,
-        LoadModel::Interval(i) => w.connections as f64 / i.as_secs_f64(),
-        LoadModel::Rate(r) => r,
-    };
     let share_rate: f64 = plan
         .workloads
         .iter()
-        .map(|w| plan.shard.share_rate(whole_rate(w), w.connections))
+        .map(|w| plan.shard.share_rate(whole_rate(w).unwrap_or(0.0), w.connections))
         .sum();
     if !plan.shard.is_whole() {
         let whole: u64 = plan.workloads.iter().map(|w| w.peak_connections()).sum();
