@@ -142,6 +142,9 @@ mod tests {
         );
         let threads = plan(&format!("threads = 7\n{A}{B}"));
         assert!(diff(&old, &threads).needs_restart);
+        let mut sharded = old.clone();
+        sharded.shard = crate::plan::Shard { index: 0, count: 2 };
+        assert!(diff(&old, &sharded).needs_restart);
     }
 
     #[test]

@@ -199,6 +199,45 @@ mod tests {
         assert_eq!(slices, [&[1][..], &[2, 3][..], &[4, 5][..]]);
     }
 
+    fn plan(text: &str, shard: &str, sources: bool) -> Result<Plan, String> {
+        let over = crate::config::Overrides {
+            shard: Some((Shard::parse("--shard", shard, None).unwrap(), "--shard".into())),
+            shard_sources: sources,
+            ..Default::default()
+        };
+        crate::config::parse(std::path::Path::new("t.toml"), text, over).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_shard_plan_counts_its_share_and_takes_its_sources() {
+        let text = "requests = 10\n[[workload]]\nurl = \"http://127.0.0.1:1/\"\nconnections = 10\n\
+                    stages = [{ connections = 20, hold = \"1s\" }, { connections = 5, hold = \"1s\" }]\n\
+                    source_addrs = [\"127.0.0.2\", \"127.0.0.3\", \"127.0.0.4\", \"127.0.0.5\"]\n";
+        // Preflight's figure is the shard's part of the largest stage.
+        let p = plan(text, "1/3", true).unwrap();
+        assert_eq!(p.total_connections(), 7);
+        assert_eq!(
+            p.workloads[0].connections, 20,
+            "the workload keeps the whole plan's numbers"
+        );
+        assert_eq!(p.workloads[0].source_addrs, ["127.0.0.3".parse::<IpAddr>().unwrap()]);
+        assert_eq!(plan(text, "3/4", true).unwrap().workloads[0].source_addrs.len(), 1);
+        assert_eq!(plan(text, "1/3", false).unwrap().workloads[0].source_addrs.len(), 4);
+        let e = plan(text, "0/5", true).unwrap_err();
+        assert!(e.contains("4 source address(es) for 5 shards"), "{e}");
+        let e = plan(text, "20/21", false).unwrap_err();
+        assert!(e.contains("20 connections, fewer than the 21 shards"), "{e}");
+        // A shard named in the file: its line is in the message.
+        let e = crate::config::parse(
+            std::path::Path::new("t.toml"),
+            &format!("shard = \"4/3\"\n{text}"),
+            Default::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("t.toml:1: shard") && e.contains("out of range"), "{e}");
+    }
+
     proptest! {
         #[test]
         fn shares_add_up_and_grid_places_partition(n in 0u64..5000, count in 1u32..40, rate in 0.1f64..1e6) {
