@@ -103,7 +103,8 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
         let mut hist = Decoded::empty();
         for (name, r) in reports {
             let w = &r.workloads[wi];
-            hist.add(&Decoded::of(&w.histograms, name, &w.name)?);
+            hist.add(&Decoded::of(&w.histograms, name, &w.name)?)
+                .map_err(|e| Error::Usage(format!("{name}: workload {}: {e}", w.name)))?;
             figures = Some(match figures {
                 None => w.figures.clone(),
                 Some(f) => plus(&f, &w.figures),
@@ -111,7 +112,9 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
         }
         let mut figures = figures.expect("at least one report");
         hist.set_percentiles(&mut figures);
-        all_hist.add(&hist);
+        all_hist
+            .add(&hist)
+            .map_err(|e| Error::Usage(format!("workload {}: {e}", first.workloads[wi].name)))?;
         workloads.push(WorkloadReport {
             name: first.workloads[wi].name.clone(),
             url: first.workloads[wi].url.clone(),
@@ -159,12 +162,14 @@ impl Decoded {
         ]))
     }
 
-    fn add(&mut self, other: &Decoded) {
+    /// Adds `other`; refused when its values lie past soakd's histogram
+    /// range (1 µs to 1 h), which no soakd report has.
+    fn add(&mut self, other: &Decoded) -> Result<(), String> {
         for (a, b) in self.0.iter_mut().zip(&other.0) {
-            // Both have soakd's bounds (or were auto-resized to them), so
-            // adding cannot fail; a value past them would saturate.
-            let _ = a.add(b);
+            a.add(b)
+                .map_err(|e| format!("a histogram past soakd's range ({e:?}); give soakd's own reports"))?;
         }
+        Ok(())
     }
 
     fn set_percentiles(&self, f: &mut Figures) {
@@ -284,12 +289,16 @@ pub fn merge_hdr_logs(inputs: &[PathBuf], out: &Path) -> Result<usize, Error> {
         for (tag, start, length, hist) in entries {
             let at = (base + start).saturating_sub(origin);
             let place = (at.as_secs_f64() / interval.as_secs_f64()).round() as u64;
-            let slot = merged.entry((place, tag)).or_insert_with(|| Slot {
+            let slot = merged.entry((place, tag.clone())).or_insert_with(|| Slot {
                 length: Duration::ZERO,
                 histogram: crate::stats::histogram(),
             });
             slot.length = slot.length.max(length);
-            let _ = slot.histogram.add(&hist);
+            slot.histogram.add(&hist).map_err(|e| {
+                Error::Usage(format!(
+                    "--hdr-log: tag {tag:?}: an interval past soakd's histogram range ({e:?}); give soakd's own logs"
+                ))
+            })?;
         }
     }
     let file = std::fs::File::create(out)
