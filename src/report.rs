@@ -13,7 +13,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::plan::Plan;
-use crate::stats::{CloseReason, ErrorKind, Gauges, StatusClass, Totals, WorkloadStats};
+use crate::stats::{CloseReason, ErrorKind, Gauges, Sparse, StatusClass, TimelineJson, Totals, WorkloadStats};
 
 /// Percentiles of one histogram, in seconds.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -231,6 +231,17 @@ pub struct Report {
     pub all: Figures,
     /// Per-workload figures.
     pub workloads: Vec<WorkloadReport>,
+    /// The plan in words (what `soakd check` prints; no header values).
+    pub plan: String,
+    /// The run over time, all workloads summed: per-interval counts,
+    /// connections and latency quantiles, at most 1,000 points (see
+    /// `stats::Timeline` and docs/report.md).
+    pub timeline: TimelineJson,
+    /// Request latency over the whole run, all workloads, as
+    /// HdrHistogram buckets at 2 significant digits: `[[µs, count], …]`,
+    /// each bucket's highest equivalent value in µs, ascending. What the
+    /// HTML report's percentile spectrum is drawn from without an HDR log.
+    pub latency_histogram_us: Sparse,
 }
 
 fn figures(stats: &WorkloadStats, g: &Gauges, peak: u64, at_end: u64, ramp: Option<Duration>, secs: f64) -> Figures {
@@ -330,6 +341,9 @@ impl Report {
             duration_seconds: secs,
             all,
             workloads,
+            plan: crate::plan::describe(plan),
+            timeline: t.timeline.to_json(),
+            latency_histogram_us: Sparse::downsample(&sum.latency),
         }
     }
 
