@@ -142,8 +142,10 @@ impl Sparse {
 }
 
 impl Serialize for Sparse {
+    /// `[[µs, count], …]`, one bucket a line in the pretty report.
     fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        ser.collect_seq(self.values.iter().zip(&self.counts).map(|(v, c)| [*v, *c]))
+        let pairs: Vec<[u32; 2]> = self.values.iter().zip(&self.counts).map(|(v, c)| [*v, *c]).collect();
+        one_line_each(&pairs, ser)
     }
 }
 
@@ -378,7 +380,21 @@ pub struct TimelineJson {
     /// Most points kept.
     pub max_points: usize,
     /// The points, oldest first.
+    #[serde(serialize_with = "one_line_each")]
     pub points: Vec<PointJson>,
+}
+
+/// A sequence whose elements are each written as compact JSON: the report
+/// is pretty-printed, and a point spread over 20 indented lines would
+/// triple its size. With this a point is one line.
+fn one_line_each<T: Serialize, S: serde::Serializer>(items: &[T], ser: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::Error as _;
+    let mut raw = Vec::with_capacity(items.len());
+    for item in items {
+        let text = serde_json::to_string(item).map_err(S::Error::custom)?;
+        raw.push(serde_json::value::RawValue::from_string(text).map_err(S::Error::custom)?);
+    }
+    ser.collect_seq(raw)
 }
 
 /// Nonzero counts by name, serialized as an object (absent = 0).
@@ -506,6 +522,11 @@ mod tests {
         let v = serde_json::to_value(&j).unwrap();
         assert_eq!(v["points"][0]["responses"]["2xx"], 20);
         assert!(v["points"][0]["errors"].as_object().unwrap().is_empty());
+        // Pretty-printed, a point takes one line.
+        let pretty = serde_json::to_string_pretty(&j).unwrap();
+        assert_eq!(pretty.lines().filter(|l| l.contains("\"t\":")).count(), 10, "{pretty}");
+        let back: serde_json::Value = serde_json::from_str(&pretty).unwrap();
+        assert_eq!(back, v);
     }
 
     #[test]
