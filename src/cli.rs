@@ -46,8 +46,28 @@ pub enum Command {
     /// Validate a config file and print the effective plan and the
     /// preflight verdict (nothing is opened).
     Check(CheckArgs),
+    /// Combine the JSON reports (and HDR logs) of a plan's shards into one.
+    Merge(MergeArgs),
     /// Turn a JSON report into a self-contained HTML page with charts.
     Report(ReportArgs),
+}
+
+/// Flags of `soakd merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The shards' JSON reports (`soakd run --shard I/N --report FILE`).
+    #[arg(value_name = "REPORT", required = true)]
+    pub reports: Vec<PathBuf>,
+    /// Where to write the merged report ("-" = stdout).
+    #[arg(long, value_name = "FILE")]
+    pub out: String,
+    /// The shards' HDR interval logs (`--hdr-log`), repeatable; needs
+    /// --hdr-log-out.
+    #[arg(long = "hdr-log", value_name = "IN")]
+    pub hdr_logs: Vec<PathBuf>,
+    /// Where to write the merged HDR interval log.
+    #[arg(long, value_name = "FILE", requires = "hdr_logs")]
+    pub hdr_log_out: Option<PathBuf>,
 }
 
 /// Flags of `soakd report`.
@@ -74,6 +94,9 @@ pub struct CheckArgs {
     /// The TOML config file.
     #[arg(long, value_name = "FILE")]
     pub config: PathBuf,
+    /// Check (and print) one shard's share of the plan.
+    #[command(flatten)]
+    pub shard: ShardArgs,
 }
 
 /// Flags of `soakd status`.
@@ -270,6 +293,42 @@ pub struct RunArgs {
     /// [default: on].
     #[arg(long, value_name = "on|off", value_parser = on_off)]
     pub tls_resumption: Option<bool>,
+    /// Sharding: which share of the plan this process runs.
+    #[command(flatten)]
+    pub shard: ShardArgs,
+}
+
+/// `--shard` and `--shard-sources`, shared by `run` and `check`.
+#[derive(Debug, Args)]
+pub struct ShardArgs {
+    /// Run share I of N of the plan (0-based): connections, rate, ramp and
+    /// -n split so the N shares add up to the plan, each slot at its place
+    /// in the whole plan's schedule. `auto/N` takes I from
+    /// JOB_COMPLETION_INDEX (a Kubernetes Indexed Job). Also SOAKD_SHARD.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+    /// With --shard: shard I takes its own disjoint slice of the source
+    /// addresses (several shards on one host).
+    #[arg(long)]
+    pub shard_sources: bool,
+}
+
+/// The environment variable that stands in for `--shard`.
+pub const SHARD_ENV: &str = "SOAKD_SHARD";
+
+impl ShardArgs {
+    /// The shard from `--shard`, else from `SOAKD_SHARD`, with the name
+    /// of where it came from; `None` when neither is given.
+    fn resolve(&self) -> Result<Option<(plan::Shard, String)>, Error> {
+        let (what, value) = match (&self.shard, std::env::var(SHARD_ENV)) {
+            (Some(v), _) => ("--shard".to_string(), v.clone()),
+            (None, Ok(v)) if !v.is_empty() => (SHARD_ENV.to_string(), v),
+            (None, _) => return Ok(None),
+        };
+        let job = std::env::var(plan::shard::JOB_INDEX_ENV).ok();
+        let shard = plan::Shard::parse(&what, &value, job.as_deref())?;
+        Ok(Some((shard, what)))
+    }
 }
 
 impl RunArgs {
@@ -343,7 +402,11 @@ impl RunArgs {
             drain_timeout: defaults::DRAIN_TIMEOUT,
             hdr_log: self.hdr_log,
             metrics_linger: self.metrics_linger,
+            shard: plan::Shard::WHOLE,
+            shard_sources: false,
         };
+        let (shard, from) = self.shard.resolve()?.unwrap_or((plan::Shard::WHOLE, "--shard".into()));
+        let plan = plan::shard::apply(plan, shard, self.shard.shard_sources, &from)?;
         Ok((plan, None))
     }
 }
@@ -394,6 +457,8 @@ impl RunArgs {
             duration: self.duration,
             requests: self.requests,
             metrics_linger: (!self.metrics_linger.is_zero()).then_some(self.metrics_linger),
+            shard: self.shard.resolve()?,
+            shard_sources: self.shard.shard_sources,
         };
         let plan = crate::config::load(&path, over.clone())?;
         let reload: Reload = Arc::new(move || crate::config::load(&path, over.clone()));
@@ -497,10 +562,32 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
         Command::Target(args) => serve_target(args),
         Command::Demo(args) => demo(args),
         Command::Check(args) => {
-            let plan = crate::config::load(&args.config, crate::config::Overrides::default())?;
+            let over = crate::config::Overrides {
+                shard: args.shard.resolve()?,
+                shard_sources: args.shard.shard_sources,
+                ..Default::default()
+            };
+            let plan = crate::config::load(&args.config, over)?;
             print!("{}", crate::plan::describe(&plan));
             println!("{}", crate::preflight::verdict(&plan)?);
             Ok(())
+        }
+        Command::Merge(args) => {
+            if !args.hdr_logs.is_empty() && args.hdr_log_out.is_none() {
+                return Err(Error::Usage(
+                    "--hdr-log gives logs to merge; say where the merged log goes with --hdr-log-out FILE".into(),
+                ));
+            }
+            let report = crate::merge::merge_files(&args.reports)?;
+            if let Some(out) = &args.hdr_log_out {
+                let n = crate::merge::merge_hdr_logs(&args.hdr_logs, out)?;
+                eprintln!(
+                    "soakd merge: {} HDR logs into {} ({n} intervals)",
+                    args.hdr_logs.len(),
+                    out.display()
+                );
+            }
+            output(&report, Some(&ReportDest::parse(&args.out)))
         }
         Command::Status(args) => {
             let summary = crate::statuscmd::status(&args.metrics, Duration::from_secs(1))?;

@@ -40,6 +40,8 @@ struct FileGlobals {
     hdr_log: Option<PathBuf>,
     duration: Option<Spanned<String>>,
     requests: Option<Spanned<u64>>,
+    shard: Option<Spanned<String>>,
+    shard_sources: Option<bool>,
     #[serde(default)]
     workload: Vec<Spanned<FileWorkload>>,
 }
@@ -138,6 +140,11 @@ pub struct Overrides {
     pub requests: Option<u64>,
     /// Serve the final metrics this long after the run.
     pub metrics_linger: Option<Duration>,
+    /// `--shard` (or `SOAKD_SHARD`): the share of the plan to run, and the
+    /// flag or variable it came from (for messages).
+    pub shard: Option<(plan::Shard, String)>,
+    /// `--shard-sources`: each shard takes a slice of the source addresses.
+    pub shard_sources: bool,
 }
 
 /// Reads and validates `path` into a plan; flags in `over` win over the
@@ -423,7 +430,16 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
         (None, Some(n)) if *n.get_ref() == 0 => return Err(loc.err(n, "requests", "must be at least 1")),
         (None, n) => n.as_ref().map(|n| *n.get_ref()),
     };
-    Ok(Plan {
+    let (shard, shard_from) = match (&over.shard, &file.shard) {
+        (Some((s, from)), _) => (*s, from.clone()),
+        (None, Some(v)) => {
+            let at = loc.at(v, "shard");
+            let job = std::env::var(plan::shard::JOB_INDEX_ENV).ok();
+            (plan::Shard::parse(&format!("{at} ="), v.get_ref(), job.as_deref())?, at)
+        }
+        (None, None) => (plan::Shard::WHOLE, "--shard".into()),
+    };
+    let plan = Plan {
         workloads,
         threads,
         duration: match over.duration {
@@ -439,7 +455,11 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
             Some(d) => d,
             None => dur(&file.metrics_linger, "metrics_linger", false)?.unwrap_or_default(),
         },
-    })
+        shard: plan::Shard::WHOLE,
+        shard_sources: false,
+    };
+    let split = over.shard_sources || file.shard_sources.unwrap_or(false);
+    plan::shard::apply(plan, shard, split, &shard_from)
 }
 
 #[cfg(test)]

@@ -319,7 +319,7 @@ impl<'s> Control<'s> {
             }
         }
         if d.needs_restart {
-            said.push("threads, metrics_listen and hdr_log take effect at the next start".into());
+            said.push("threads, metrics_listen, hdr_log and shard take effect at the next start".into());
         }
         self.workers.send(&cmds);
         if said.is_empty() {

@@ -79,7 +79,8 @@ pub(super) fn diff(old: &Plan, new: &Plan) -> Diff {
         changes,
         needs_restart: new.threads != old.threads
             || new.metrics_listen != old.metrics_listen
-            || new.hdr_log != old.hdr_log,
+            || new.hdr_log != old.hdr_log
+            || new.shard != old.shard,
     }
 }
 
@@ -141,6 +142,9 @@ mod tests {
         );
         let threads = plan(&format!("threads = 7\n{A}{B}"));
         assert!(diff(&old, &threads).needs_restart);
+        let mut sharded = old.clone();
+        sharded.shard = crate::plan::Shard { index: 0, count: 2 };
+        assert!(diff(&old, &sharded).needs_restart);
     }
 
     #[test]

@@ -18,8 +18,9 @@
 //!
 //! The time charts sum every workload (the timeline is summed); the
 //! percentile spectrum is, in order of preference, that of the HDR interval
-//! log given (all its intervals and tags merged), of the report's embedded
-//! `latency_histogram_us`, or the report's few percentiles.
+//! log given (all its intervals and tags merged), of the report's full-run
+//! histograms (`workloads[].histograms.latency`, merged), or the report's
+//! few percentiles.
 
 pub mod svg;
 
@@ -149,29 +150,26 @@ fn spectrum(at: impl Fn(f64) -> Option<f64>) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// The spectrum a report itself gives: from `latency_histogram_us` when it
-/// has one, else from its few percentiles (the max drawn at p99.999).
+/// The spectrum a report itself gives: from its workloads' full-run
+/// latency histograms (`workloads[].histograms.latency`) merged when it
+/// has them, else from its few percentiles (the max drawn at p99.999).
 fn report_spectrum(r: &Value) -> (Vec<(f64, f64)>, &'static str) {
-    if let Some(buckets) = r.get("latency_histogram_us").and_then(Value::as_array) {
-        let pairs: Vec<(f64, u64)> = buckets
-            .iter()
-            .filter_map(|b| Some((b.get(0)?.as_f64()?, b.get(1)?.as_u64()?)))
-            .collect();
-        let n: u64 = pairs.iter().map(|p| p.1).sum();
-        if n > 0 {
-            let at = |q: f64| {
-                let rank = ((q * n as f64).ceil() as u64).max(1);
-                let mut seen = 0;
-                pairs.iter().find(|p| {
-                    seen += p.1;
-                    seen >= rank
-                })
-            };
-            return (
-                spectrum(|q| at(q).map(|p| p.0 / 1e6)),
-                "from the report's latency histogram (1% resolution)",
-            );
+    let mut merged = crate::stats::histogram();
+    for w in r.get("workloads").and_then(Value::as_array).into_iter().flatten() {
+        if let Some(h) = w
+            .pointer("/histograms/latency")
+            .and_then(Value::as_str)
+            .and_then(crate::report::decode)
+        {
+            // A histogram past soakd's range is not soakd's: left out.
+            let _ = merged.add(&h);
         }
+    }
+    if !merged.is_empty() {
+        return (
+            spectrum(|q| Some(merged.value_at_quantile(q) as f64 / 1e6)),
+            "from the report's latency histograms",
+        );
     }
     let l = &r["latency_seconds"];
     let pts = [
@@ -536,7 +534,7 @@ pub fn render(i: &Inputs<'_>) -> String {
         }
     );
     s.push_str("<h2>Plan</h2>");
-    match r.get("plan").and_then(Value::as_str) {
+    match r.get("plan").and_then(Value::as_str).filter(|p| !p.is_empty()) {
         Some(p) => {
             let _ = write!(s, "<pre>{}</pre>", esc(p));
         }
@@ -588,19 +586,24 @@ mod tests {
     use serde_json::json;
 
     fn report() -> Value {
+        // 15 samples at 1 ms, 12 at 2 ms, 3 at 9 ms.
+        let mut hist = crate::stats::histogram();
+        hist.record_n(1000, 15).unwrap();
+        hist.record_n(2000, 12).unwrap();
+        hist.record_n(9000, 3).unwrap();
         json!({
             "duration_seconds": 3.0,
             "latency_seconds": {"p50": 0.001, "p90": 0.002, "p99": 0.004, "p999": 0.005, "max": 0.009},
             "requests": {"completed": 30, "per_second": 10.0},
             "errors": {"reset": 1, "timeout": 0},
             "connections": {"peak_open": 10, "desired": 10},
-            "workloads": [{"name": "t<1>", "url": "http://127.0.0.1:1/", "latency_seconds": {}}],
+            "workloads": [{"name": "t<1>", "url": "http://127.0.0.1:1/", "latency_seconds": {},
+                           "histograms": {"latency": crate::report::encode(&hist)}}],
             "timeline": {"started_at": "2026-01-01T00:00:00.000Z", "interval_seconds": 1.0, "max_points": 1000,
                 "points": [
                     {"t": 0.0, "seconds": 1.0, "completed": 10, "errors": {}, "open": 10, "p50": 0.001, "p90": 0.002, "p99": 0.003, "max": 0.004, "lag_p99": null},
                     {"t": 1.0, "seconds": 1.0, "completed": 20, "errors": {"reset": 1}, "open": 9, "p50": 0.001, "p90": 0.002, "p99": 0.003, "max": 0.004, "lag_p99": 0.0001}
                 ]},
-            "latency_histogram_us": [[1000, 15], [2000, 12], [9000, 3]],
             "thresholds": [{"workload": null, "threshold": "p99<50ms", "metric": "p99", "op": "<", "limit": 0.05, "measured": 0.031, "pass": true},
                            {"workload": "t<1>", "threshold": "error_rate<0.1%", "metric": "error_rate", "op": "<", "limit": 0.001, "measured": 0.03, "pass": false}]
         })
@@ -657,14 +660,15 @@ mod tests {
     #[test]
     fn the_spectrum_from_the_embedded_histogram() {
         let (pts, note) = report_spectrum(&report());
-        assert!(note.contains("histogram"));
+        assert!(note.contains("histograms"));
         assert_eq!(pts.len(), SPECTRUM_STEPS + 1);
-        assert_eq!(pts[0], (0.0, 0.001));
-        // 15 of 30 at 1 ms: the median is 1 ms, p90 2 ms, the tail 9 ms.
+        // 15 of 30 at 1 ms, then 2 ms, the tail 9 ms (0.1% buckets).
         let at = |x: f64| pts.iter().find(|p| (p.0 - x).abs() < 1e-9).unwrap().1;
-        assert_eq!(at(0.3), 0.001, "p49.9: rank 15 of 30");
-        assert_eq!(at(0.6), 0.002, "p74.9: rank 23");
-        assert_eq!(at(2.0), 0.009);
-        assert_eq!(at(5.0), 0.009);
+        let near = |v: f64, ms: f64| (v - ms / 1e3).abs() < ms / 1e3 * 0.002;
+        assert!(near(at(0.0), 1.0), "{}", at(0.0));
+        assert!(near(at(0.3), 1.0), "p49.9: rank 15 of 30: {}", at(0.3));
+        assert!(near(at(0.6), 2.0), "p74.9: rank 23: {}", at(0.6));
+        assert!(near(at(2.0), 9.0), "{}", at(2.0));
+        assert!(near(at(5.0), 9.0), "{}", at(5.0));
     }
 }

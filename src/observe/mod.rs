@@ -24,6 +24,7 @@ use crate::report::Report;
 use crate::stats::Totals;
 use exporter::{Exporter, Handler, Reply};
 use hdrlog::HdrLog;
+pub use hdrlog::INTERVAL as HDR_LOG_INTERVAL;
 use metrics::Metrics;
 use notify::Notifier;
 use status::StatusLine;
@@ -53,7 +54,7 @@ impl Observers {
             Some(addr) => {
                 let names: Vec<String> = plan.workloads.iter().map(|w| w.name.clone()).collect();
                 let pids = plan.workloads.iter().map(|w| w.target_pids.clone()).collect();
-                let m = Metrics::new(&names, pids);
+                let m = Metrics::new(&names, pids, plan.shard);
                 let e = Exporter::start(addr, scrape_handler(&m))?;
                 eprintln!("soakd: metrics on http://{}/metrics", e.local_addr());
                 (Some(m), Some(e))

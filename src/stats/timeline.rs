@@ -32,7 +32,9 @@
 use std::time::{Duration, SystemTime};
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 
 use super::{Counters, ErrorKind, HIST_MAX_US, StatusClass, WorkloadStats};
 
@@ -64,15 +66,6 @@ impl Sparse {
             s.counts.push(v.count_at_value().min(u64::from(u32::MAX)) as u32);
         }
         s
-    }
-
-    /// The buckets of any soakd histogram, at the points' resolution.
-    pub fn downsample(h: &Histogram<u64>) -> Sparse {
-        let mut p = point_histogram();
-        if !h.is_empty() {
-            p.add(h).expect("histograms share the upper bound");
-        }
-        Sparse::of(&p)
     }
 
     /// Samples in the distribution.
@@ -138,14 +131,6 @@ impl Sparse {
     /// Heap bytes held.
     fn heap_bytes(&self) -> usize {
         self.values.capacity() * 4 + self.counts.capacity() * 4
-    }
-}
-
-impl Serialize for Sparse {
-    /// `[[µs, count], …]`, one bucket a line in the pretty report.
-    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        let pairs: Vec<[u32; 2]> = self.values.iter().zip(&self.counts).map(|(v, c)| [*v, *c]).collect();
-        one_line_each(&pairs, ser)
     }
 }
 
@@ -368,7 +353,7 @@ impl Default for Timeline {
 }
 
 /// The report's `timeline` object.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct TimelineJson {
     /// Wall-clock start of the run, RFC 3339 UTC (aligns shards of a soak).
     pub started_at: String,
@@ -386,7 +371,8 @@ pub struct TimelineJson {
 
 /// A sequence whose elements are each written as compact JSON: the report
 /// is pretty-printed, and a point spread over 20 indented lines would
-/// triple its size. With this a point is one line.
+/// triple its size. With this a point is one line. (Reading it back is
+/// the plain derived `Deserialize`.)
 fn one_line_each<T: Serialize, S: serde::Serializer>(items: &[T], ser: S) -> Result<S::Ok, S::Error> {
     use serde::ser::Error as _;
     let mut raw = Vec::with_capacity(items.len());
@@ -397,24 +383,12 @@ fn one_line_each<T: Serialize, S: serde::Serializer>(items: &[T], ser: S) -> Res
     ser.collect_seq(raw)
 }
 
-/// Nonzero counts by name, serialized as an object (absent = 0).
-#[derive(Clone, Debug, Default)]
-pub struct NonZero(Vec<(&'static str, u64)>);
-
-impl Serialize for NonZero {
-    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap as _;
-        let mut map = ser.serialize_map(Some(self.0.len()))?;
-        for (k, v) in &self.0 {
-            map.serialize_entry(k, v)?;
-        }
-        map.end()
-    }
-}
+/// Nonzero counts by name (absent = 0).
+pub type NonZero = BTreeMap<String, u64>;
 
 /// One point of the report's timeline. Seconds throughout; latency fields
 /// are `null` when the point completed no request.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PointJson {
     /// Start, seconds since the run started.
     pub t: f64,
@@ -447,15 +421,13 @@ pub struct PointJson {
 impl PointJson {
     fn of(p: &Point) -> PointJson {
         let secs = |s: &Sparse, q: f64| s.quantile_us(q).map(|us| us as f64 / 1e6);
-        let named = |names: &[&'static str], counts: &[u64]| {
-            NonZero(
-                names
-                    .iter()
-                    .zip(counts)
-                    .filter(|(_, c)| **c > 0)
-                    .map(|(n, c)| (*n, *c))
-                    .collect(),
-            )
+        let named = |names: &[&'static str], counts: &[u64]| -> NonZero {
+            names
+                .iter()
+                .zip(counts)
+                .filter(|(_, c)| **c > 0)
+                .map(|(n, c)| (n.to_string(), *c))
+                .collect()
         };
         // Rounded to the millisecond: the JSON stays short and nothing
         // finer is meaningful for a point's start.
