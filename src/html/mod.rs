@@ -28,7 +28,6 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use hdrhistogram::Histogram;
-use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use serde_json::Value;
 
@@ -113,20 +112,14 @@ pub fn spectrum_of_log(path: &Path) -> Result<Vec<(f64, f64)>, Error> {
     };
     let bytes = std::fs::read(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
     let mut merged: Histogram<u64> = crate::stats::histogram();
-    let mut de = Deserializer::new();
     let mut intervals = 0;
     for entry in IntervalLogIterator::new(&bytes) {
         let entry = entry.map_err(|e| bad(format!("not an HdrHistogram interval log ({e:?})")))?;
         let LogEntry::Interval(iv) = entry else {
             continue;
         };
-        use base64::Engine as _;
-        let raw = base64::engine::general_purpose::STANDARD
-            .decode(iv.encoded_histogram())
-            .map_err(|e| bad(format!("an interval is not base64 ({e})")))?;
-        let h: Histogram<u64> = de
-            .deserialize(&mut raw.as_slice())
-            .map_err(|e| bad(format!("an interval does not decode ({e:?})")))?;
+        let h =
+            crate::report::decode(iv.encoded_histogram()).ok_or_else(|| bad("an interval does not decode".into()))?;
         merged
             .add(&h)
             .map_err(|e| bad(format!("an interval is out of range ({e:?})")))?;
