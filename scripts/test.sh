@@ -53,6 +53,15 @@ else
     apt_install nginx-light
 fi
 
+# Chromium renders the HTML report headless in tests/html.rs (a screenshot
+# that must not be blank); a font so its text is drawn on a bare machine.
+if command -v chromium >/dev/null 2>&1; then
+    echo "chromium: present"
+else
+    echo "chromium: missing, installing chromium"
+    apt_install chromium fonts-dejavu-core
+fi
+
 # promtool (from the prometheus package) checks soakd's /metrics output.
 if command -v promtool >/dev/null 2>&1; then
     echo "promtool: present"

@@ -48,6 +48,8 @@ pub enum Command {
     Check(CheckArgs),
     /// Combine the JSON reports (and HDR logs) of a plan's shards into one.
     Merge(MergeArgs),
+    /// Turn a JSON report into a self-contained HTML page with charts.
+    Report(ReportArgs),
 }
 
 /// Flags of `soakd merge`.
@@ -66,6 +68,24 @@ pub struct MergeArgs {
     /// Where to write the merged HDR interval log.
     #[arg(long, value_name = "FILE", requires = "hdr_logs")]
     pub hdr_log_out: Option<PathBuf>,
+}
+
+/// Flags of `soakd report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The JSON report a run wrote with --report.
+    #[arg(value_name = "REPORT.json")]
+    pub report: PathBuf,
+    /// Write the HTML page to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: PathBuf,
+    /// The same run's HDR interval log (--hdr-log): the percentile
+    /// spectrum is drawn from it instead of the report's histogram.
+    #[arg(long, value_name = "FILE")]
+    pub hdr_log: Option<PathBuf>,
+    /// A baseline report, overlaid dashed on the charts and the summary.
+    #[arg(long, value_name = "REPORT.json")]
+    pub baseline: Option<PathBuf>,
 }
 
 /// Flags of `soakd check`.
@@ -238,6 +258,10 @@ pub struct RunArgs {
     /// Write latency as an HdrHistogram interval log (one interval per 10 s).
     #[arg(long, value_name = "FILE")]
     pub hdr_log: Option<PathBuf>,
+    /// Write the self-contained HTML report (charts over time, percentile
+    /// spectrum) to FILE at the end of the run.
+    #[arg(long, value_name = "FILE")]
+    pub html_report: Option<PathBuf>,
     /// After the run, keep serving the final metrics for DUR so Prometheus
     /// scrapes the final counters (e.g. 2 × the scrape interval).
     #[arg(long, value_name = "DUR", default_value = "0s", value_parser = duration, allow_hyphen_values = true)]
@@ -501,11 +525,39 @@ pub struct DemoArgs {
 /// Runs a parsed command line; `main` maps the error to an exit code.
 pub fn execute(cli: Cli) -> Result<(), Error> {
     match cli.command {
-        Command::Run(args) => {
+        Command::Run(mut args) => {
+            let html = args.html_report.take();
             let (plan, reload) = args.into_run()?;
+            // Checked before anything connects: a path that cannot be
+            // written is bad input, not a surprise after an hour's soak.
+            if let Some(path) = &html {
+                crate::html::check_writable(path, "--html-report")?;
+            }
             let dest = plan.report.clone();
+            let hdr_log = plan.hdr_log.clone();
             let report = crate::daemon::run(plan, reload)?;
-            output(&report, dest.as_ref())
+            output(&report, dest.as_ref())?;
+            match html {
+                Some(path) => write_html(&report, hdr_log.as_deref(), &path),
+                None => Ok(()),
+            }
+        }
+        Command::Report(args) => {
+            crate::html::check_writable(&args.html, "--html")?;
+            let report = crate::html::read_report(&args.report, "REPORT")?;
+            let baseline = args
+                .baseline
+                .as_deref()
+                .map(|p| crate::html::read_report(p, "--baseline"))
+                .transpose()?;
+            let spectrum = args.hdr_log.as_deref().map(crate::html::spectrum_of_log).transpose()?;
+            let page = crate::html::render(&crate::html::Inputs {
+                report: Some(&report),
+                baseline: baseline.as_ref(),
+                spectrum,
+                verdicts: None,
+            });
+            crate::html::write(&args.html, &page)
         }
         Command::Target(args) => serve_target(args),
         Command::Demo(args) => demo(args),
@@ -556,6 +608,29 @@ fn output(report: &Report, dest: Option<&ReportDest>) -> Result<(), Error> {
         Some(ReportDest::File(path)) => std::fs::write(path, report.to_json() + "\n")
             .map_err(|e| Error::io(format!("writing the report to {}", path.display()), e)),
     }
+}
+
+/// The HTML page of a finished run, its spectrum from the run's HDR log
+/// when it wrote one.
+fn write_html(report: &Report, hdr_log: Option<&std::path::Path>, path: &std::path::Path) -> Result<(), Error> {
+    let json =
+        serde_json::to_value(report).map_err(|e| Error::io("serializing the report", std::io::Error::other(e)))?;
+    let spectrum = match hdr_log.map(crate::html::spectrum_of_log) {
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => {
+            eprintln!("soakd: {e}; the spectrum comes from the report instead");
+            None
+        }
+        None => None,
+    };
+    let page = crate::html::render(&crate::html::Inputs {
+        report: Some(&json),
+        spectrum,
+        ..crate::html::Inputs::default()
+    });
+    crate::html::write(path, &page)?;
+    eprintln!("soakd: HTML report written to {}", path.display());
+    Ok(())
 }
 
 /// The target's TLS, when asked for: the given pair, or a certificate made

@@ -13,7 +13,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::plan::Plan;
-use crate::stats::{CloseReason, ErrorKind, Gauges, StatusClass, Totals, WorkloadStats};
+use crate::stats::{CloseReason, ErrorKind, Gauges, StatusClass, TimelineJson, Totals, WorkloadStats};
 
 /// Percentiles of one histogram, in seconds.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -337,6 +337,16 @@ pub struct Report {
     pub all: Figures,
     /// Per-workload figures.
     pub workloads: Vec<WorkloadReport>,
+    /// The plan in words (what `soakd check` prints; no header values).
+    /// Empty in a report from a soakd before it.
+    #[serde(default)]
+    pub plan: String,
+    /// The run over time, all workloads summed: per-interval counts,
+    /// connections and latency quantiles, at most 1,000 points (see
+    /// `stats::Timeline` and docs/report.md). No points in a merged report
+    /// or one from a soakd before it.
+    #[serde(default)]
+    pub timeline: TimelineJson,
 }
 
 fn figures(stats: &WorkloadStats, g: &Gauges, peak: u64, at_end: u64, ramp: Option<Duration>, secs: f64) -> Figures {
@@ -442,6 +452,8 @@ impl Report {
             },
             all,
             workloads,
+            plan: crate::plan::describe(plan),
+            timeline: t.timeline.to_json(),
         }
     }
 

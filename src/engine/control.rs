@@ -114,6 +114,7 @@ impl<'s> Control<'s> {
             self.take_reload();
             let (idle, budget_done) = self.totals.collect(&self.workers.shared.mailboxes);
             let elapsed = self.start.elapsed();
+            self.totals.timeline.tick(elapsed);
             self.sink.tick(&mut self.totals, elapsed);
             if self.stop_at.is_none() {
                 self.advance_stages(elapsed);

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Delta, Gauges, Mailbox, WorkloadStats, histogram};
+use super::{Delta, Gauges, Mailbox, Timeline, WorkloadStats, histogram};
 
 /// Running totals over all workers, per workload. Owned by the control
 /// thread; workers never touch it.
@@ -37,6 +37,9 @@ pub struct Totals {
     /// Per workload: latency since the HDR interval log last took it; only
     /// kept with `--hdr-log`.
     log_interval: Option<Vec<hdrhistogram::Histogram<u64>>>,
+    /// The run as a bounded time series (all workloads summed), for the
+    /// report; the control loop calls its `tick` after each drain.
+    pub timeline: Timeline,
 }
 
 impl Totals {
@@ -55,6 +58,7 @@ impl Totals {
             heartbeats: vec![(0, Instant::now()); workers],
             window: (0..n).map(|_| histogram()).collect(),
             log_interval: hdr_log.then(|| (0..n).map(|_| histogram()).collect()),
+            timeline: Timeline::new(),
         }
     }
 
@@ -88,6 +92,7 @@ impl Totals {
                         log[wi].add(&stats[wi].latency).expect("histograms share bounds");
                     }
                 }
+                self.timeline.add(&stats[wi]);
                 stats[wi].clear();
                 gauges[wi].add(&g[wi]);
                 if g[wi].desired > 0 {
@@ -116,6 +121,7 @@ impl Totals {
                 self.ramp[wi] = ramp_done[wi];
             }
         }
+        self.timeline.level(gauges.iter().map(|g| g.open).sum());
         self.gauges = gauges;
         // Only once every worker has recorded its count at the stop: a sum
         // over some of them would be taken for the whole.
