@@ -13,6 +13,15 @@
 //! merges into the sections listed here; a section merge does not know is
 //! left out of the merged report rather than copied from one shard.
 //!
+//! Timelines align by wall clock: each shard's point is placed by its
+//! start (`timeline.started_at` plus `t`) on a grid from the earliest
+//! shard's start, at the coarsest shard's interval. Counts add exactly; a
+//! shard's connections open count at the end of the grid step (its last
+//! point there) and its fewest open add across shards. A point's latency
+//! quantiles cannot be recomputed from quantiles, so the merged point
+//! shows the worst shard's (an upper bound, never an average); the
+//! whole-run percentiles above are exact.
+//!
 //! HDR interval logs merge by tag and interval: each interval's wall-clock
 //! start (the log's base time plus its offset) is placed on the 10 s grid
 //! of the earliest log, and the histograms of one tag in one place add.
@@ -27,6 +36,7 @@ use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
 
 use crate::Error;
 use crate::report::{self, Figures, Histograms, Percentiles, Report, ShardReport, WorkloadReport};
+use crate::stats::{PointJson, TimelineJson};
 
 /// Reads every report and merges them; `what` of each is its path.
 pub fn merge_files(paths: &[PathBuf]) -> Result<Report, Error> {
@@ -135,13 +145,108 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
         },
         all,
         workloads,
-        // A shard's plan text describes its share only, and the shards'
-        // timelines run on their own clocks: merging them by wall clock
-        // (`timeline.started_at`) is left to a later change, so a merged
-        // report has neither (its HTML page shows no time charts).
+        // A shard's plan text describes its share only; the merged report
+        // has none rather than one shard's.
         plan: String::new(),
-        timeline: crate::stats::TimelineJson::default(),
+        timeline: merge_timelines(reports.iter().map(|(_, r)| &r.timeline)),
     })
+}
+
+/// The shards' timelines on one wall-clock grid (see the module doc).
+fn merge_timelines<'a>(timelines: impl Iterator<Item = &'a TimelineJson>) -> TimelineJson {
+    let timelines: Vec<&TimelineJson> = timelines.filter(|t| !t.points.is_empty()).collect();
+    let Some(first) = timelines
+        .iter()
+        .min_by(|a, b| a.started_at_unix_seconds.total_cmp(&b.started_at_unix_seconds))
+    else {
+        return TimelineJson::default();
+    };
+    let base = first.started_at_unix_seconds;
+    let step = timelines.iter().map(|t| t.interval_seconds).fold(0.0, f64::max);
+    if step <= 0.0 {
+        return TimelineJson::default();
+    }
+    // Grid step -> the merged point; per shard first, so that a shard with
+    // finer points counts its open connections once per step.
+    let mut merged: BTreeMap<u64, PointJson> = BTreeMap::new();
+    for t in &timelines {
+        let offset = t.started_at_unix_seconds - base;
+        let mut own: BTreeMap<u64, PointJson> = BTreeMap::new();
+        for p in &t.points {
+            // A millisecond of slack: starts are rounded to it.
+            let at = ((offset + p.t) / step + 1e-3 / step).floor().max(0.0) as u64;
+            match own.get_mut(&at) {
+                None => {
+                    own.insert(at, p.clone());
+                }
+                Some(q) => {
+                    add_counts(q, p);
+                    q.open = p.open;
+                    q.open_min = q.open_min.min(p.open_min);
+                    worst_quantiles(q, p);
+                }
+            }
+        }
+        for (at, p) in own {
+            match merged.get_mut(&at) {
+                None => {
+                    merged.insert(at, p);
+                }
+                Some(q) => {
+                    add_counts(q, &p);
+                    q.open += p.open;
+                    q.open_min += p.open_min;
+                    worst_quantiles(q, &p);
+                }
+            }
+        }
+    }
+    let end = timelines
+        .iter()
+        .flat_map(|t| {
+            t.points
+                .last()
+                .map(|p| t.started_at_unix_seconds - base + p.t + p.seconds)
+        })
+        .fold(0.0, f64::max);
+    let points = merged
+        .into_iter()
+        .map(|(at, mut p)| {
+            p.t = at as f64 * step;
+            p.seconds = step.min(end - p.t).max(0.0);
+            p
+        })
+        .collect();
+    TimelineJson {
+        started_at: first.started_at.clone(),
+        started_at_unix_seconds: base,
+        interval_seconds: step,
+        max_points: timelines.iter().map(|t| t.max_points).max().unwrap_or(0),
+        points,
+    }
+}
+
+fn add_counts(into: &mut PointJson, p: &PointJson) {
+    into.sent += p.sent;
+    into.completed += p.completed;
+    for (k, v) in &p.responses {
+        *into.responses.entry(k.clone()).or_default() += v;
+    }
+    for (k, v) in &p.errors {
+        *into.errors.entry(k.clone()).or_default() += v;
+    }
+}
+
+fn worst_quantiles(into: &mut PointJson, p: &PointJson) {
+    let worst = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    into.p50 = worst(into.p50, p.p50);
+    into.p90 = worst(into.p90, p.p90);
+    into.p99 = worst(into.p99, p.p99);
+    into.max = worst(into.max, p.max);
+    into.lag_p99 = worst(into.lag_p99, p.lag_p99);
 }
 
 /// The four histograms of a workload, decoded.
@@ -334,6 +439,57 @@ pub fn merge_hdr_logs(inputs: &[PathBuf], out: &Path) -> Result<usize, Error> {
 
 #[cfg(test)]
 mod tests {
+    fn point(t: f64, completed: u64, open: u64, p99: f64) -> PointJson {
+        PointJson {
+            t,
+            seconds: 1.0,
+            sent: completed,
+            completed,
+            responses: [("2xx".to_string(), completed)].into(),
+            errors: Default::default(),
+            open,
+            open_min: open,
+            p50: Some(p99 / 2.0),
+            p90: Some(p99),
+            p99: Some(p99),
+            max: Some(p99),
+            lag_p99: None,
+        }
+    }
+
+    fn timeline(start: f64, interval: f64, points: Vec<PointJson>) -> TimelineJson {
+        TimelineJson {
+            started_at: format!("@{start}"),
+            started_at_unix_seconds: start,
+            interval_seconds: interval,
+            max_points: 1000,
+            points,
+        }
+    }
+
+    #[test]
+    fn timelines_align_by_wall_clock_and_counts_add() {
+        // Shard b started 1 s after a; shard c coarsened to 2 s points.
+        let a = timeline(100.0, 1.0, (0..4).map(|i| point(i as f64, 10, 5, 0.010)).collect());
+        let b = timeline(101.0, 1.0, (0..3).map(|i| point(i as f64, 20, 7, 0.030)).collect());
+        let c = timeline(100.0, 2.0, vec![point(0.0, 40, 3, 0.020), point(2.0, 40, 3, 0.020)]);
+        let m = merge_timelines([&a, &b, &c].into_iter());
+        assert_eq!(m.interval_seconds, 2.0, "the coarsest shard's interval");
+        assert_eq!(m.started_at, "@100");
+        let total = |t: &TimelineJson| t.points.iter().map(|p| p.completed).sum::<u64>();
+        assert_eq!(total(&m), total(&a) + total(&b) + total(&c));
+        assert_eq!(m.points.len(), 2);
+        // Step 0 (100–102 s): a's 2 points, b's first, c's first.
+        assert_eq!(m.points[0].completed, 10 + 10 + 20 + 40);
+        assert_eq!(m.points[0].responses["2xx"], 80);
+        // Open: each shard's last point in the step, added; not a's twice.
+        assert_eq!(m.points[0].open, 5 + 7 + 3);
+        // Quantiles: the worst shard's.
+        assert_eq!(m.points[0].p99, Some(0.030));
+        assert_eq!(m.points[1].t, 2.0);
+        assert!(merge_timelines(std::iter::empty()).points.is_empty());
+    }
+
     use super::*;
 
     fn report(index: u32, count: u32, values_ms: &[u64], name: &str) -> Report {

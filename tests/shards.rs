@@ -318,6 +318,29 @@ fn merged_shards_add_up_and_agree_with_the_merged_hdr_logs() {
     let p99 = logged.value_at_quantile(0.99) as f64 / 1e6;
     assert_eq!(m["latency_seconds"]["p99"].as_f64().unwrap(), p99, "{m}");
     assert_eq!(m["workloads"][0]["latency_seconds"]["p99"].as_f64().unwrap(), p99);
+    // The timelines line up by wall clock and their counts add: the merged
+    // timeline accounts for every completed request of both shards.
+    let timeline_sum = |r: &Value| -> u64 {
+        r["timeline"]["points"]
+            .as_array()
+            .expect("a timeline")
+            .iter()
+            .map(|p| p["completed"].as_u64().unwrap())
+            .sum()
+    };
+    assert!(timeline_sum(&r0) > 0 && timeline_sum(&r1) > 0);
+    assert_eq!(
+        timeline_sum(&m),
+        timeline_sum(&r0) + timeline_sum(&r1),
+        "{}",
+        m["timeline"]
+    );
+    let points = m["timeline"]["points"].as_array().unwrap().len();
+    let longest = [&r0, &r1].map(|r| r["timeline"]["points"].as_array().unwrap().len());
+    assert!(
+        points <= longest.iter().max().unwrap() + 1,
+        "one grid, not the shards' points side by side"
+    );
 
     // Reports of different plans are refused.
     let other = dir.path().join("other.json");

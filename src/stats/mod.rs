@@ -24,7 +24,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 
 pub use kinds::{CloseReason, ErrorKind, StatusClass};
-pub use timeline::{Timeline, TimelineJson};
+pub use timeline::{PointJson, Timeline, TimelineJson};
 pub use totals::Totals;
 
 /// Highest value the histograms track, in microseconds (1 hour).
