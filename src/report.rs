@@ -13,7 +13,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::plan::Plan;
-use crate::stats::{CloseReason, ErrorKind, Gauges, StatusClass, Totals, WorkloadStats};
+use crate::stats::{CheckKind, CloseReason, ErrorKind, Gauges, StatusClass, Totals, WorkloadStats};
 
 /// Percentiles of one histogram, in seconds.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -133,6 +133,35 @@ pub type Responses = ByName<{ StatusClass::COUNT }>;
 pub type Errors = ByName<{ ErrorKind::COUNT }>;
 /// Closes of established connections by reason (see [`CloseReason`]).
 pub type Closes = ByName<{ CloseReason::COUNT }>;
+/// Failed response checks by kind (see [`CheckKind`]).
+pub type CheckFailures = ByName<{ CheckKind::COUNT }>;
+
+fn check_failures(counts: [u64; CheckKind::COUNT]) -> CheckFailures {
+    CheckFailures {
+        names: CheckKind::ALL.map(CheckKind::name),
+        counts,
+    }
+}
+
+/// One request of a workload: what it came to on its own.
+#[derive(Clone, Debug, Serialize)]
+pub struct RequestReport {
+    /// The `request` label.
+    pub name: String,
+    /// Its weight in the mix.
+    pub weight: u32,
+    /// Complete responses.
+    pub count: u64,
+    /// Complete responses per second of run time.
+    pub per_second: f64,
+    /// Latency (1% precision for a mix's requests; the workload's own
+    /// histogram for a single request).
+    pub latency_seconds: Percentiles,
+    /// Responses by class.
+    pub responses: Responses,
+    /// Failed checks by kind (all 0 when the request has no checks).
+    pub checks: CheckFailures,
+}
 
 /// Bytes on the wire.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -170,6 +199,9 @@ pub struct Figures {
     pub tls: Option<TlsFigures>,
     /// Bytes on the wire.
     pub bytes: Bytes,
+    /// Responses that failed a configured check, by kind (a response may
+    /// fail several); they are completed responses, not errors.
+    pub checks: CheckFailures,
 }
 
 /// What the TLS handshakes of a workload came to.
@@ -219,6 +251,9 @@ pub struct WorkloadReport {
     /// Its figures.
     #[serde(flatten)]
     pub figures: Figures,
+    /// Per request (one entry for a single-URL workload), in the plan's
+    /// order. (`requests` holds the workload's request counters.)
+    pub by_request: Vec<RequestReport>,
 }
 
 /// The final report.
@@ -278,7 +313,32 @@ fn figures(stats: &WorkloadStats, g: &Gauges, peak: u64, at_end: u64, ramp: Opti
             sent: c.bytes_sent,
             received: c.bytes_received,
         },
+        checks: check_failures(stats.check_failures()),
     }
+}
+
+fn by_request(w: &crate::plan::Workload, stats: &WorkloadStats, secs: f64) -> Vec<RequestReport> {
+    w.target
+        .requests
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i < stats.requests.len())
+        .map(|(i, r)| {
+            let v = stats.request(i);
+            RequestReport {
+                name: r.name.clone(),
+                weight: r.weight,
+                count: v.completed,
+                per_second: if secs > 0.0 { v.completed as f64 / secs } else { 0.0 },
+                latency_seconds: Percentiles::of(v.latency),
+                responses: Responses {
+                    names: StatusClass::ALL.map(StatusClass::name),
+                    counts: v.responses,
+                },
+                checks: check_failures(v.checks),
+            }
+        })
+        .collect()
 }
 
 impl Report {
@@ -308,6 +368,7 @@ impl Report {
                     name: w.name.clone(),
                     url: w.target.url.clone(),
                     figures,
+                    by_request: by_request(w, &t.stats[wi], secs),
                 }
             })
             .collect();
@@ -393,6 +454,15 @@ impl Report {
                 }
             );
         }
+        let failed: Vec<String> = f
+            .checks
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        if !failed.is_empty() {
+            let _ = writeln!(s, "  check failures {}", failed.join("  "));
+        }
         let listed: Vec<String> = f
             .errors
             .iter()
@@ -438,7 +508,56 @@ impl Report {
                 human(p.max)
             );
         }
+        self.request_table(&mut s);
         s
+    }
+
+    /// Per workload with a mix (or checks that failed): its requests,
+    /// slowest p99 first, so the endpoint that degrades leads.
+    fn request_table(&self, s: &mut String) {
+        for w in &self.workloads {
+            let any_failed = w.by_request.iter().any(|r| r.checks.iter().any(|(_, n)| n > 0));
+            if w.by_request.len() < 2 && !any_failed {
+                continue;
+            }
+            let mut rows: Vec<&RequestReport> = w.by_request.iter().collect();
+            rows.sort_by(|a, b| {
+                b.latency_seconds
+                    .p99
+                    .unwrap_or(-1.0)
+                    .total_cmp(&a.latency_seconds.p99.unwrap_or(-1.0))
+            });
+            let _ = writeln!(s, "  requests of {} (slowest p99 first)", w.name);
+            let _ = writeln!(
+                s,
+                "    {:<28}{:>10} {:>9} {:>9} {:>9} {:>8} {:>8}  check failures",
+                "", "count", "/s", "p50", "p99", "4xx", "5xx"
+            );
+            for r in rows {
+                let failed: Vec<String> = r
+                    .checks
+                    .iter()
+                    .filter(|(_, n)| *n > 0)
+                    .map(|(k, n)| format!("{k} {n}"))
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "    {:<28}{:>10} {:>9.1} {:>9} {:>9} {:>8} {:>8}  {}",
+                    r.name,
+                    r.count,
+                    r.per_second,
+                    human(r.latency_seconds.p50),
+                    human(r.latency_seconds.p99),
+                    r.responses.get("4xx"),
+                    r.responses.get("5xx"),
+                    if failed.is_empty() {
+                        "-".to_string()
+                    } else {
+                        failed.join("  ")
+                    }
+                );
+            }
+        }
     }
 }
 
