@@ -279,20 +279,30 @@ impl Needle {
     /// earlier run).
     pub fn search(&self, k: &mut u32, run: &[u8]) -> bool {
         let len = self.bytes().len();
-        if run.len() < 2 * len {
+        // A short run is cheaper to walk byte by byte than to set up a
+        // vectorised search for (a small JSON answer is one such run).
+        if run.len() < 2 * len.max(8) {
             return self.walk(k, run);
         }
-        // A match begun earlier ends within the first len - 1 bytes.
-        if *k > 0 && self.walk(k, &run[..len - 1]) {
-            return true;
+        // A match begun in an earlier run ends within the first len - 1
+        // bytes of this one.
+        let head = run.len().min(len - 1);
+        if *k > 0 {
+            if self.walk(k, &run[..head]) {
+                return true;
+            }
+            if head == run.len() {
+                return false; // the walk covered the run; `k` is current
+            }
         }
         if self.finder.find(run).is_some() {
             return true;
         }
         // What may begin a match in the next run lies in the last len - 1
-        // bytes (the run is longer than that).
+        // bytes, too short to hold a whole match (none was found above).
         *k = 0;
-        self.walk(k, &run[run.len() - (len - 1)..])
+        self.walk(k, &run[run.len().saturating_sub(len - 1)..]);
+        false
     }
 }
 
