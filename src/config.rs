@@ -566,6 +566,72 @@ pipeline = 2
     }
 
     #[test]
+    fn request_tables_inherit_checks_and_name_their_line() {
+        let plan = parse_text(
+            r#"
+[[workload]]
+name = "api"
+url = "http://127.0.0.1:8080"
+headers = { "Accept" = "application/json" }
+expect_status = [200]
+max_body_bytes = 100
+
+[[workload.request]]
+name = "list"
+path = "/items?page=1"
+weight = 8
+
+[[workload.request]]
+method = "POST"
+path = "/items"
+body = '{"a":1}'
+expect_status = [201]
+"#,
+        )
+        .unwrap();
+        let r = &plan.workloads[0].target.requests;
+        assert_eq!(r.len(), 2);
+        assert_eq!((r[0].name.as_str(), r[0].weight), ("list", 8));
+        assert_eq!((r[1].name.as_str(), r[1].weight), ("POST /items", 1));
+        let c0 = r[0].checks.as_deref().unwrap();
+        let c1 = r[1].checks.as_deref().unwrap();
+        assert_eq!((c0.status.as_deref(), c0.max_body), (Some(&[200][..]), Some(100)));
+        assert_eq!((c1.status.as_deref(), c1.max_body), (Some(&[201][..]), Some(100)));
+        let text = String::from_utf8_lossy(&r[1].bytes);
+        assert!(text.starts_with("POST /items HTTP/1.1\r\n"), "{text}");
+        assert!(
+            text.contains("Accept: application/json\r\n") && text.ends_with("{\"a\":1}"),
+            "{text}"
+        );
+
+        for (file, says) in [
+            (
+                "[[workload]]\nurl = \"http://127.0.0.1:1/\"\n[[workload.request]]\npath = \"/\"\nwieght = 2\n",
+                "soak.toml:5: unknown field `wieght`",
+            ),
+            (
+                "[[workload]]\nurl = \"http://127.0.0.1:1/\"\n\n[[workload.request]]\npath = \"/\"\nweight = 0\n",
+                "soak.toml:4: workload.request 1: weight 0 is out of range",
+            ),
+            (
+                "[[workload]]\nurl = \"http://127.0.0.1:1/api\"\n[[workload.request]]\npath = \"/\"\n",
+                "the URL is the origin only",
+            ),
+            (
+                "[[workload]]\nurl = \"http://127.0.0.1:1/\"\nmethod = \"POST\"\n[[workload.request]]\npath = \"/\"\n",
+                "set it on each request of the mix",
+            ),
+            (
+                "[[workload]]\nurl = \"http://127.0.0.1:1/\"\n[[workload.request]]\npath = \"/\"\nexpect_body_contains = \"\"\n",
+                "expect_body_contains is empty",
+            ),
+        ] {
+            let e = parse_text(file).unwrap_err();
+            assert!(e.contains(says), "expected {says:?} in {e}");
+        }
+    }
+
+    #[test]
     fn overrides_win() {
         let text = "threads = 3\nmetrics_listen = \"off\"\n[[workload]]\nurl = \"http://127.0.0.1:1/\"\n";
         let over = Overrides {

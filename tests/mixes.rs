@@ -31,7 +31,10 @@ fn api(files: &TempDir) -> Nginx {
             // own error pages close it).
             ("/fail", r#"default_type application/json; return 500 '{"ok":false}';"#),
             ("/slow", &slow),
-            ("/wrong", r#"default_type application/json; add_header X-Version 1; return 200 '{"ok":false}';"#),
+            (
+                "/wrong",
+                r#"default_type application/json; add_header X-Version 1; return 200 '{"ok":false}';"#,
+            ),
         ],
     )
 }

@@ -811,6 +811,31 @@ impl Collector for SoakCollector {
 mod tests {
     use super::*;
 
+    /// Every request × check series and a latency histogram per request
+    /// exist before anything happened.
+    #[test]
+    fn request_series_exist_from_the_start() {
+        let m = Metrics::new(
+            &["api".to_string()],
+            &[vec!["list".to_string(), "GET /health".to_string()]],
+            vec![Vec::new()],
+        );
+        let text = String::from_utf8(render(m.registry())).unwrap();
+        for request in ["list", "GET /health"] {
+            for check in CheckKind::ALL {
+                let series = format!(
+                    "soakd_check_failures_total{{target=\"api\",request=\"{request}\",check=\"{}\"}} 0",
+                    check.name()
+                );
+                assert!(text.contains(&series), "{series} missing");
+            }
+            let count = format!("soakd_request_duration_seconds_count{{target=\"api\",request=\"{request}\"}} 0");
+            assert!(text.contains(&count), "{count} missing");
+            let ok = format!("soakd_responses_total{{target=\"api\",request=\"{request}\",code=\"2xx\"}} 0");
+            assert!(text.contains(&ok), "{ok} missing");
+        }
+    }
+
     #[test]
     fn buckets_have_the_alert_thresholds_and_stay_small() {
         assert!(BUCKETS.len() < 40);
