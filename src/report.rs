@@ -116,6 +116,16 @@ impl<const N: usize> ByName<N> {
     }
 }
 
+impl<const N: usize> ByName<N> {
+    /// `name count` for each count above 0, for the summary.
+    fn nonzero(&self) -> Vec<String> {
+        self.iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect()
+    }
+}
+
 impl<const N: usize> Serialize for ByName<N> {
     fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap as _;
@@ -454,21 +464,11 @@ impl Report {
                 }
             );
         }
-        let failed: Vec<String> = f
-            .checks
-            .iter()
-            .filter(|(_, n)| *n > 0)
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect();
+        let failed = f.checks.nonzero();
         if !failed.is_empty() {
             let _ = writeln!(s, "  check failures {}", failed.join("  "));
         }
-        let listed: Vec<String> = f
-            .errors
-            .iter()
-            .filter(|(_, n)| *n > 0)
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect();
+        let listed = f.errors.nonzero();
         let _ = writeln!(
             s,
             "  errors        {}",
@@ -534,12 +534,7 @@ impl Report {
                 "", "count", "/s", "p50", "p99", "4xx", "5xx"
             );
             for r in rows {
-                let failed: Vec<String> = r
-                    .checks
-                    .iter()
-                    .filter(|(_, n)| *n > 0)
-                    .map(|(k, n)| format!("{k} {n}"))
-                    .collect();
+                let failed = r.checks.nonzero();
                 let _ = writeln!(
                     s,
                     "    {:<28}{:>10} {:>9.1} {:>9} {:>9} {:>8} {:>8}  {}",

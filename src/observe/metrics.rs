@@ -456,15 +456,7 @@ const FAMILIES: &[Family] = &[
         kind: MetricType::COUNTER,
         labels: &["target", "request", "code"],
         fill: Fill::Target(|x, out| {
-            for r in &x.w.requests {
-                for class in StatusClass::ALL {
-                    out.push(value(
-                        x.kind,
-                        &[("target", x.t), ("request", &r.name), ("code", class.name())],
-                        r.responses[class as usize] as f64,
-                    ));
-                }
-            }
+            per_request(x, out, "code", StatusClass::ALL.map(StatusClass::name), |r| r.responses);
         }),
     },
     Family {
@@ -473,15 +465,7 @@ const FAMILIES: &[Family] = &[
         kind: MetricType::COUNTER,
         labels: &["target", "request", "check"],
         fill: Fill::Target(|x, out| {
-            for r in &x.w.requests {
-                for k in CheckKind::ALL {
-                    out.push(value(
-                        x.kind,
-                        &[("target", x.t), ("request", &r.name), ("check", k.name())],
-                        r.checks[k as usize] as f64,
-                    ));
-                }
-            }
+            per_request(x, out, "check", CheckKind::ALL.map(CheckKind::name), |r| r.checks);
         }),
     },
     Family {
@@ -670,6 +654,26 @@ const FAMILIES: &[Family] = &[
         }),
     },
 ];
+
+/// One series per request of the target and name of a closed set (`code`,
+/// `check`), valued from that request's counts in the set's order.
+fn per_request<const N: usize>(
+    x: &Series<'_>,
+    out: &mut Vec<proto::Metric>,
+    label: &str,
+    names: [&str; N],
+    counts: fn(&RequestSnapshot) -> [u64; N],
+) {
+    for r in &x.w.requests {
+        for (name, n) in names.iter().zip(counts(r)) {
+            out.push(value(
+                x.kind,
+                &[("target", x.t), ("request", &r.name), (label, name)],
+                n as f64,
+            ));
+        }
+    }
+}
 
 /// Renders the snapshot into metric families.
 struct SoakCollector {

@@ -169,53 +169,6 @@ impl Worker {
     /// Writes issued request bytes until done or the socket is full.
     /// Returns false when the connection failed.
     pub(super) fn write_out(&mut self, key: usize, now: u64) -> bool {
-        if self.wl[self.conns[key].workload as usize].cycle.is_some() {
-            return self.write_mix(key, now);
-        }
-        let c = &mut self.conns[key];
-        let w = &self.wl[c.workload as usize];
-        let Some(stream) = c.stream.as_mut() else { return false };
-        let mut written = 0u64;
-        let mut failure = None;
-        while c.unsent > 0 {
-            // `wire` holds whole copies of the request, so from `off` in the
-            // first copy up to its end is one contiguous run of the requests
-            // still owed.
-            let off = c.write_off as usize;
-            let owed = c.unsent as usize * w.req_len - off;
-            let end = (off + owed).min(w.wire.len());
-            match stream.write(&w.wire[off..end]) {
-                Ok(0) => {
-                    failure = Some(ErrorKind::Reset);
-                    break;
-                }
-                Ok(n) => {
-                    written += n as u64;
-                    let pos = off + n;
-                    c.unsent -= (pos / w.req_len) as u16;
-                    c.write_off = (pos % w.req_len) as u32;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    failure = Some(socket::classify_established(&e));
-                    break;
-                }
-            }
-        }
-        self.local[c.workload as usize].counters.bytes_sent += written;
-        match failure {
-            Some(kind) => {
-                self.fail(key, kind, now);
-                false
-            }
-            None => true,
-        }
-    }
-
-    /// [`Worker::write_out`] for a mix: each request owed is written from
-    /// its own rendered bytes, oldest first.
-    fn write_mix(&mut self, key: usize, now: u64) -> bool {
         let c = &mut self.conns[key];
         let w = &self.wl[c.workload as usize];
         let Some(stream) = c.stream.as_mut() else { return false };
@@ -223,23 +176,31 @@ impl Worker {
         let mut written = 0u64;
         let mut failure = None;
         while c.unsent > 0 {
-            let first_unsent = c.inflight.saturating_sub(c.unsent) as usize;
-            let at = (c.inflight_head as usize + first_unsent) % self.max_pipeline;
-            let bytes = &w.requests[self.inflight[base + at].req as usize].bytes;
+            // What to write from: with one request, `wire` holds whole
+            // copies of it, so from `off` in the first copy up to its end is
+            // one contiguous run of the requests still owed. A mix writes
+            // the first request owed from its own bytes, one at a time.
+            let (buf, len, units): (&[u8], usize, usize) = match &w.cycle {
+                None => (&w.wire, w.req_len, c.unsent as usize),
+                Some(_) => {
+                    let first_unsent = c.inflight.saturating_sub(c.unsent) as usize;
+                    let at = (c.inflight_head as usize + first_unsent) % self.max_pipeline;
+                    let bytes = &w.requests[self.inflight[base + at].req as usize].bytes;
+                    (bytes, bytes.len(), 1)
+                }
+            };
             let off = c.write_off as usize;
-            match stream.write(&bytes[off..]) {
+            let end = (units * len).min(buf.len());
+            match stream.write(&buf[off..end]) {
                 Ok(0) => {
                     failure = Some(ErrorKind::Reset);
                     break;
                 }
                 Ok(n) => {
                     written += n as u64;
-                    if off + n == bytes.len() {
-                        c.unsent -= 1;
-                        c.write_off = 0;
-                    } else {
-                        c.write_off = (off + n) as u32;
-                    }
+                    let pos = off + n;
+                    c.unsent -= (pos / len) as u16;
+                    c.write_off = (pos % len) as u32;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
