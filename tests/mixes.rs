@@ -161,8 +161,10 @@ fn weights_hold_and_checks_count_by_kind() {
     assert!(first.trim_start().starts_with("slow"), "{table}");
 }
 
-/// A requests file drives the same mix from the command line; headers and
-/// a body file reach nginx, and the URL is the origin.
+/// A requests file drives a mix from the command line; headers and a body
+/// file reach nginx, and the URL is the origin. Pipelined four deep, with
+/// a HEAD among the requests: each response is framed as its own request's
+/// (a HEAD answer has a Content-Length but no body).
 #[test]
 fn requests_file_from_the_command_line() {
     let dir = TempDir::new("mixfile");
@@ -172,7 +174,7 @@ fn requests_file_from_the_command_line() {
     std::fs::write(
         &file,
         format!(
-            "# two requests\n3 GET /ok\nAccept: application/json\n\n1 POST {}\nContent-Type: application/json\n@item.json\n",
+            "# three requests\n3 GET /ok\nAccept: application/json\n\n1 POST {}\nContent-Type: application/json\n@item.json\n\nHEAD /ok\n",
             nginx.url("/wrong")
         ),
     )
@@ -187,7 +189,9 @@ fn requests_file_from_the_command_line() {
             "-c",
             "4",
             "-n",
-            "4000",
+            "5000",
+            "--pipeline",
+            "4",
             "--metrics-listen",
             "off",
         ],
@@ -195,14 +199,16 @@ fn requests_file_from_the_command_line() {
     );
     assert!(r.status.success(), "exit {}\n{}", r.status, r.stderr);
     let log = access_counts(&nginx);
-    // The budget of 4,000 is split over the workers, so a connection may
-    // stop mid-cycle: within ±1% of the 3:1 shares.
-    let (get, post) = (
+    // The budget of 5,000 is split over the workers, so a connection may
+    // stop mid-cycle: within ±1% of the 3:1:1 shares.
+    let (get, post, head) = (
         log.get("GET /ok").copied().unwrap_or(0),
         log.get("POST /wrong").copied().unwrap_or(0),
+        log.get("HEAD /ok").copied().unwrap_or(0),
     );
-    assert_eq!(get + post, 4000, "{log:?}");
-    assert!(get.abs_diff(3000) <= 40, "{log:?}");
+    assert_eq!(get + post + head, 5000, "{log:?}");
+    assert!(get.abs_diff(3000) <= 50 && head.abs_diff(1000) <= 50, "{log:?}");
+    assert_eq!(u(by_request(&r.report, "HEAD /ok"), "/count"), head);
     // nginx answers a POST to a `return` location like a GET.
     assert_eq!(u(by_request(&r.report, "POST /wrong"), "/count"), post);
     assert_eq!(util::total_errors(&r.report), 0);
