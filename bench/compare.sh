@@ -9,6 +9,8 @@
 #   MODE=ramp bench/compare.sh              # how long opening 15,000 connections takes
 #   MODE=lag  bench/compare.sh              # p99 schedule lag at 15,000 connections
 #   MODE=handshake bench/compare.sh         # TLS: CPU per full and per resumed handshake (--close churn)
+#   MODE=mix bench/compare.sh               # CPU per request: 3-request mix with a body check vs one URL
+#   MODE=mix CALLGRIND=1 bench/compare.sh   # ... plus instructions per request under callgrind
 #   TLS=1 bench/compare.sh                  # any mode over HTTPS (nginx with ssl; wrk and soakd speak TLS)
 #   SOAKD=/path/to/soakd bench/compare.sh   # use that binary, skip the build
 #
@@ -32,10 +34,10 @@ SOAKD_GIVEN=${SOAKD:+yes}
 SOAKD=${SOAKD:-$ROOT/target/release/soakd}
 
 case "$MODE" in
-compare | hold | ramp | lag) ;;
+compare | hold | ramp | lag | mix) ;;
 handshake) TLS=1 ;;
 *)
-    echo "unknown MODE=$MODE (want compare, hold, ramp, lag or handshake)" >&2
+    echo "unknown MODE=$MODE (want compare, hold, ramp, lag, handshake or mix)" >&2
     exit 2
     ;;
 esac
@@ -287,6 +289,111 @@ mode_handshake() {
         echo "handshakes $hs, resumed $resumed ($(calc "$resumed * 100 / $hs")%)," \
             "CPU ${CPU_S}s: $(calc "$CPU_S * 1e6 / $hs") us per handshake (connect, request and close included)"
     done
+}
+
+# ---------------------------------------------------------------------------
+# MODE=mix: what a request mix with a body check costs per request
+# ---------------------------------------------------------------------------
+
+# mix_config FILE EXTRA: a config of 100 closed-loop connections on one
+# thread, three requests (weights 5:3:2, every one answered "pong" by the
+# bench's nginx) with a body check inherited by all, plus EXTRA lines for
+# the globals.
+mix_config() {
+    cat >"$1" <<EOF
+metrics_listen = "off"
+threads = 1
+$2
+
+[[workload]]
+name = "mix"
+url = "$URL"
+connections = 100
+ramp = 100000
+expect_body_contains = "pong"
+
+[[workload.request]]
+path = "/items?page=1"
+weight = 5
+
+[[workload.request]]
+path = "/items/42"
+weight = 3
+
+[[workload.request]]
+path = "/health"
+weight = 2
+EOF
+}
+
+# One single-URL run and one mix run per round, back to back, so both see
+# the same machine; the ratio of each round is the figure (the machine may
+# be shared: read the spread over rounds, not one run).
+mode_mix() {
+    local round rounds=${ROUNDS:-3} single mix ratios=() n
+    if [ "${TLS:-0}" = 1 ]; then
+        echo "MODE=mix runs over plain HTTP only" >&2
+        exit 2
+    fi
+    for round in $(seq "$rounds"); do
+        section "mix round $round: single URL, 100 connections, ${DURATION}s"
+        soakd_run "single-$round" -c 100 --ramp 100000 -t 1 -d "${DURATION}s"
+        [ -n "$REPORT" ] || exit 1
+        n=$(json_get "$REPORT" .requests.completed)
+        single=$(calc "$CPU_S * 1e6 / $n")
+        echo "completed $n, CPU ${CPU_S}s: $single us per request"
+
+        section "mix round $round: 3 requests + body check, 100 connections, ${DURATION}s"
+        mix_config "$WORK/mix.toml" "duration = \"${DURATION}s\""
+        wait_timewait
+        timed "mix-$round" "$SOAKD" run --config "$WORK/mix.toml" --report "$WORK/mix-$round.json"
+        if [ "$RC" -ne 0 ] || [ ! -s "$WORK/mix-$round.json" ]; then
+            show_failure "mix-$round"
+            exit 1
+        fi
+        n=$(json_get "$WORK/mix-$round.json" .requests.completed)
+        mix=$(calc "$CPU_S * 1e6 / $n")
+        echo "completed $n, CPU ${CPU_S}s: $mix us per request," \
+            "body check failures $(json_get "$WORK/mix-$round.json" .checks.body)"
+        ratios+=("$(calc "$mix / $single")")
+        echo "round $round: mix / single CPU per request = ${ratios[-1]}"
+    done
+    echo
+    echo "mix / single CPU per request, by round: ${ratios[*]} (target: at most 1.1)"
+
+    if [ "${CALLGRIND:-0}" = 1 ]; then
+        need valgrind valgrind
+        # Instructions are not disturbed by other load on the machine. A
+        # fixed count of requests on 20 connections; only the hot path
+        # (engine/worker/io.rs and everything it calls: framing, checks,
+        # histograms, the syscalls' user side) is counted, since the rest of
+        # the process (flushes, timers) costs per second, and a process under
+        # valgrind runs for a machine-dependent number of seconds.
+        local ir
+        section "callgrind: single URL, 20 connections, 20000 requests"
+        wait_timewait
+        valgrind --tool=callgrind --toggle-collect='*engine::worker::io::*' --callgrind-out-file="$WORK/cg-single.out" \
+            "$SOAKD" run "$URL" -c 20 -t 1 -n 20000 --metrics-listen off \
+            --report "$WORK/cg-single.json" >/dev/null 2>"$WORK/cg-single.err"
+        ir=$(callgrind_total "$WORK/cg-single.out")
+        single=$(calc "$ir / $(json_get "$WORK/cg-single.json" .requests.completed)")
+        section "callgrind: mix, 20 connections, 20000 requests"
+        mix_config "$WORK/cg-mix.toml" "requests = 20000"
+        sed -i 's/^connections = 100$/connections = 20/' "$WORK/cg-mix.toml"
+        wait_timewait
+        valgrind --tool=callgrind --toggle-collect='*engine::worker::io::*' --callgrind-out-file="$WORK/cg-mix.out" \
+            "$SOAKD" run --config "$WORK/cg-mix.toml" --report "$WORK/cg-mix.json" \
+            >/dev/null 2>"$WORK/cg-mix.err"
+        ir=$(callgrind_total "$WORK/cg-mix.out")
+        mix=$(calc "$ir / $(json_get "$WORK/cg-mix.json" .requests.completed)")
+        echo "hot-path instructions per request: single $single, mix $mix," \
+            "ratio $(calc "$mix / $single")"
+    fi
+}
+
+# callgrind_total FILE: the total instruction count (Ir) of a callgrind run.
+callgrind_total() {
+    awk '/^(summary|totals):/ {print $2; exit}' "$1"
 }
 
 "mode_$MODE"

@@ -46,6 +46,10 @@ CONFIG = {
     # SoakdErrorRatioHigh: errors / (errors + responses) over 5m.
     'error_ratio': 0.01,
     'error_ratio_for': '5m',
+    # SoakdCheckFailures: responses of one request that fail a configured
+    # check (status, header, body, size) / its responses, over 5m.
+    'check_ratio': 0.01,
+    'check_for': '5m',
     # SoakdConnectionsBelowDesired: open / desired connections.
     'connections_ratio': 0.95,
     'connections_for': '5m',
@@ -467,6 +471,25 @@ def panels():
            w=24, h=7, summed=True, fill=0,
            thresholds=[('red', CONFIG['lag_max'])]),
 
+        row('Requests of a mix'),
+        timeseries('p99 by request', 's', [
+            (sel('target_request:soakd_request_duration_seconds:p99_5m'),
+             '{{target}} {{request}}'),
+        ], """p99 latency over 5 minutes of each request of a workload's
+           mix (the request label: its name in [[workload.request]], or
+           METHOD path): the one endpoint that slows down while the others
+           stay fast. A single-URL workload has one line.""",
+           w=12, summed=True, log=True),
+        timeseries('Check failures by request', 'ops', [
+            (sel('target_request_check:soakd_check_failures:rate1m'),
+             '{{target}} {{request}} {{check}}'),
+        ], """Responses per second that failed a configured check, by request
+           and check (status, header, body, size). They are complete
+           responses, not errors: the connection is kept. Above
+           %(check_ratio_pct)s of a request's responses for
+           %(check_for_words)s raises SoakdCheckFailures. Empty lines (0) for
+           requests without checks.""", w=12, summed=True),
+
         row('soakd process (per instance)'),
         timeseries('soakd resident memory', 'bytes', [
             (sel('process_resident_memory_bytes', I), '{{instance}}'),
@@ -655,6 +678,12 @@ RULE_GROUPS = [
             Failures over failures plus completed responses. Mixes lost requests
             and failed connect attempts (docs/metrics.md, soakd_errors_total).
             NaN (no alert, a gap in graphs) when nothing happened at all."""),
+        summed_rate('soakd_responses_total', '5m', 'request'),
+        summed_rate('soakd_check_failures_total', '5m', 'request', comment="""
+            Responses that failed a check, per request of a mix, and the request's
+            responses: SoakdCheckFailures divides the two."""),
+        record('target_request_check:soakd_check_failures:rate1m',
+               'sum by (job, target, request, check) (rate(soakd_check_failures_total[1m]))'),
         summed_rate('soakd_sent_bytes_total', '1m'),
         summed_rate('soakd_received_bytes_total', '1m'),
     ]),
@@ -676,6 +705,11 @@ RULE_GROUPS = [
         record('target:soakd_request_duration_seconds:p99_10m_offset1d',
                'histogram_quantile(0.99, sum by (job, target, le) (rate('
                'soakd_request_duration_seconds_bucket[10m] offset 1d)))'),
+        record('target_request:soakd_request_duration_seconds:p99_5m',
+               'histogram_quantile(0.99, sum by (job, target, request, le) (rate('
+               'soakd_request_duration_seconds_bucket[5m])))', comment="""
+            p99 per request of a workload's mix (the rules above sum the request
+            label away, so they read the same with one request or 64)."""),
         summed_rate('soakd_connect_duration_seconds_bucket', '5m', 'le'),
         p99_5m('soakd_connect_duration_seconds'),
         summed_rate('soakd_schedule_lag_seconds_bucket', '5m', 'le',
@@ -767,6 +801,20 @@ ALERT_GROUPS = [
             requests owed; timeout means responses take longer than --request-timeout;
             protocol means malformed responses.
             Then read the target's logs from when the errors started."""),
+        alert('SoakdCheckFailures', """
+            target_request:soakd_check_failures:rate5m
+              / target_request:soakd_responses:rate5m > %(check_ratio)s
+        """, '%(check_for)s', 'warning',
+            'soakd: {{ $value | humanizePercentage }} of the answers to'
+            ' {{ $labels.request }} of {{ $labels.target }} fail a check', """
+            Over 5 minutes {{ $value | humanizePercentage }} of the responses to request
+            {{ $labels.request }} of {{ $labels.target }} (job {{ $labels.job }}) failed a
+            check configured for it (threshold %(check_ratio_pct)s): a wrong status, a
+            missing or different header, a body without the expected text, or a body
+            too long. The server answers, but not what it should: an error page with
+            200, a cache or a dependency failing. Check the dashboard's "Check
+            failures by request" panel for which check, then the server's logs for
+            that endpoint. (A response failing two checks counts twice.)"""),
         alert('SoakdConnectionsBelowDesired', """
             target:soakd_connections_open:sum / target:soakd_connections_desired:sum < %(connections_ratio)s
         """, '%(connections_for)s', 'warning',

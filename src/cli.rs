@@ -229,6 +229,11 @@ pub struct RunArgs {
     /// Request body read from FILE.
     #[arg(long, value_name = "FILE")]
     pub body_file: Option<PathBuf>,
+    /// A weighted mix of requests, one block per request: `[WEIGHT] METHOD
+    /// URL-or-path`, `Header: value` lines, `@body-file`; blank line
+    /// between (see docs/config.md). The URL is then the origin.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["body", "body_file", "method"])]
+    pub requests_file: Option<PathBuf>,
     /// Connect timeout (and, for https, the TLS handshake's own deadline).
     #[arg(help = with_default("Connect timeout (and, for https, the TLS handshake's)", humantime::format_duration(defaults::CONNECT_TIMEOUT)), long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
     pub connect_timeout: Option<Duration>,
@@ -349,6 +354,18 @@ impl RunArgs {
                 "soakd run needs a target URL, e.g. `soakd run http://127.0.0.1:8080/ -c 1000 -i 1s`".into(),
             ));
         };
+        let requests = match &self.requests_file {
+            None => Vec::new(),
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    Error::Usage(format!(
+                        "--requests-file {}: cannot read it ({e}); give a readable file",
+                        path.display()
+                    ))
+                })?;
+                crate::plan::mix::parse_requests_file(path, &text)?
+            }
+        };
         let model = match (self.interval, self.rate) {
             (Some(i), _) => LoadModel::Interval(i),
             (None, Some(r)) => LoadModel::Rate(r),
@@ -367,6 +384,8 @@ impl RunArgs {
             headers: self.headers.clone(),
             body: self.body.clone().map(String::into_bytes),
             body_file: self.body_file.clone(),
+            requests,
+            checks: Default::default(),
             connect_timeout: self.connect_timeout.unwrap_or(defaults::CONNECT_TIMEOUT),
             request_timeout: self.request_timeout.unwrap_or(defaults::REQUEST_TIMEOUT),
             source_addrs: self.source_addrs.clone(),
@@ -415,7 +434,7 @@ impl RunArgs {
     /// With `--config`: the file's workloads, the flags' globals. A flag
     /// that describes a workload is refused rather than silently ignored.
     fn into_config_plan(self, path: PathBuf) -> Result<(Plan, Option<Reload>), Error> {
-        let workload_flags: [(&str, bool); 26] = [
+        let workload_flags: [(&str, bool); 27] = [
             ("URL", self.url.is_some()),
             ("--connections", self.connections.is_some()),
             ("--ramp", self.ramp.is_some()),
@@ -428,6 +447,7 @@ impl RunArgs {
             ("--header", !self.headers.is_empty()),
             ("--body", self.body.is_some()),
             ("--body-file", self.body_file.is_some()),
+            ("--requests-file", self.requests_file.is_some()),
             ("--connect-timeout", self.connect_timeout.is_some()),
             ("--request-timeout", self.request_timeout.is_some()),
             ("--source-addr", !self.source_addrs.is_empty()),

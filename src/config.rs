@@ -82,6 +82,49 @@ struct FileWorkload {
     tls_min: Option<Spanned<String>>,
     tls_max: Option<Spanned<String>>,
     tls_resumption: Option<Spanned<bool>>,
+    expect_status: Option<Spanned<Vec<u16>>>,
+    expect_header: Option<Spanned<BTreeMap<String, String>>>,
+    expect_body_contains: Option<Spanned<String>>,
+    check_body_limit: Option<Spanned<u64>>,
+    max_body_bytes: Option<Spanned<u64>>,
+    #[serde(default)]
+    request: Vec<Spanned<FileRequest>>,
+}
+
+/// The check keys, which a workload (inherited) and a request both take
+/// (serde's `flatten` cannot be combined with `deny_unknown_fields`, so
+/// both structs list them and this macro reads them the same way).
+macro_rules! check_spec {
+    ($t:expr) => {
+        plan::CheckSpec {
+            expect_status: $t.expect_status.as_ref().map(|v| v.get_ref().clone()),
+            expect_header: $t
+                .expect_header
+                .as_ref()
+                .map(|h| h.get_ref().iter().map(|(n, v)| (n.clone(), v.clone())).collect()),
+            expect_body_contains: $t.expect_body_contains.as_ref().map(|v| v.get_ref().clone()),
+            check_body_limit: $t.check_body_limit.as_ref().map(|v| *v.get_ref()),
+            max_body_bytes: $t.max_body_bytes.as_ref().map(|v| *v.get_ref()),
+        }
+    };
+}
+
+/// One `[[workload.request]]` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileRequest {
+    name: Option<String>,
+    method: Option<Spanned<String>>,
+    path: Spanned<String>,
+    headers: Option<Spanned<BTreeMap<String, String>>>,
+    body: Option<String>,
+    body_file: Option<PathBuf>,
+    weight: Option<u32>,
+    expect_status: Option<Spanned<Vec<u16>>>,
+    expect_header: Option<Spanned<BTreeMap<String, String>>>,
+    expect_body_contains: Option<Spanned<String>>,
+    check_body_limit: Option<Spanned<u64>>,
+    max_body_bytes: Option<Spanned<u64>>,
 }
 
 /// A key that takes one path or a list of them (`cacert`).
@@ -289,6 +332,36 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
             Some(v) if *v.get_ref() == 0 => return Err(loc.err(v, "max_requests_per_conn", "must be at least 1")),
             v => v.as_ref().map(|v| *v.get_ref()),
         };
+        let mut requests = Vec::with_capacity(ww.request.len());
+        for (i, r) in ww.request.iter().enumerate() {
+            let rr = r.get_ref();
+            if let Some(m) = &rr.method {
+                crate::wire::check_method(m.get_ref()).map_err(|e| loc.err(m, "request.method", e))?;
+            }
+            let mut headers = Vec::new();
+            if let Some(h) = &rr.headers {
+                for (name, value) in h.get_ref() {
+                    crate::wire::check_header(name, value).map_err(|e| loc.err(h, "request.headers", e))?;
+                    headers.push((name.clone(), value.clone()));
+                }
+            }
+            requests.push(plan::RequestEntry {
+                name: rr.name.clone(),
+                method: rr.method.as_ref().map(|m| m.get_ref().clone()),
+                path: rr.path.get_ref().clone(),
+                headers,
+                body: rr.body.clone().map(String::into_bytes),
+                body_file: rr.body_file.clone(),
+                weight: rr.weight.unwrap_or(defaults::WEIGHT),
+                checks: check_spec!(rr),
+                origin: format!(
+                    "{}:{}: workload.request {}",
+                    path.display(),
+                    loc.line(r.span().start),
+                    i + 1
+                ),
+            });
+        }
         let spec = WorkloadSpec {
             name: ww.name.as_ref().map(|n| n.get_ref().clone()),
             url: ww.url.get_ref().clone(),
@@ -302,6 +375,8 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
             headers,
             body: ww.body.as_ref().map(|b| b.get_ref().clone().into_bytes()),
             body_file: ww.body_file.as_ref().map(|f| f.get_ref().clone()),
+            requests,
+            checks: check_spec!(ww),
             connect_timeout: dur(&ww.connect_timeout, "connect_timeout", true)?.unwrap_or(defaults::CONNECT_TIMEOUT),
             request_timeout: dur(&ww.request_timeout, "request_timeout", true)?.unwrap_or(defaults::REQUEST_TIMEOUT),
             source_addrs: sources,
@@ -504,10 +579,76 @@ pipeline = 2
         assert_eq!((a.name.as_str(), a.connections, a.ramp), ("api", 5000, 500));
         assert_eq!(a.model, LoadModel::Interval(Duration::from_secs(1)));
         assert_eq!(a.source_addrs.len(), 2);
-        assert!(String::from_utf8_lossy(&a.target.request).contains("X-Test: 1\r\n"));
+        assert!(String::from_utf8_lossy(&a.target.requests[0].bytes).contains("X-Test: 1\r\n"));
         assert_eq!((b.name.as_str(), b.pipeline), ("127.0.0.1:8081", 2));
         assert_eq!(b.model, LoadModel::Rate(250.5));
         assert!(crate::plan::describe(&plan).contains("total: 5010 connections, 5250.5 req/s"));
+    }
+
+    #[test]
+    fn request_tables_inherit_checks_and_name_their_line() {
+        let plan = parse_text(
+            r#"
+[[workload]]
+name = "api"
+url = "http://127.0.0.1:8080"
+headers = { "Accept" = "application/json" }
+expect_status = [200]
+max_body_bytes = 100
+
+[[workload.request]]
+name = "list"
+path = "/items?page=1"
+weight = 8
+
+[[workload.request]]
+method = "POST"
+path = "/items"
+body = '{"a":1}'
+expect_status = [201]
+"#,
+        )
+        .unwrap();
+        let r = &plan.workloads[0].target.requests;
+        assert_eq!(r.len(), 2);
+        assert_eq!((r[0].name.as_str(), r[0].weight), ("list", 8));
+        assert_eq!((r[1].name.as_str(), r[1].weight), ("POST /items", 1));
+        let c0 = r[0].checks.as_deref().unwrap();
+        let c1 = r[1].checks.as_deref().unwrap();
+        assert_eq!((c0.status.as_deref(), c0.max_body), (Some(&[200][..]), Some(100)));
+        assert_eq!((c1.status.as_deref(), c1.max_body), (Some(&[201][..]), Some(100)));
+        let text = String::from_utf8_lossy(&r[1].bytes);
+        assert!(text.starts_with("POST /items HTTP/1.1\r\n"), "{text}");
+        assert!(
+            text.contains("Accept: application/json\r\n") && text.ends_with("{\"a\":1}"),
+            "{text}"
+        );
+
+        for (file, says) in [
+            (
+                "[[workload]]\nurl = \"http://127.0.0.1:1/\"\n[[workload.request]]\npath = \"/\"\nwieght = 2\n",
+                "soak.toml:5: unknown field `wieght`",
+            ),
+            (
+                "[[workload]]\nurl = \"http://127.0.0.1:1/\"\n\n[[workload.request]]\npath = \"/\"\nweight = 0\n",
+                "soak.toml:4: workload.request 1: weight 0 is out of range",
+            ),
+            (
+                "[[workload]]\nurl = \"http://127.0.0.1:1/api\"\n[[workload.request]]\npath = \"/\"\n",
+                "the URL is the origin only",
+            ),
+            (
+                "[[workload]]\nurl = \"http://127.0.0.1:1/\"\nmethod = \"POST\"\n[[workload.request]]\npath = \"/\"\n",
+                "set it on each request of the mix",
+            ),
+            (
+                "[[workload]]\nurl = \"http://127.0.0.1:1/\"\n[[workload.request]]\npath = \"/\"\nexpect_body_contains = \"\"\n",
+                "expect_body_contains is empty",
+            ),
+        ] {
+            let e = parse_text(file).unwrap_err();
+            assert!(e.contains(says), "expected {says:?} in {e}");
+        }
     }
 
     #[test]

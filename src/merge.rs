@@ -13,6 +13,9 @@
 //! merges into the sections listed here; a section merge does not know is
 //! left out of the merged report rather than copied from one shard.
 //!
+//! Per-request figures (a mix's `by_request`) add their counts; their
+//! quantiles, like a timeline point's, are the worst shard's.
+//!
 //! Timelines align by wall clock: each shard's point is placed by its
 //! start (`timeline.started_at` plus `t`) on a grid from the earliest
 //! shard's start, at the coarsest shard's interval. Counts add exactly; a
@@ -35,7 +38,7 @@ use hdrhistogram::serialization::interval_log::{IntervalLogIterator, IntervalLog
 use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
 
 use crate::Error;
-use crate::report::{self, Figures, Histograms, Percentiles, Report, ShardReport, WorkloadReport};
+use crate::report::{self, Figures, Histograms, Percentiles, Report, RequestReport, ShardReport, WorkloadReport};
 use crate::stats::{PointJson, TimelineJson};
 
 /// Reads every report and merges them; `what` of each is its path.
@@ -130,6 +133,7 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
             url: first.workloads[wi].url.clone(),
             figures,
             histograms: hist.encode(),
+            by_request: merge_requests(reports.iter().map(|(_, r)| &r.workloads[wi].by_request)),
         });
     }
     let mut all = reports[1..]
@@ -149,6 +153,15 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
         // has none rather than one shard's.
         plan: String::new(),
         timeline: merge_timelines(reports.iter().map(|(_, r)| &r.timeline)),
+    })
+}
+
+/// The shards' per-request figures of one workload, request by request
+/// (the shards run one plan, so one list of requests).
+fn merge_requests<'a>(mut lists: impl Iterator<Item = &'a Vec<RequestReport>>) -> Vec<RequestReport> {
+    let first = lists.next().cloned().unwrap_or_default();
+    lists.fold(first, |acc, list| {
+        acc.iter().zip(list).map(|(a, b)| plus_request(a, b)).collect()
     })
 }
 
@@ -328,6 +341,7 @@ fn plus(a: &Figures, b: &Figures) -> Figures {
     };
     f.responses = a.responses.plus(&b.responses);
     f.errors = a.errors.plus(&b.errors);
+    f.checks = a.checks.plus(&b.checks);
     f.bytes.sent = a.bytes.sent + b.bytes.sent;
     f.bytes.received = a.bytes.received + b.bytes.received;
     f.tls = match (&a.tls, &b.tls) {
@@ -343,6 +357,41 @@ fn plus(a: &Figures, b: &Figures) -> Figures {
         (x, y) => x.clone().or_else(|| y.clone()),
     };
     f
+}
+
+/// Two shards' figures of one request. A request's own histogram is not in
+/// the report, so its merged percentiles cannot be exact: count and mean
+/// are, min and max are, and the other quantiles are the worse shard's (an
+/// upper bound, never an average).
+fn plus_request(a: &RequestReport, b: &RequestReport) -> RequestReport {
+    let (la, lb) = (&a.latency_seconds, &b.latency_seconds);
+    let pick = |x: Option<f64>, y: Option<f64>, f: fn(f64, f64) -> f64| match (x, y) {
+        (Some(x), Some(y)) => Some(f(x, y)),
+        (x, y) => x.or(y),
+    };
+    let count = la.count + lb.count;
+    let mean = match (la.mean, lb.mean) {
+        (Some(x), Some(y)) if count > 0 => Some((x * la.count as f64 + y * lb.count as f64) / count as f64),
+        (x, y) => x.or(y),
+    };
+    RequestReport {
+        name: a.name.clone(),
+        weight: a.weight,
+        count: a.count + b.count,
+        per_second: a.per_second + b.per_second,
+        latency_seconds: Percentiles {
+            count,
+            min: pick(la.min, lb.min, f64::min),
+            mean,
+            p50: pick(la.p50, lb.p50, f64::max),
+            p90: pick(la.p90, lb.p90, f64::max),
+            p99: pick(la.p99, lb.p99, f64::max),
+            p999: pick(la.p999, lb.p999, f64::max),
+            max: pick(la.max, lb.max, f64::max),
+        },
+        responses: a.responses.plus(&b.responses),
+        checks: a.checks.plus(&b.checks),
+    }
 }
 
 /// One interval as read from a log: tag, start (from the log's base

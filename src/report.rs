@@ -13,7 +13,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::plan::Plan;
-use crate::stats::{CloseReason, ErrorKind, Gauges, StatusClass, TimelineJson, Totals, WorkloadStats};
+use crate::stats::{CheckKind, CloseReason, ErrorKind, Gauges, StatusClass, TimelineJson, Totals, WorkloadStats};
 
 /// Percentiles of one histogram, in seconds.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -116,6 +116,16 @@ impl<const N: usize> ByName<N> {
     }
 }
 
+impl<const N: usize> ByName<N> {
+    /// `name count` for each count above 0, for the summary.
+    fn nonzero(&self) -> Vec<String> {
+        self.iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect()
+    }
+}
+
 impl<const N: usize> Serialize for ByName<N> {
     fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap as _;
@@ -134,10 +144,11 @@ impl<'de, const N: usize> Deserialize<'de> for ByName<N> {
     /// table is refused.
     fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
         let map = std::collections::BTreeMap::<String, u64>::deserialize(de)?;
-        let tables: [&[&'static str]; 3] = [
+        let tables: [&[&'static str]; 4] = [
             &StatusClass::ALL.map(StatusClass::name),
             &ErrorKind::ALL.map(ErrorKind::name),
             &CloseReason::ALL.map(CloseReason::name),
+            &CheckKind::ALL.map(CheckKind::name),
         ];
         let names: [&'static str; N] = tables
             .iter()
@@ -173,6 +184,41 @@ pub type Responses = ByName<{ StatusClass::COUNT }>;
 pub type Errors = ByName<{ ErrorKind::COUNT }>;
 /// Closes of established connections by reason (see [`CloseReason`]).
 pub type Closes = ByName<{ CloseReason::COUNT }>;
+/// Failed response checks by kind (see [`CheckKind`]).
+pub type CheckFailures = ByName<{ CheckKind::COUNT }>;
+
+/// No failed checks (what a report from before checks existed had).
+fn no_check_failures() -> CheckFailures {
+    check_failures([0; CheckKind::COUNT])
+}
+
+fn check_failures(counts: [u64; CheckKind::COUNT]) -> CheckFailures {
+    CheckFailures {
+        names: CheckKind::ALL.map(CheckKind::name),
+        counts,
+    }
+}
+
+/// One request of a workload: what it came to on its own.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RequestReport {
+    /// The `request` label.
+    pub name: String,
+    /// Its weight in the mix.
+    pub weight: u32,
+    /// Complete responses.
+    pub count: u64,
+    /// Complete responses per second of run time.
+    pub per_second: f64,
+    /// Latency (1% precision for a mix's requests; the workload's own
+    /// histogram for a single request).
+    pub latency_seconds: Percentiles,
+    /// Responses by class.
+    pub responses: Responses,
+    /// Failed checks by kind (all 0 when the request has no checks).
+    #[serde(default = "no_check_failures")]
+    pub checks: CheckFailures,
+}
 
 /// Bytes on the wire.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -210,6 +256,10 @@ pub struct Figures {
     pub tls: Option<TlsFigures>,
     /// Bytes on the wire.
     pub bytes: Bytes,
+    /// Responses that failed a configured check, by kind (a response may
+    /// fail several); they are completed responses, not errors.
+    #[serde(default = "no_check_failures")]
+    pub checks: CheckFailures,
 }
 
 /// What the TLS handshakes of a workload came to.
@@ -262,6 +312,10 @@ pub struct WorkloadReport {
     /// The full-run histograms behind its percentiles, so shard reports can
     /// be merged without loss (`soakd merge`).
     pub histograms: Histograms,
+    /// Per request (one entry for a single-URL workload), in the plan's
+    /// order. (`requests` holds the workload's request counters.)
+    #[serde(default)]
+    pub by_request: Vec<RequestReport>,
 }
 
 /// A workload's full-run histograms (µs), each HdrHistogram V2 + deflate,
@@ -394,7 +448,32 @@ fn figures(stats: &WorkloadStats, g: &Gauges, peak: u64, at_end: u64, ramp: Opti
             sent: c.bytes_sent,
             received: c.bytes_received,
         },
+        checks: check_failures(stats.check_failures()),
     }
+}
+
+fn by_request(w: &crate::plan::Workload, stats: &WorkloadStats, secs: f64) -> Vec<RequestReport> {
+    w.target
+        .requests
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i < stats.requests.len())
+        .map(|(i, r)| {
+            let v = stats.request(i);
+            RequestReport {
+                name: r.name.clone(),
+                weight: r.weight,
+                count: v.completed,
+                per_second: if secs > 0.0 { v.completed as f64 / secs } else { 0.0 },
+                latency_seconds: Percentiles::of(v.latency),
+                responses: Responses {
+                    names: StatusClass::ALL.map(StatusClass::name),
+                    counts: v.responses,
+                },
+                checks: check_failures(v.checks),
+            }
+        })
+        .collect()
 }
 
 impl Report {
@@ -425,6 +504,7 @@ impl Report {
                     url: w.target.url.clone(),
                     figures,
                     histograms: Histograms::of(&t.stats[wi]),
+                    by_request: by_request(w, &t.stats[wi], secs),
                 }
             })
             .collect();
@@ -517,12 +597,11 @@ impl Report {
                 }
             );
         }
-        let listed: Vec<String> = f
-            .errors
-            .iter()
-            .filter(|(_, n)| *n > 0)
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect();
+        let failed = f.checks.nonzero();
+        if !failed.is_empty() {
+            let _ = writeln!(s, "  check failures {}", failed.join("  "));
+        }
+        let listed = f.errors.nonzero();
         let _ = writeln!(
             s,
             "  errors        {}",
@@ -562,7 +641,51 @@ impl Report {
                 human(p.max)
             );
         }
+        self.request_table(&mut s);
         s
+    }
+
+    /// Per workload with a mix (or checks that failed): its requests,
+    /// slowest p99 first, so the endpoint that degrades leads.
+    fn request_table(&self, s: &mut String) {
+        for w in &self.workloads {
+            let any_failed = w.by_request.iter().any(|r| r.checks.iter().any(|(_, n)| n > 0));
+            if w.by_request.len() < 2 && !any_failed {
+                continue;
+            }
+            let mut rows: Vec<&RequestReport> = w.by_request.iter().collect();
+            rows.sort_by(|a, b| {
+                b.latency_seconds
+                    .p99
+                    .unwrap_or(-1.0)
+                    .total_cmp(&a.latency_seconds.p99.unwrap_or(-1.0))
+            });
+            let _ = writeln!(s, "  requests of {} (slowest p99 first)", w.name);
+            let _ = writeln!(
+                s,
+                "    {:<28}{:>10} {:>9} {:>9} {:>9} {:>8} {:>8}  check failures",
+                "", "count", "/s", "p50", "p99", "4xx", "5xx"
+            );
+            for r in rows {
+                let failed = r.checks.nonzero();
+                let _ = writeln!(
+                    s,
+                    "    {:<28}{:>10} {:>9.1} {:>9} {:>9} {:>8} {:>8}  {}",
+                    r.name,
+                    r.count,
+                    r.per_second,
+                    human(r.latency_seconds.p50),
+                    human(r.latency_seconds.p99),
+                    r.responses.get("4xx"),
+                    r.responses.get("5xx"),
+                    if failed.is_empty() {
+                        "-".to_string()
+                    } else {
+                        failed.join("  ")
+                    }
+                );
+            }
+        }
     }
 }
 

@@ -23,6 +23,7 @@ const CONTRACT: &[&str] = &[
     "soakd_connections_closed_total",
     "soakd_requests_sent_total",
     "soakd_responses_total",
+    "soakd_check_failures_total",
     "soakd_errors_total",
     "soakd_request_duration_seconds_bucket",
     "soakd_connect_duration_seconds_bucket",
@@ -271,7 +272,11 @@ fn final_counters_equal_the_report() {
         r("/latency_seconds/count")
     );
     for code in ["1xx", "2xx", "3xx", "4xx", "5xx"] {
-        let series = format!("soakd_responses_total{{target=\"{}\",code=\"{code}\"}}", target.addr);
+        // One request (`GET /`): its responses are the workload's.
+        let series = format!(
+            "soakd_responses_total{{target=\"{}\",request=\"GET /\",code=\"{code}\"}}",
+            target.addr
+        );
         assert_eq!(one(&last, &series), r(&format!("/responses/{code}")), "{code}");
     }
 }

@@ -293,6 +293,7 @@ impl<'s> Control<'s> {
                         self.stages.extend(StageRun::start(old, &nw, elapsed));
                     }
                     said.push(format!("{} changed", nw.name));
+                    self.totals.set_requests(old, nw.request_names());
                     self.plan.workloads[old] = nw;
                 }
                 Change::Added { new: ni } => {
@@ -302,6 +303,7 @@ impl<'s> Control<'s> {
                         mb.lock().unwrap_or_else(|p| p.into_inner()).add_workload();
                     }
                     self.totals.add_workload(nw.name.clone());
+                    self.totals.set_requests(wi, nw.request_names());
                     self.sink.workload_added(&nw);
                     cmds.push(Command::Add(Box::new(WorkloadRt::of(&nw))));
                     self.stages.extend(StageRun::start(wi, &nw, elapsed));

@@ -96,7 +96,10 @@ pub fn run(plan: Plan, reload: Option<Reload>, sink: &mut dyn Sink) -> Result<Fi
     // From here on an error return drops `workers`, which stops and joins
     // every thread already started.
     let workers = Workers::spawn(&plan, threads, shared)?;
-    let totals = Totals::new(names, threads, plan.hdr_log.is_some());
+    let mut totals = Totals::new(names, threads, plan.hdr_log.is_some());
+    for (wi, w) in plan.workloads.iter().enumerate() {
+        totals.set_requests(wi, w.request_names());
+    }
     let mut control = Control::new(plan, totals, workers, sink, poll, signals, waker, reload);
     let ran = control.run()?;
     let joined = control.workers.join();

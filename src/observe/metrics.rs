@@ -23,7 +23,7 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, MetricFamily, MetricType};
 
 use crate::stats::Totals;
-use crate::stats::{self, CloseReason, Counters, ErrorKind, Gauges, StatusClass};
+use crate::stats::{self, CheckKind, CloseReason, Counters, ErrorKind, Gauges, StatusClass};
 
 /// Bucket upper bounds in seconds: 100, 250, 500 µs; ten per decade from
 /// 1 ms to 1 s (the R10 series, so a `histogram_quantile` p99 in that range
@@ -84,6 +84,29 @@ impl Buckets {
     }
 }
 
+/// One request's figures as of the last update.
+#[derive(Clone, Debug, Default)]
+pub struct RequestSnapshot {
+    /// The `request` label.
+    pub name: String,
+    /// Responses by class.
+    pub responses: [u64; StatusClass::COUNT],
+    /// Failed checks by kind.
+    pub checks: [u64; CheckKind::COUNT],
+    /// Latency.
+    pub latency: Buckets,
+}
+
+impl RequestSnapshot {
+    fn empty(name: &str) -> RequestSnapshot {
+        RequestSnapshot {
+            name: name.to_string(),
+            latency: Buckets::from_hdr(&stats::histogram()),
+            ..RequestSnapshot::default()
+        }
+    }
+}
+
 /// One workload's figures as of the last update.
 #[derive(Clone, Debug, Default)]
 pub struct WorkloadSnapshot {
@@ -95,6 +118,8 @@ pub struct WorkloadSnapshot {
     pub gauges: Gauges,
     /// Request latency.
     pub latency: Buckets,
+    /// Per request: the labelled latency histogram, responses and checks.
+    pub requests: Vec<RequestSnapshot>,
     /// Connect time.
     pub connect: Buckets,
     /// Schedule lag.
@@ -110,10 +135,11 @@ pub struct WorkloadSnapshot {
 impl WorkloadSnapshot {
     /// A workload before anything happened: every series at 0, the window
     /// quantiles NaN.
-    fn empty(name: &str, target_pids: Vec<u32>) -> WorkloadSnapshot {
+    fn empty(name: &str, requests: &[String], target_pids: Vec<u32>) -> WorkloadSnapshot {
         let zero = Buckets::from_hdr(&stats::histogram());
         WorkloadSnapshot {
             name: name.to_string(),
+            requests: requests.iter().map(|r| RequestSnapshot::empty(r)).collect(),
             latency: zero.clone(),
             connect: zero.clone(),
             tls_handshake: zero.clone(),
@@ -153,14 +179,16 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Metrics for workloads named `names`, with `--target-pid`s per
-    /// workload, of the process that runs `shard` of the plan.
-    pub fn new(names: &[String], pids: Vec<Vec<u32>>, shard: crate::plan::Shard) -> Metrics {
+    /// Metrics for workloads named `names`, with their requests' names and
+    /// `--target-pid`s per workload, of the process that runs `shard` of the
+    /// plan.
+    pub fn new(names: &[String], requests: &[Vec<String>], pids: Vec<Vec<u32>>, shard: crate::plan::Shard) -> Metrics {
         let snapshot = Arc::new(Mutex::new(Snapshot {
             workloads: names
                 .iter()
+                .zip(requests)
                 .zip(&pids)
-                .map(|(n, p)| WorkloadSnapshot::empty(n, p.clone()))
+                .map(|((n, r), p)| WorkloadSnapshot::empty(n, r, p.clone()))
                 .collect(),
             healthy: true,
             reloads: [0, 0],
@@ -234,6 +262,26 @@ impl Metrics {
             w.connect = connect;
             w.lag = lag;
             w.tls_handshake = tls_handshake;
+            let s = &totals.stats[i];
+            w.requests = totals.requests[i]
+                .iter()
+                .enumerate()
+                .map(|(ri, name)| {
+                    let r = s.request(ri);
+                    RequestSnapshot {
+                        name: name.clone(),
+                        responses: r.responses,
+                        checks: r.checks,
+                        // A single request's latency is the workload's,
+                        // already converted above.
+                        latency: if s.requests.len() == 1 {
+                            w.latency.clone()
+                        } else {
+                            Buckets::from_hdr(r.latency)
+                        },
+                    }
+                })
+                .collect();
             if let Some(q) = &window {
                 w.window = q[i];
             }
@@ -242,11 +290,11 @@ impl Metrics {
     }
 
     /// Room for a workload a reload added.
-    pub fn add_workload(&mut self, name: &str, pids: Vec<u32>) {
+    pub fn add_workload(&mut self, name: &str, requests: &[String], pids: Vec<u32>) {
         self.ring.push(VecDeque::with_capacity(WINDOW_SECONDS + 1));
         self.pids.push(pids.clone());
         let mut snap = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
-        snap.workloads.push(WorkloadSnapshot::empty(name, pids));
+        snap.workloads.push(WorkloadSnapshot::empty(name, requests, pids));
     }
 
     /// Counts a config reload.
@@ -409,17 +457,20 @@ const FAMILIES: &[Family] = &[
     },
     Family {
         name: "soakd_responses_total",
-        help: "Complete responses by status class.",
+        help: "Complete responses by request and status class.",
         kind: MetricType::COUNTER,
-        labels: &["target", "code"],
+        labels: &["target", "request", "code"],
         fill: Fill::Target(|x, out| {
-            for class in StatusClass::ALL {
-                out.push(value(
-                    x.kind,
-                    &[("target", x.t), ("code", class.name())],
-                    x.c.responses[class as usize] as f64,
-                ));
-            }
+            per_request(x, out, "code", StatusClass::ALL.map(StatusClass::name), |r| r.responses);
+        }),
+    },
+    Family {
+        name: "soakd_check_failures_total",
+        help: "Complete responses that failed a configured check (status, header, body, size), by request; the connection is kept.",
+        kind: MetricType::COUNTER,
+        labels: &["target", "request", "check"],
+        fill: Fill::Target(|x, out| {
+            per_request(x, out, "check", CheckKind::ALL.map(CheckKind::name), |r| r.checks);
         }),
     },
     Family {
@@ -441,9 +492,11 @@ const FAMILIES: &[Family] = &[
         name: "soakd_request_duration_seconds",
         help: "Request latency: from the due time in paced and open-loop modes, from the write in closed loop.",
         kind: MetricType::HISTOGRAM,
-        labels: &["target"],
+        labels: &["target", "request"],
         fill: Fill::Target(|x, out| {
-            out.push(histogram(&[("target", x.t)], &x.w.latency));
+            for r in &x.w.requests {
+                out.push(histogram(&[("target", x.t), ("request", &r.name)], &r.latency));
+            }
         }),
     },
     Family {
@@ -620,6 +673,26 @@ const FAMILIES: &[Family] = &[
     },
 ];
 
+/// One series per request of the target and name of a closed set (`code`,
+/// `check`), valued from that request's counts in the set's order.
+fn per_request<const N: usize>(
+    x: &Series<'_>,
+    out: &mut Vec<proto::Metric>,
+    label: &str,
+    names: [&str; N],
+    counts: fn(&RequestSnapshot) -> [u64; N],
+) {
+    for r in &x.w.requests {
+        for (name, n) in names.iter().zip(counts(r)) {
+            out.push(value(
+                x.kind,
+                &[("target", x.t), ("request", &r.name), (label, name)],
+                n as f64,
+            ));
+        }
+    }
+}
+
 /// Renders the snapshot into metric families.
 struct SoakCollector {
     descs: Vec<Desc>,
@@ -759,6 +832,32 @@ impl Collector for SoakCollector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every request × check series and a latency histogram per request
+    /// exist before anything happened.
+    #[test]
+    fn request_series_exist_from_the_start() {
+        let m = Metrics::new(
+            &["api".to_string()],
+            &[vec!["list".to_string(), "GET /health".to_string()]],
+            vec![Vec::new()],
+            crate::plan::Shard::WHOLE,
+        );
+        let text = String::from_utf8(render(m.registry())).unwrap();
+        for request in ["list", "GET /health"] {
+            for check in CheckKind::ALL {
+                let series = format!(
+                    "soakd_check_failures_total{{target=\"api\",request=\"{request}\",check=\"{}\"}} 0",
+                    check.name()
+                );
+                assert!(text.contains(&series), "{series} missing");
+            }
+            let count = format!("soakd_request_duration_seconds_count{{target=\"api\",request=\"{request}\"}} 0");
+            assert!(text.contains(&count), "{count} missing");
+            let ok = format!("soakd_responses_total{{target=\"api\",request=\"{request}\",code=\"2xx\"}} 0");
+            assert!(text.contains(&ok), "{ok} missing");
+        }
+    }
 
     #[test]
     fn buckets_have_the_alert_thresholds_and_stay_small() {

@@ -54,7 +54,8 @@ impl Observers {
             Some(addr) => {
                 let names: Vec<String> = plan.workloads.iter().map(|w| w.name.clone()).collect();
                 let pids = plan.workloads.iter().map(|w| w.target_pids.clone()).collect();
-                let m = Metrics::new(&names, pids, plan.shard);
+                let requests: Vec<Vec<String>> = plan.workloads.iter().map(|w| w.request_names()).collect();
+                let m = Metrics::new(&names, &requests, pids, plan.shard);
                 let e = Exporter::start(addr, scrape_handler(&m))?;
                 eprintln!("soakd: metrics on http://{}/metrics", e.local_addr());
                 (Some(m), Some(e))
@@ -140,7 +141,7 @@ impl Sink for Observers {
 
     fn workload_added(&mut self, w: &Workload) {
         if let Some(m) = self.metrics.as_mut() {
-            m.add_workload(&w.name, w.target_pids.clone());
+            m.add_workload(&w.name, &w.request_names(), w.target_pids.clone());
         }
     }
 

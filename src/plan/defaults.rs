@@ -35,3 +35,13 @@ pub const METRICS_LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr
 pub fn threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
+
+/// Most requests in one workload's mix. Each is a value of the `request`
+/// metric label, so this bounds that label's cardinality (and the per-request
+/// histograms every worker keeps).
+pub const MAX_REQUESTS: usize = 64;
+/// Largest weight of one request in a mix. The selection cycle is the sum of
+/// the weights (divided by their greatest common divisor) bytes long.
+pub const MAX_WEIGHT: u32 = 10_000;
+/// Weight of a request that gives none.
+pub const WEIGHT: u32 = 1;

@@ -74,6 +74,20 @@ pub fn describe(plan: &Plan) -> String {
             humantime::format_duration(w.connect_timeout),
             humantime::format_duration(w.request_timeout)
         );
+        let reqs = &w.target.requests;
+        if reqs.len() > 1 || reqs[0].checks.is_some() {
+            let total: u32 = reqs.iter().map(|r| r.weight).sum();
+            for r in reqs {
+                let _ = writeln!(
+                    s,
+                    "  request {:?}  weight {} ({:.1}%){}",
+                    r.name,
+                    r.weight,
+                    100.0 * r.weight as f64 / total as f64,
+                    if r.checks.is_some() { "  checked" } else { "" }
+                );
+            }
+        }
         if let Some(tls) = &w.target.tls {
             let _ = writeln!(s, "  {}", describe_tls(tls));
         }

@@ -10,8 +10,10 @@
 //! messages the operator sees for bad input: each names the offending value
 //! and what is expected.
 
+pub mod checks;
 pub mod defaults;
 mod describe;
+pub mod mix;
 pub mod shard;
 pub mod tls;
 mod url;
@@ -20,7 +22,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use checks::{CheckSpec, CheckState, Checks, Judge};
 pub use describe::describe;
+pub use mix::{Request, RequestEntry};
 pub use shard::Shard;
 pub use tls::{Tls, TlsSpec, TlsVersion};
 pub use url::{ParsedUrl, parse_url, resolve};
@@ -70,11 +74,8 @@ pub struct Target {
     pub url: String,
     /// Address connections are opened to (first resolved address).
     pub addr: SocketAddr,
-    /// Request bytes, rendered once and shared (never copied per worker or
-    /// per connection).
-    pub request: std::sync::Arc<[u8]>,
-    /// True for HEAD requests: responses have no body.
-    pub head: bool,
+    /// The requests sent (one, or a weighted mix), each rendered once.
+    pub requests: Vec<Request>,
     /// `https://`: the TLS client connections use.
     pub tls: Option<Tls>,
 }
@@ -197,6 +198,11 @@ impl Plan {
 }
 
 impl Workload {
+    /// The names of its requests (the `request` label), in order.
+    pub fn request_names(&self) -> Vec<String> {
+        self.target.requests.iter().map(|r| r.name.clone()).collect()
+    }
+
     /// The most connections this workload ever holds (over its stages).
     pub fn peak_connections(&self) -> u64 {
         self.stages
@@ -236,6 +242,13 @@ pub struct WorkloadSpec {
     pub body: Option<Vec<u8>>,
     /// Body read from a file.
     pub body_file: Option<PathBuf>,
+    /// A mix of requests (`[[workload.request]]`, `--requests-file`); when
+    /// empty, the workload sends the one request the URL, method, headers
+    /// and body describe.
+    pub requests: Vec<RequestEntry>,
+    /// Response checks of the workload (each request inherits the keys it
+    /// does not set).
+    pub checks: CheckSpec,
     /// Connect timeout.
     pub connect_timeout: Duration,
     /// Request timeout.
@@ -295,50 +308,7 @@ impl WorkloadSpec {
                 key("close")
             )));
         }
-        let body = match (self.body, &self.body_file) {
-            (Some(_), Some(_)) => {
-                return Err(Error::Usage(format!(
-                    "{} and {}: give one of them",
-                    key("body"),
-                    key("body_file")
-                )));
-            }
-            (Some(b), None) => b,
-            (None, Some(path)) => std::fs::read(path).map_err(|e| {
-                Error::Usage(format!(
-                    "{} {}: cannot read it ({e}); give a readable file",
-                    key("body_file"),
-                    path.display()
-                ))
-            })?,
-            (None, None) => Vec::new(),
-        };
-        if body.len() > defaults::MAX_BODY_BYTES {
-            return Err(Error::Usage(format!(
-                "{}: the body is {} bytes, over the limit of 16 MiB ({} bytes); send a smaller body",
-                if self.body_file.is_some() {
-                    key("body_file")
-                } else {
-                    key("body")
-                },
-                body.len(),
-                defaults::MAX_BODY_BYTES
-            )));
-        }
-        if self.method == "HEAD" && !body.is_empty() {
-            return Err(Error::Usage(format!(
-                "{}: a HEAD request cannot carry a body",
-                key("body")
-            )));
-        }
-        let request = crate::wire::render_request(&crate::wire::RequestSpec {
-            method: self.method.clone(),
-            target: parsed.target.clone(),
-            host: parsed.host_header.clone(),
-            headers: self.headers,
-            body,
-            close: self.close,
-        });
+        let requests = self.render_requests(&parsed, key)?;
         let name = self.name.unwrap_or_else(|| {
             if parsed.host.contains(':') {
                 format!("[{}]:{}", parsed.host, parsed.port)
@@ -351,8 +321,7 @@ impl WorkloadSpec {
             target: Target {
                 url: self.url,
                 addr,
-                request: request.into(),
-                head: self.method == "HEAD",
+                requests,
                 tls,
             },
             connections: self.connections,
@@ -371,6 +340,160 @@ impl WorkloadSpec {
             then_stop: self.then_stop,
         })
     }
+}
+
+impl WorkloadSpec {
+    /// Reads the bodies and renders every request of the workload: the
+    /// mix, or the one request of the URL.
+    fn render_requests(&self, parsed: &ParsedUrl, key: &dyn Fn(&str) -> String) -> Result<Vec<Request>, Error> {
+        if self.requests.is_empty() {
+            let body = read_body(self.body.clone(), self.body_file.as_deref(), key)?;
+            let checks = self.checks.compile(key).map_err(Error::Usage)?.map(std::sync::Arc::new);
+            let bytes = self.render(&self.method, &parsed.target, self.headers.clone(), body, key)?;
+            return Ok(vec![Request {
+                name: format!("{} {}", self.method, parsed.target),
+                bytes,
+                head: self.method == "HEAD",
+                weight: defaults::WEIGHT,
+                checks,
+            }]);
+        }
+        mix::check_entries(&self.requests)?;
+        if parsed.target != "/" {
+            return Err(Error::Usage(format!(
+                "{}{:?}: with several requests the URL is the origin only; move {:?} into each request's path",
+                key("url"),
+                self.url,
+                parsed.target
+            )));
+        }
+        for (given, k) in [
+            (self.body.is_some(), "body"),
+            (self.body_file.is_some(), "body_file"),
+            (self.method != defaults::METHOD, "method"),
+        ] {
+            if given {
+                return Err(Error::Usage(format!(
+                    "{}: set it on each request of the mix, not on the workload",
+                    key(k)
+                )));
+            }
+        }
+        let mut out: Vec<Request> = Vec::with_capacity(self.requests.len());
+        for e in &self.requests {
+            let in_entry = |k: &str| format!("{}: {k}", e.origin);
+            let method = e.method.clone().unwrap_or_else(|| defaults::METHOD.into());
+            let target = if e.path.starts_with('/') {
+                e.path.clone()
+            } else {
+                let p = parse_url(&e.path).map_err(|err| Error::Usage(format!("{}: {err}", e.origin)))?;
+                if (p.host.as_str(), p.port, p.tls) != (parsed.host.as_str(), parsed.port, parsed.tls) {
+                    return Err(Error::Usage(format!(
+                        "{}: {:?} is not on the workload's origin {:?}; one workload sends to one origin (use another workload)",
+                        e.origin, e.path, self.url
+                    )));
+                }
+                p.target
+            };
+            let name = mix::label(e, &method, &target);
+            if name.is_empty() {
+                return Err(Error::Usage(format!("{}: name must not be empty", e.origin)));
+            }
+            if out.iter().any(|r| r.name == name) {
+                return Err(Error::Usage(format!(
+                    "{}: two requests are named {name:?}; give each a different name",
+                    e.origin
+                )));
+            }
+            let body = read_body(e.body.clone(), e.body_file.as_deref(), &in_entry)?;
+            // The workload's headers go to every request; a request's own
+            // field of the same name replaces it.
+            let mut headers: Vec<(String, String)> = self
+                .headers
+                .iter()
+                .filter(|(n, _)| !e.headers.iter().any(|(m, _)| m.eq_ignore_ascii_case(n)))
+                .cloned()
+                .collect();
+            headers.extend(e.headers.iter().cloned());
+            let checks = e
+                .checks
+                .inherit(&self.checks)
+                .compile(&in_entry)
+                .map_err(Error::Usage)?
+                .map(std::sync::Arc::new);
+            let bytes = self.render(&method, &target, headers, body, &in_entry)?;
+            out.push(Request {
+                name,
+                bytes,
+                head: method == "HEAD",
+                weight: e.weight,
+                checks,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Renders one request's bytes.
+    fn render(
+        &self,
+        method: &str,
+        target: &str,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+        key: &dyn Fn(&str) -> String,
+    ) -> Result<std::sync::Arc<[u8]>, Error> {
+        if method == "HEAD" && !body.is_empty() {
+            return Err(Error::Usage(format!(
+                "{}: a HEAD request cannot carry a body",
+                key("body")
+            )));
+        }
+        let parsed = parse_url(&self.url)?;
+        Ok(crate::wire::render_request(&crate::wire::RequestSpec {
+            method: method.to_string(),
+            target: target.to_string(),
+            host: parsed.host_header,
+            headers,
+            body,
+            close: self.close,
+        })
+        .into())
+    }
+}
+
+/// The body given inline or in a file, within [`defaults::MAX_BODY_BYTES`].
+fn read_body(
+    body: Option<Vec<u8>>,
+    file: Option<&std::path::Path>,
+    key: &dyn Fn(&str) -> String,
+) -> Result<Vec<u8>, Error> {
+    let body = match (body, file) {
+        (Some(_), Some(_)) => {
+            return Err(Error::Usage(format!(
+                "{} and {}: give one of them",
+                key("body"),
+                key("body_file")
+            )));
+        }
+        (Some(b), None) => b,
+        (None, Some(path)) => std::fs::read(path).map_err(|e| {
+            Error::Usage(format!(
+                "{} {}: cannot read it ({e}); give a readable file",
+                key("body_file"),
+                path.display()
+            ))
+        })?,
+        (None, None) => Vec::new(),
+    };
+    if body.len() > defaults::MAX_BODY_BYTES {
+        return Err(Error::Usage(format!(
+            "{}: the body is {} bytes, over the limit of 16 MiB ({} bytes); send a smaller body",
+            if file.is_some() { key("body_file") } else { key("body") },
+            body.len(),
+            defaults::MAX_BODY_BYTES
+        )));
+    }
+    Ok(body)
 }
 
 /// Parses a duration such as `250ms`, `5s`, `10m`, `2h` or `1d` (units may

@@ -97,6 +97,23 @@ impl StatusClass {
     }
 }
 
+name_table! {
+    /// The response checks a request may carry (`check` label). A failed
+    /// check is not an error of the connection: it is counted apart and
+    /// the connection is kept.
+    pub enum CheckKind {
+        /// The status was not one of `expect_status` (default 2xx or 3xx).
+        Status = "status",
+        /// A header of `expect_header` was missing or had another value.
+        Header = "header",
+        /// `expect_body_contains` was not found in the body's first
+        /// `check_body_limit` bytes.
+        Body = "body",
+        /// The body was longer than `max_body_bytes`.
+        Size = "size",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,8 +23,13 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-pub use kinds::{CloseReason, ErrorKind, StatusClass};
+pub use kinds::{CheckKind, CloseReason, ErrorKind, StatusClass};
 pub use timeline::{PointJson, Timeline, TimelineJson};
+
+/// Significant digits of the per-request histograms: 1% precision at a
+/// tenth of the memory of the workload's (a workload may have 64 requests,
+/// each with a histogram on every worker).
+const REQUEST_HIST_DIGITS: u8 = 2;
 pub use totals::Totals;
 
 /// Highest value the histograms track, in microseconds (1 hour).
@@ -133,6 +138,73 @@ pub fn record_ns(h: &mut Histogram<u64>, ns: u64) {
     h.saturating_record((ns / 1_000).clamp(1, HIST_MAX_US));
 }
 
+/// A new per-request histogram (1 µs to 1 h, 2 significant digits).
+pub fn request_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIST_MAX_US, REQUEST_HIST_DIGITS).expect("valid histogram bounds")
+}
+
+/// Counters of one request of a workload's mix.
+#[derive(Clone, Debug)]
+pub struct RequestStats {
+    /// Complete responses (mixes only; see [`WorkloadStats::request`]).
+    pub completed: u64,
+    /// Responses by class (mixes only).
+    pub responses: [u64; StatusClass::COUNT],
+    /// Failed checks by [`CheckKind`].
+    pub checks: [u64; CheckKind::COUNT],
+    /// Latency, µs (mixes only).
+    pub latency: Histogram<u64>,
+}
+
+impl Default for RequestStats {
+    fn default() -> Self {
+        RequestStats {
+            completed: 0,
+            responses: [0; StatusClass::COUNT],
+            checks: [0; CheckKind::COUNT],
+            latency: request_histogram(),
+        }
+    }
+}
+
+impl RequestStats {
+    /// Adds `other` into `self`.
+    pub fn add(&mut self, o: &RequestStats) {
+        self.completed += o.completed;
+        for (a, b) in self.responses.iter_mut().zip(o.responses) {
+            *a += b;
+        }
+        for (a, b) in self.checks.iter_mut().zip(o.checks) {
+            *a += b;
+        }
+        if !o.latency.is_empty() {
+            self.latency.add(&o.latency).expect("histograms share bounds");
+        }
+    }
+
+    /// Counts the failed checks of one response (a bit set of
+    /// [`CheckKind`]s).
+    #[inline]
+    pub fn failed(&mut self, bits: u8) {
+        for (k, n) in self.checks.iter_mut().enumerate() {
+            *n += u64::from(bits >> k & 1);
+        }
+    }
+}
+
+/// One request's figures, whether the workload has a mix or one request.
+#[derive(Clone, Copy, Debug)]
+pub struct RequestView<'a> {
+    /// Complete responses.
+    pub completed: u64,
+    /// Responses by class.
+    pub responses: [u64; StatusClass::COUNT],
+    /// Failed checks by kind.
+    pub checks: [u64; CheckKind::COUNT],
+    /// Latency, µs.
+    pub latency: &'a Histogram<u64>,
+}
+
 /// Counters and histograms of one workload.
 #[derive(Clone, Debug)]
 pub struct WorkloadStats {
@@ -147,6 +219,8 @@ pub struct WorkloadStats {
     pub connect: Histogram<u64>,
     /// TLS handshake time (after the TCP connect), µs.
     pub tls_handshake: Histogram<u64>,
+    /// Per request of the workload (see [`WorkloadStats::request`]).
+    pub requests: Vec<RequestStats>,
 }
 
 impl Default for WorkloadStats {
@@ -157,14 +231,66 @@ impl Default for WorkloadStats {
             lag: histogram(),
             connect: histogram(),
             tls_handshake: histogram(),
+            requests: Vec::new(),
         }
     }
 }
 
 impl WorkloadStats {
+    /// Stats of a workload with `requests` requests.
+    pub fn with_requests(requests: usize) -> WorkloadStats {
+        let mut s = WorkloadStats::default();
+        s.set_requests(requests);
+        s
+    }
+
+    /// Room for `n` requests (a reload may change the mix).
+    pub fn set_requests(&mut self, n: usize) {
+        self.requests.resize_with(n, RequestStats::default);
+    }
+
+    /// Request `i`'s figures. A workload of one request does not count
+    /// per request on the hot path (that would cost every request twice):
+    /// its one request's figures are the workload's.
+    pub fn request(&self, i: usize) -> RequestView<'_> {
+        let r = &self.requests[i];
+        if self.requests.len() == 1 {
+            RequestView {
+                completed: self.counters.completed,
+                responses: self.counters.responses,
+                checks: r.checks,
+                latency: &self.latency,
+            }
+        } else {
+            RequestView {
+                completed: r.completed,
+                responses: r.responses,
+                checks: r.checks,
+                latency: &r.latency,
+            }
+        }
+    }
+
+    /// Failed checks over all requests, by kind.
+    pub fn check_failures(&self) -> [u64; CheckKind::COUNT] {
+        let mut out = [0; CheckKind::COUNT];
+        for r in &self.requests {
+            for (a, b) in out.iter_mut().zip(r.checks) {
+                *a += b;
+            }
+        }
+        out
+    }
+
     /// Adds `other` into `self`.
     pub fn add(&mut self, other: &WorkloadStats) {
         self.counters.add(&other.counters);
+        if self.requests.len() < other.requests.len() {
+            self.set_requests(other.requests.len());
+        }
+        for (a, b) in self.requests.iter_mut().zip(&other.requests) {
+            a.add(b);
+        }
         // Same bounds on both sides, so addition cannot fail.
         for (a, b) in [
             (&mut self.latency, &other.latency),
@@ -182,6 +308,14 @@ impl WorkloadStats {
     /// (clearing walks the whole counts array).
     pub fn clear(&mut self) {
         self.counters = Counters::default();
+        for r in &mut self.requests {
+            r.completed = 0;
+            r.responses = [0; StatusClass::COUNT];
+            r.checks = [0; CheckKind::COUNT];
+            if !r.latency.is_empty() {
+                r.latency.reset();
+            }
+        }
         for h in [
             &mut self.latency,
             &mut self.lag,

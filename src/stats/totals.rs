@@ -16,6 +16,8 @@ use super::{Delta, Gauges, Mailbox, Timeline, WorkloadStats, histogram};
 pub struct Totals {
     /// Workload names, in plan order.
     pub names: Vec<String>,
+    /// Per workload: the names of its requests (the `request` label).
+    pub requests: Vec<Vec<String>>,
     /// Cumulative counters and histograms.
     pub stats: Vec<WorkloadStats>,
     /// What arrived since [`Totals::take_interval`] was last called.
@@ -48,6 +50,7 @@ impl Totals {
     pub fn new(names: Vec<String>, workers: usize, hdr_log: bool) -> Totals {
         let n = names.len();
         Totals {
+            requests: vec![Vec::new(); n],
             names,
             stats: (0..n).map(|_| WorkloadStats::default()).collect(),
             interval: (0..n).map(|_| WorkloadStats::default()).collect(),
@@ -131,9 +134,24 @@ impl Totals {
         (all_idle, all_budget)
     }
 
+    /// Names workload `wi`'s requests (at start, and when a reload changes
+    /// them); counts of requests a reload removed are dropped.
+    pub fn set_requests(&mut self, wi: usize, names: Vec<String>) {
+        if !self.requests[wi].is_empty() && self.requests[wi] != names {
+            // Counts are kept by position: a changed list starts over, so
+            // no count lands under another request's name.
+            self.stats[wi].requests.clear();
+            self.interval[wi].requests.clear();
+        }
+        self.stats[wi].set_requests(names.len());
+        self.interval[wi].set_requests(names.len());
+        self.requests[wi] = names;
+    }
+
     /// Room for a workload a reload added.
     pub fn add_workload(&mut self, name: String) {
         self.names.push(name);
+        self.requests.push(Vec::new());
         self.stats.push(WorkloadStats::default());
         self.interval.push(WorkloadStats::default());
         self.gauges.push(Gauges::default());

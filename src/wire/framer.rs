@@ -100,6 +100,27 @@ enum State {
     UntilClose,
 }
 
+/// What a caller that looks at responses is handed while they are framed:
+/// the final head's fields, then the body's payload in order. Both default
+/// to nothing, so a framer fed without one (`()`) does no extra work.
+pub trait Inspect {
+    /// The final (non-1xx) head's header fields.
+    fn head(&mut self, _headers: &[httparse::Header<'_>]) {}
+    /// A non-empty run of body payload.
+    fn body(&mut self, _bytes: &[u8]) {}
+}
+
+impl Inspect for () {}
+
+/// Adapts a body callback to [`Inspect`].
+struct BodyOnly<F>(F);
+
+impl<F: FnMut(&[u8])> Inspect for BodyOnly<F> {
+    fn body(&mut self, bytes: &[u8]) {
+        (self.0)(bytes)
+    }
+}
+
 /// Incremental response framer for one connection.
 #[derive(Clone, Debug)]
 pub struct Framer {
@@ -126,6 +147,12 @@ impl Framer {
         self.state == State::Head
     }
 
+    /// Sets whether the next response answers a HEAD request (a mix of
+    /// requests changes it per response; only call it between responses).
+    pub fn set_head(&mut self, head_request: bool) {
+        self.head_request = head_request;
+    }
+
     /// Forgets any response in progress (after the connection is replaced).
     pub fn reset(&mut self) {
         self.state = State::Head;
@@ -136,7 +163,7 @@ impl Framer {
     /// Feeds bytes that arrived. `buf` must start with whatever an earlier
     /// call left unconsumed in the head state.
     pub fn feed(&mut self, buf: &[u8]) -> Result<Framed, ProtocolError> {
-        self.feed_body(buf, |_| {})
+        self.feed_inspect(buf, &mut ())
     }
 
     /// [`Framer::feed`] for a caller that wants the body: each run of body
@@ -144,12 +171,18 @@ impl Framer {
     /// `buf`. That is the payload only: a chunked body arrives without its
     /// size lines, line ends and trailers. Heads, interim 1xx responses and
     /// bodiless responses (HEAD, 204, 304) hand out nothing.
-    pub fn feed_body(&mut self, buf: &[u8], mut body: impl FnMut(&[u8])) -> Result<Framed, ProtocolError> {
+    pub fn feed_body(&mut self, buf: &[u8], body: impl FnMut(&[u8])) -> Result<Framed, ProtocolError> {
+        self.feed_inspect(buf, &mut BodyOnly(body))
+    }
+
+    /// [`Framer::feed_body`] that also hands the final head's fields to
+    /// `inspect` (response checks).
+    pub fn feed_inspect(&mut self, buf: &[u8], inspect: &mut impl Inspect) -> Result<Framed, ProtocolError> {
         let mut pos = 0;
         loop {
             match self.state {
                 State::Head => {
-                    let Some(used) = self.parse_head(&buf[pos..])? else {
+                    let Some(used) = self.parse_head(&buf[pos..], inspect)? else {
                         return Ok(Framed::Partial { consumed: pos });
                     };
                     pos += used;
@@ -160,7 +193,7 @@ impl Framer {
                 State::Length { remaining } => {
                     let take = remaining.min((buf.len() - pos) as u64);
                     if take > 0 {
-                        body(&buf[pos..pos + take as usize]);
+                        inspect.body(&buf[pos..pos + take as usize]);
                     }
                     pos += take as usize;
                     if take == remaining {
@@ -172,7 +205,7 @@ impl Framer {
                     return Ok(Framed::Partial { consumed: pos });
                 }
                 State::Chunked(chunk) => {
-                    let (used, next) = walk_chunks(chunk, &buf[pos..], &mut body)?;
+                    let (used, next) = walk_chunks(chunk, &buf[pos..], &mut |b| inspect.body(b))?;
                     pos += used;
                     match next {
                         Some(c) => {
@@ -184,7 +217,7 @@ impl Framer {
                 }
                 State::UntilClose => {
                     if pos < buf.len() {
-                        body(&buf[pos..]);
+                        inspect.body(&buf[pos..]);
                     }
                     return Ok(Framed::Partial { consumed: buf.len() });
                 }
@@ -207,7 +240,7 @@ impl Framer {
     /// Parses one head from the start of `buf`: `Ok(None)` when incomplete,
     /// otherwise the head's length, with the body state set up. Interim 1xx
     /// heads are consumed and the next head is parsed.
-    fn parse_head(&mut self, buf: &[u8]) -> Result<Option<usize>, ProtocolError> {
+    fn parse_head(&mut self, buf: &[u8], inspect: &mut impl Inspect) -> Result<Option<usize>, ProtocolError> {
         let mut pos = 0;
         loop {
             // Uninitialised header slots: initialising 100 of them for every
@@ -246,6 +279,7 @@ impl Framer {
             }
             let http10 = resp.version == Some(0);
             let f = super::headers::scan(resp.headers).map_err(|_| ProtocolError::BadContentLength)?;
+            inspect.head(resp.headers);
             let keep_alive = !f.close && (!http10 || f.keep_alive);
             let (length, chunked, other_coding) = (f.content_length, f.chunked, f.other_coding);
             self.status = status;

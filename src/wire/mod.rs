@@ -10,5 +10,5 @@ mod framer;
 pub mod headers;
 mod request;
 
-pub use framer::{AtEof, Framed, Framer, MAX_HEAD_BYTES, ProtocolError};
+pub use framer::{AtEof, Framed, Framer, Inspect, MAX_HEAD_BYTES, ProtocolError};
 pub use request::{RequestSpec, check_header, check_method, render_request};

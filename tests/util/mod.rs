@@ -228,19 +228,43 @@ fn nginx_temp_paths(dir: &Path) -> String {
     out
 }
 
-fn nginx_config(dir: &Path, port: u16, extra_http: &str, location_body: &str, ssl: Option<&str>) -> String {
+/// What goes inside nginx's `server` block: one `location /` (the usual
+/// case), or several locations with an access log of method, path and
+/// status per request (tests of request mixes count paths in it).
+enum Locations<'a> {
+    Root(&'a str),
+    Paths(&'a [(&'a str, &'a str)]),
+}
+
+fn nginx_config(dir: &Path, port: u16, extra_http: &str, locations: &Locations<'_>, ssl: Option<&str>) -> String {
     // With `ssl`, the listener speaks TLS and these directives (certificate,
     // key, client verification) join the server block.
     let (listen_ssl, ssl) = match ssl {
         Some(directives) => (" ssl", directives),
         None => ("", ""),
     };
-    let location_body = if location_body.trim().is_empty() {
-        r#"return 200 "pong";"#
-    } else {
-        location_body
-    };
     let d = dir.display();
+    let (log_format, locations) = match locations {
+        Locations::Root(body) => {
+            let body = if body.trim().is_empty() {
+                r#"return 200 "pong";"#
+            } else {
+                body
+            };
+            (String::new(), format!("location / {{\n            {body}\n        }}"))
+        }
+        Locations::Paths(paths) => (
+            "log_format soakd_paths '$request_method $uri $status';".to_string(),
+            std::iter::once(format!("access_log {d}/access.log soakd_paths;"))
+                .chain(
+                    paths
+                        .iter()
+                        .map(|(path, body)| format!("location = {path} {{\n            {body}\n        }}")),
+                )
+                .collect::<Vec<_>>()
+                .join("\n        "),
+        ),
+    };
     let temp_paths = nginx_temp_paths(dir);
     // worker_rlimit_nofile may exceed what this process may raise its limit
     // to; nginx then logs an alert and keeps the inherited limit.
@@ -263,13 +287,12 @@ http {{
     keepalive_timeout 3600s;
 {temp_paths}
     {extra_http}
+    {log_format}
 
     server {{
         listen 127.0.0.1:{port}{listen_ssl} backlog=4096;
         {ssl}
-        location / {{
-            {location_body}
-        }}
+        {locations}
     }}
 }}
 "#
@@ -285,17 +308,30 @@ impl Nginx {
     /// Returns once the port accepts connections and a worker exists.
     /// Panics with the error log when nginx does not come up within 5 s.
     pub fn start(extra_http: &str, location_body: &str) -> Nginx {
-        Self::start_with(extra_http, location_body, None)
+        Self::start_with(extra_http, &Locations::Root(location_body), None)
+    }
+
+    /// Starts nginx with one exact-match location per `(path, body)` and
+    /// an access log of `METHOD PATH STATUS` lines (see
+    /// [`Nginx::access_log`]); any other path is nginx's 404.
+    pub fn start_locations(extra_http: &str, locations: &[(&str, &str)]) -> Nginx {
+        Self::start_with(extra_http, &Locations::Paths(locations), None)
+    }
+
+    /// The access log of [`Nginx::start_locations`]: one `METHOD PATH
+    /// STATUS` line per request answered so far.
+    pub fn access_log(&self) -> String {
+        read_lossy(&self.dir.join("access.log"))
     }
 
     /// Like [`Nginx::start`], listening with TLS: `ssl` holds the server
     /// block's TLS directives (`ssl_certificate ...; ssl_certificate_key
     /// ...;` and any others).
     pub fn start_tls(extra_http: &str, location_body: &str, ssl: &str) -> Nginx {
-        Self::start_with(extra_http, location_body, Some(ssl))
+        Self::start_with(extra_http, &Locations::Root(location_body), Some(ssl))
     }
 
-    fn start_with(extra_http: &str, location_body: &str, ssl: Option<&str>) -> Nginx {
+    fn start_with(extra_http: &str, locations: &Locations<'_>, ssl: Option<&str>) -> Nginx {
         // nginx cannot bind port 0, so pick a port that was just free; if
         // another process grabs it first nginx exits with "Address already
         // in use" and we try another one.
@@ -303,7 +339,7 @@ impl Nginx {
             let dir = make_temp_dir("nginx");
             let port = free_port();
             let conf = dir.join("nginx.conf");
-            fs::write(&conf, nginx_config(&dir, port, extra_http, location_body, ssl)).expect("write nginx.conf");
+            fs::write(&conf, nginx_config(&dir, port, extra_http, locations, ssl)).expect("write nginx.conf");
             let stderr = fs::File::create(dir.join("stderr.log")).expect("create stderr.log");
             let mut prefix = dir.display().to_string();
             prefix.push('/');

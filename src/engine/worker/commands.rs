@@ -38,10 +38,12 @@ impl Worker {
             || old.sources != rt.sources
             || old.head != rt.head
             || old.wire != rt.wire
+            || old.requests != rt.requests
             || old.tls != rt.tls;
         rt.connections = old.connections;
         rt.interval_ns = old.interval_ns;
         let deeper = rt.pipeline as usize > self.max_pipeline;
+        self.local[wi].set_requests(rt.requests.len());
         self.wl[wi] = rt;
         if deeper {
             self.grow_pipeline(self.wl[wi].pipeline as usize);
@@ -94,7 +96,8 @@ impl Worker {
         if deeper {
             self.grow_pipeline(depth);
         }
-        self.local.push(WorkloadStats::default());
+        self.local
+            .push(WorkloadStats::with_requests(self.wl[self.wl.len() - 1].requests.len()));
         self.gauges.push(Gauges::default());
         self.full_at.push(None);
         self.ramp.push(Ramp {

@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 
 use super::TICK_NS;
 use super::transport::Transport;
+use crate::plan::CheckState;
 use crate::wire::Framer;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +62,11 @@ pub(super) struct Conn {
     /// Planned churn by age, ns.
     pub(super) lifetime_end: u64,
     pub(super) framer: Framer,
+    /// Position in the workload's mix cycle (starts at the slot index,
+    /// taken modulo the cycle's length when used).
+    pub(super) mix_pos: u32,
+    /// The current response against its request's checks.
+    pub(super) check: CheckState,
     /// An incomplete response head carried over to the next read; empty
     /// (and unallocated) otherwise.
     pub(super) partial: Vec<u8>,
@@ -88,6 +94,8 @@ impl Conn {
             next_due: 0,
             lifetime_end: u64::MAX,
             framer: Framer::new(head),
+            mix_pos: slot,
+            check: CheckState::default(),
             partial: Vec::new(),
         }
     }
@@ -99,6 +107,8 @@ pub(super) struct Inflight {
     pub(super) due: u64,
     /// When it was written (timeouts start here).
     pub(super) written: u64,
+    /// Which request of the workload it is.
+    pub(super) req: u8,
 }
 
 pub(super) struct Ramp {

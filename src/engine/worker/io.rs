@@ -8,11 +8,19 @@
 //! atomic per request: counters are plain fields of the worker, the bytes
 //! written are one shared buffer, and only a split response head is ever
 //! copied (into the slot, capped by the framer).
+//!
+//! A workload of one request pays nothing for mixes and checks beyond a
+//! branch on `cycle` and one on the request's `checks`. A mix picks its
+//! next request by stepping a per-slot index through a precomputed cycle
+//! and writes that request's own bytes; checks are fed by the framer as it
+//! walks the response (body bytes only when a check needs them) and judged
+//! when the response completes.
 
 use std::io;
 
 use super::conn::{Inflight, State, tick_ceil};
 use super::{PHASE_RUN, Worker, socket};
+use crate::plan::Judge;
 use crate::stats::{self, CloseReason, ErrorKind};
 use crate::wire::{AtEof, Framed};
 
@@ -126,8 +134,19 @@ impl Worker {
                     d
                 }
             };
+            let req = match &w.cycle {
+                None => 0,
+                Some(cycle) => {
+                    let mut p = c.mix_pos as usize;
+                    if p >= cycle.len() {
+                        p %= cycle.len();
+                    }
+                    c.mix_pos = (p + 1) as u32;
+                    cycle[p]
+                }
+            };
             let at = (c.inflight_head as usize + c.inflight as usize) % *max_pipeline;
-            inflight[base + at] = Inflight { due, written: now };
+            inflight[base + at] = Inflight { due, written: now, req };
             c.inflight += 1;
             c.unsent += 1;
             if *has_budget {
@@ -153,16 +172,26 @@ impl Worker {
         let c = &mut self.conns[key];
         let w = &self.wl[c.workload as usize];
         let Some(stream) = c.stream.as_mut() else { return false };
+        let base = key * self.max_pipeline;
         let mut written = 0u64;
         let mut failure = None;
         while c.unsent > 0 {
-            // `wire` holds whole copies of the request, so from `off` in the
-            // first copy up to its end is one contiguous run of the requests
-            // still owed.
+            // What to write from: with one request, `wire` holds whole
+            // copies of it, so from `off` in the first copy up to its end is
+            // one contiguous run of the requests still owed. A mix writes
+            // the first request owed from its own bytes, one at a time.
+            let (buf, len, units): (&[u8], usize, usize) = match &w.cycle {
+                None => (&w.wire, w.req_len, c.unsent as usize),
+                Some(_) => {
+                    let first_unsent = c.inflight.saturating_sub(c.unsent) as usize;
+                    let at = (c.inflight_head as usize + first_unsent) % self.max_pipeline;
+                    let bytes = &w.requests[self.inflight[base + at].req as usize].bytes;
+                    (bytes, bytes.len(), 1)
+                }
+            };
             let off = c.write_off as usize;
-            let owed = c.unsent as usize * w.req_len - off;
-            let end = (off + owed).min(w.wire.len());
-            match stream.write(&w.wire[off..end]) {
+            let end = (units * len).min(buf.len());
+            match stream.write(&buf[off..end]) {
                 Ok(0) => {
                     failure = Some(ErrorKind::Reset);
                     break;
@@ -170,8 +199,8 @@ impl Worker {
                 Ok(n) => {
                     written += n as u64;
                     let pos = off + n;
-                    c.unsent -= (pos / w.req_len) as u16;
-                    c.write_off = (pos % w.req_len) as u32;
+                    c.unsent -= (pos / len) as u16;
+                    c.write_off = (pos % len) as u32;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -242,7 +271,23 @@ impl Worker {
                 self.fail(key, ErrorKind::Protocol, now);
                 return false;
             }
-            match c.framer.feed(&data[pos..]) {
+            // The oldest request in flight is the one being answered.
+            let w = &self.wl[c.workload as usize];
+            let req = &w.requests[self.inflight[key * self.max_pipeline + c.inflight_head as usize].req as usize];
+            if w.cycle.is_some() && c.framer.is_idle() {
+                c.framer.set_head(req.head);
+            }
+            let framed = match req.checks.as_deref() {
+                None => c.framer.feed(&data[pos..]),
+                Some(checks) => c.framer.feed_inspect(
+                    &data[pos..],
+                    &mut Judge {
+                        checks,
+                        state: &mut c.check,
+                    },
+                ),
+            };
+            match framed {
                 Err(_) => {
                     self.fail(key, ErrorKind::Protocol, now);
                     return false;
@@ -278,15 +323,30 @@ impl Worker {
         let c = &mut self.conns[key];
         let wi = c.workload as usize;
         let slot = self.inflight[key * self.max_pipeline + c.inflight_head as usize];
+        let w = &self.wl[wi];
+        let st = &mut self.local[wi];
+        let latency = now.saturating_sub(slot.due);
+        let req = &w.requests[slot.req as usize];
+        if let Some(checks) = req.checks.as_deref() {
+            let failed = checks.finish(&mut c.check, status);
+            if failed != 0 {
+                st.requests[slot.req as usize].failed(failed);
+            }
+        }
+        if w.cycle.is_some() {
+            let r = &mut st.requests[slot.req as usize];
+            r.completed += 1;
+            r.responses[stats::StatusClass::of(status) as usize] += 1;
+            stats::record_ns(&mut r.latency, latency);
+        }
         c.inflight_head = ((c.inflight_head as usize + 1) % self.max_pipeline) as u16;
         c.inflight -= 1;
         c.answered = true;
         self.inflight_total -= 1;
         self.gauges[wi].in_flight -= 1;
-        let st = &mut self.local[wi];
         st.counters.completed += 1;
         st.counters.response(status);
-        stats::record_ns(&mut st.latency, now.saturating_sub(slot.due));
+        stats::record_ns(&mut st.latency, latency);
         let churn_done = c.reqs_left == 0 || c.draining;
         if churn_done && c.inflight == 0 {
             self.close(key, CloseReason::Churn, now);

@@ -171,6 +171,7 @@ impl Worker {
         c.write_off = 0;
         c.partial = Vec::new();
         c.framer.reset();
+        c.check = Default::default();
         // A graceful close of a connection that worked starts the backoff
         // over; one that never answered keeps it growing (see `on_eof`).
         if reason != CloseReason::Error && c.answered {

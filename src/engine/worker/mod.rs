@@ -96,6 +96,13 @@ pub struct WorkloadRt {
     pub req_len: usize,
     /// HEAD requests: responses have no body.
     pub head: bool,
+    /// Every request of the workload (shared, never copied). With one
+    /// request, `wire` is what is sent and this only holds its checks.
+    pub requests: Arc<[crate::plan::Request]>,
+    /// A mix's selection order (see `plan::mix`), walked by each slot from
+    /// an offset of its own; `None` for a workload of one request, whose
+    /// hot path is then exactly what it was before mixes existed.
+    pub cycle: Option<Arc<[u8]>>,
     /// https: how connections speak TLS.
     pub tls: Option<TlsClient>,
     /// Per-connection schedule interval (paced / open loop), ns.
@@ -130,7 +137,8 @@ impl WorkloadRt {
     /// repeated up to its pipeline depth, but only as far as 64 KiB, so a
     /// deep pipeline of large bodies costs one copy, not `pipeline` of them.
     pub fn of(w: &crate::plan::Workload) -> WorkloadRt {
-        let req = &w.target.request;
+        let req = &w.target.requests[0].bytes;
+        let weights: Vec<u32> = w.target.requests.iter().map(|r| r.weight).collect();
         let copies = (WIRE_COPIES_BYTES / req.len().max(1)).clamp(1, w.pipeline.max(1) as usize);
         WorkloadRt {
             addr: w.target.addr,
@@ -141,7 +149,9 @@ impl WorkloadRt {
                 req.repeat(copies).into()
             },
             req_len: req.len(),
-            head: w.target.head,
+            head: w.target.requests[0].head,
+            requests: w.target.requests.clone().into(),
+            cycle: (weights.len() > 1).then(|| crate::plan::mix::cycle(&weights).into()),
             tls: w.target.tls.as_ref().map(|t| TlsClient {
                 config: t.config.clone(),
                 name: t.server_name.clone(),
@@ -298,7 +308,10 @@ impl Worker {
             fired: Vec::new(),
             rbuf: vec![0; READ_BUF],
             ramp,
-            local: (0..n).map(|_| WorkloadStats::default()).collect(),
+            local: wl
+                .iter()
+                .map(|w| WorkloadStats::with_requests(w.requests.len()))
+                .collect(),
             gauges,
             full_at: vec![None; n],
             open_at_stop: None,
