@@ -16,7 +16,7 @@
 //! | 1 plan | [`plan`] |
 //! | 2 | [`config`], `preflight` |
 //! | 3 | `engine`, [`report`], `observe` |
-//! | 4 | `target`, [`statuscmd`] |
+//! | 4 | `target`, [`statuscmd`], [`verdict`] |
 //! | 5 | `daemon`, [`cli`] |
 //!
 //! Only what the binary, the tests and the fuzzers need is public.
@@ -39,6 +39,7 @@ mod stats;
 pub mod statuscmd;
 mod target;
 mod timer;
+pub mod verdict;
 pub mod wire;
 
 pub use error::Error;

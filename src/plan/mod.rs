@@ -12,6 +12,7 @@
 
 pub mod defaults;
 mod describe;
+pub mod threshold;
 pub mod tls;
 mod url;
 
@@ -20,6 +21,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use describe::describe;
+pub use threshold::{Metric, Op, Threshold};
 pub use tls::{Tls, TlsSpec, TlsVersion};
 pub use url::{ParsedUrl, parse_url, resolve};
 
@@ -115,6 +117,8 @@ pub struct Workload {
     pub stages: Vec<Stage>,
     /// Stop the run when the last stage's hold is over (else hold it).
     pub then_stop: bool,
+    /// Thresholds on this workload's own figures.
+    pub thresholds: Vec<Threshold>,
 }
 
 /// One step of a workload's stages.
@@ -171,6 +175,28 @@ pub struct Plan {
     /// Keep serving the final metrics this long after the run, so the last
     /// scrape sees the final counters.
     pub metrics_linger: Duration,
+    /// Length of one HDR log interval.
+    pub hdr_log_interval: Duration,
+    /// Thresholds on the figures over all workloads.
+    pub thresholds: Vec<Threshold>,
+    /// The live threshold gauges look at this much of the recent past
+    /// (`None`: the whole run).
+    pub threshold_window: Option<Duration>,
+    /// Stop the run once a threshold has failed (live) this long.
+    pub abort_on_fail: Option<Duration>,
+    /// A report to compare this run's with at the end.
+    pub baseline: Option<Baseline>,
+}
+
+/// `--baseline`: an earlier run's report to compare with at the end.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Baseline {
+    /// Its JSON report.
+    pub report: PathBuf,
+    /// Its HDR interval log (else the one the report names, if any).
+    pub hdr_log: Option<PathBuf>,
+    /// The smallest relative change that counts (0.1 = 10%).
+    pub tolerance: f64,
 }
 
 impl Plan {
@@ -178,6 +204,34 @@ impl Plan {
     /// the open-file and port limits must fit.
     pub fn total_connections(&self) -> u64 {
         self.workloads.iter().map(Workload::peak_connections).sum()
+    }
+
+    /// Every threshold with the workload it is about (`None`: all of
+    /// them), in the order the report lists them.
+    pub fn all_thresholds(&self) -> Vec<(Option<usize>, &Threshold)> {
+        let mut out: Vec<(Option<usize>, &Threshold)> = self
+            .workloads
+            .iter()
+            .enumerate()
+            .flat_map(|(wi, w)| w.thresholds.iter().map(move |t| (Some(wi), t)))
+            .collect();
+        out.extend(self.thresholds.iter().map(|t| (None, t)));
+        out
+    }
+
+    /// Checks the run-wide thresholds against the workloads: a TLS
+    /// handshake threshold needs an https workload. `key` names where
+    /// they were given, for the message.
+    pub fn check_thresholds(&self, key: &str) -> Result<(), Error> {
+        if self.workloads.iter().all(|w| w.target.tls.is_none())
+            && let Some(t) = self.thresholds.iter().find(|t| t.metric == Metric::TlsHandshakeP99)
+        {
+            return Err(Error::Usage(format!(
+                "{key} {:?}: no workload speaks TLS (https://), so there is no handshake to measure; drop it or use an https:// URL",
+                t.text
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -239,6 +293,8 @@ pub struct WorkloadSpec {
     pub then_stop: bool,
     /// TLS settings (only for `https://` URLs).
     pub tls: TlsSpec,
+    /// Thresholds on this workload's figures.
+    pub thresholds: Vec<Threshold>,
 }
 
 impl WorkloadSpec {
@@ -264,6 +320,16 @@ impl WorkloadSpec {
             }
             None
         };
+        if tls.is_none()
+            && let Some(t) = self.thresholds.iter().find(|t| t.metric == Metric::TlsHandshakeP99)
+        {
+            return Err(Error::Usage(format!(
+                "{} {:?}: {:?} is not an https:// URL, so there is no TLS handshake to measure; drop it or use https://",
+                key("thresholds"),
+                t.text,
+                self.url
+            )));
+        }
         let addr = resolve(&parsed, &self.url).map_err(in_url)?;
         if self.close && self.pipeline > 1 {
             return Err(Error::Usage(format!(
@@ -354,6 +420,7 @@ impl WorkloadSpec {
             target_pids: self.target_pids,
             stages: self.stages,
             then_stop: self.then_stop,
+            thresholds: self.thresholds,
         })
     }
 }
@@ -371,6 +438,22 @@ pub fn parse_duration(what: &str, value: &str) -> Result<Duration, Error> {
         return Err(bad());
     }
     humantime::parse_duration(v).map_err(|_| bad())
+}
+
+/// Parses a relative tolerance: `10%` or a fraction `0.1`, at least 0.
+/// `what` names the flag in the error message.
+pub fn parse_tolerance(what: &str, value: &str) -> Result<f64, Error> {
+    let v = value.trim();
+    let parsed = match v.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|p| p / 100.0),
+        None => v.parse::<f64>(),
+    };
+    match parsed {
+        Ok(t) if t.is_finite() && t >= 0.0 => Ok(t),
+        _ => Err(Error::Usage(format!(
+            "{what}: invalid tolerance {value:?}; expected a percentage such as 10% (or a fraction such as 0.1)"
+        ))),
+    }
 }
 
 /// Like [`parse_duration`], but zero is refused.
