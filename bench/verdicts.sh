@@ -14,6 +14,7 @@
 #
 #   bench/verdicts.sh                      # 20 runs + 5 delayed pairs of 10 s
 #   RUNS=30 PAIRS=10 DURATION=15s bench/verdicts.sh
+#   KEEP=/tmp/runs bench/verdicts.sh       # keep the reports and logs there
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,6 +33,9 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/soakd-verdicts.XXXXXX")
 PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    if [ -n "${KEEP:-}" ]; then
+        mkdir -p "$KEEP" && cp -a "$WORK"/. "$KEEP"/ && echo "kept in $KEEP"
+    fi
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -83,12 +87,12 @@ for kind in json nolog.json; do
         for b in $(seq "$RUNS"); do
             [ "$a" -lt "$b" ] || continue
             "$SOAKD" compare "$WORK/same$a.$kind" "$WORK/same$b.$kind" --json \
-                >"$WORK/cmp-same-$a-$b.$kind" || true
+                >"$WORK/cmp-same-$a-$b.$kind" 2>/dev/null || true
         done
     done
     for i in $(seq "$PAIRS"); do
         "$SOAKD" compare "$WORK/pairbase$i.$kind" "$WORK/pairslow$i.$kind" --json \
-            >"$WORK/cmp-slow-$i.$kind" || true
+            >"$WORK/cmp-slow-$i.$kind" 2>/dev/null || true
     done
 done
 
