@@ -34,8 +34,9 @@ struct Interval {
     names: Vec<String>,
 }
 
-/// A workload name as a log tag: the characters the format forbids become `_`.
-fn tag_of(name: &str) -> String {
+/// A workload name as a log tag: the characters the format forbids become
+/// `_` (`soakd compare` looks workloads up by it).
+pub(crate) fn tag_of(name: &str) -> String {
     name.chars()
         .map(|c| if matches!(c, ',' | ' ' | '\r' | '\n') { '_' } else { c })
         .collect()

@@ -25,6 +25,7 @@ use crate::report::Report;
 use crate::stats::Totals;
 use exporter::{Exporter, Handler, Reply};
 use hdrlog::HdrLog;
+pub(crate) use hdrlog::tag_of;
 use metrics::Metrics;
 use notify::Notifier;
 use status::StatusLine;

@@ -17,8 +17,14 @@
 //!   direction. A single bad interval cannot make a verdict then; a shift
 //!   that holds through the run does.
 //!
-//! Without logs only the first rule applies, and each row says which
-//! method judged it. docs/verdicts.md has the measured false-positive and
+//! Without logs only the first rule applies. Either way, a latency row is
+//! not judged (`same`, method `generator_lag`) when soakd's own schedule
+//! lag at that quantile, in either run, is half the change or more:
+//! latency counts from the due time, so a load generator starved of CPU
+//! shows up in it, and on a shared machine that is what moves the tails.
+//! Errors that are limits of the soakd host (`addr_unavailable`,
+//! `fd_limit`) are left out of the compared error rate. Each row says
+//! which method judged it. docs/verdicts.md has the measured false-positive and
 //! detection rates. Reports are read as plain JSON through pointers, so
 //! reports from older or newer soakd versions compare as long as the
 //! figures are there.
@@ -168,6 +174,11 @@ pub enum Method {
     /// with fewer than [`MIN_TAIL`] samples beyond it is a handful of
     /// events (a max always is one), not a property of the server.
     TooFewSamples,
+    /// Not judged (always `same`): soakd's own schedule lag at that
+    /// quantile, in one of the runs, is at least half the change: the
+    /// load generator was late (starved of CPU, or every connection
+    /// busy), so the change is not the server's to answer for.
+    GeneratorLag,
 }
 
 /// Samples a quantile needs beyond it (n × (1 − q)) to be judged on the
@@ -198,6 +209,9 @@ pub struct Row {
     pub p_value: Option<f64>,
     /// Intervals per run the rank test used, [baseline, new].
     pub samples: Option<[usize; 2]>,
+    /// Latency rows: soakd's own schedule lag at the same quantile, the
+    /// larger of the two runs' (seconds).
+    pub lag: Option<f64>,
 }
 
 /// Everything `soakd compare` says.
@@ -280,9 +294,19 @@ const METRICS: [(&str, &str, Kind, Option<usize>, Option<(&str, f64)>); 9] = [
     ),
 ];
 
-/// Errors ÷ (completed + errors), as the `error_rate` threshold counts.
+/// Kinds that are limits of the soakd host, not faults of the target: a
+/// comparison of servers leaves them out (docs/verdicts.md).
+const HOST_ERRORS: [&str; 2] = ["addr_unavailable", "fd_limit"];
+
+/// The target's errors ÷ (completed + those errors).
 fn error_rate(w: &Value) -> Option<f64> {
-    let errors: f64 = w.get("errors")?.as_object()?.values().filter_map(Value::as_f64).sum();
+    let errors: f64 = w
+        .get("errors")?
+        .as_object()?
+        .iter()
+        .filter(|(k, _)| !HOST_ERRORS.contains(&k.as_str()))
+        .filter_map(|(_, v)| v.as_f64())
+        .sum();
     let completed = w.pointer("/requests/completed")?.as_f64()?;
     let attempts = completed + errors;
     Some(if attempts > 0.0 { errors / attempts } else { 0.0 })
@@ -347,10 +371,25 @@ pub fn compare(base: &Run, new: &Run, opts: &Options) -> Comparison {
                 n(bv).min(n(nv)) * (1.0 - q)
             });
             let mut row = judge(nname, metric, kind, b, n, samples, opts);
-            if row.method == Method::Tolerance && tail < MIN_TAIL {
-                row.method = Method::TooFewSamples;
-                row.verdict = Verdict::Same;
+            // The generator's lateness at the same quantile, in either run
+            // (latency counts from the due time, so it includes it).
+            let lag = pointer
+                .strip_prefix("/latency_seconds/")
+                .map(|q| format!("/schedule_lag_seconds/{q}"))
+                .map(|lp| {
+                    let l = |w: &Value| w.pointer(&lp).and_then(Value::as_f64).unwrap_or(0.0);
+                    l(bv).max(l(nv))
+                });
+            if row.verdict != Verdict::Same {
+                if lag.is_some_and(|l| l >= row.abs_change.abs() / 2.0) {
+                    row.method = Method::GeneratorLag;
+                    row.verdict = Verdict::Same;
+                } else if row.method == Method::Tolerance && tail < MIN_TAIL {
+                    row.method = Method::TooFewSamples;
+                    row.verdict = Verdict::Same;
+                }
             }
+            row.lag = lag;
             rows.push(row);
         }
     }
@@ -414,6 +453,7 @@ fn judge(
         method,
         p_value,
         samples: counts,
+        lag: None,
     }
 }
 
@@ -465,6 +505,10 @@ impl Comparison {
             let method = match (r.method, r.p_value, r.samples) {
                 (Method::RankTest, Some(p), Some([a, b])) => format!("rank test p={p:.3} ({a}/{b} intervals)"),
                 (Method::TooFewSamples, ..) => "not judged: too few samples beyond it".into(),
+                (Method::GeneratorLag, ..) => format!(
+                    "not judged: soakd's own schedule lag ({}) is half the change or more",
+                    human(r.lag)
+                ),
                 _ => "tolerance".into(),
             };
             let verdict = match r.verdict {
@@ -532,6 +576,30 @@ mod tests {
         assert_eq!(c.rows.len(), 8, "no tls row without handshakes: {c:?}");
         assert!(c.rows.iter().all(|r| r.verdict == Verdict::Same && r.abs_change == 0.0));
         assert!(c.rows.iter().all(|r| r.method != Method::RankTest));
+    }
+
+    #[test]
+    fn a_change_the_generator_was_late_for_is_not_judged() {
+        let mut base = report("a", 0.0001, 1000.0, 0);
+        base["workloads"][0]["schedule_lag_seconds"] = serde_json::json!({"p50": 0.00002, "p99": 0.0005});
+        let mut new = report("a", 0.0001, 1000.0, 0);
+        new["workloads"][0]["latency_seconds"]["p99"] = serde_json::json!(0.0403);
+        new["workloads"][0]["latency_seconds"]["p50"] = serde_json::json!(0.0021);
+        new["workloads"][0]["schedule_lag_seconds"] = serde_json::json!({"p50": 0.00003, "p99": 0.035});
+        new["workloads"][0]["errors"]["addr_unavailable"] = serde_json::json!(500);
+        let c = compare(&run(base, None), &run(new, None), &Options::default());
+        let p99 = row(&c, "p99");
+        assert_eq!(
+            (p99.verdict, p99.method, p99.lag),
+            (Verdict::Same, Method::GeneratorLag, Some(0.035))
+        );
+        assert!(c.text(&Options::default()).contains("schedule lag (35.00ms)"));
+        assert_eq!(row(&c, "p50").verdict, Verdict::Worse, "the server's own 2 ms");
+        assert_eq!(
+            row(&c, "error_rate").verdict,
+            Verdict::Same,
+            "host limits are not the target's"
+        );
     }
 
     #[test]

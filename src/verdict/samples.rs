@@ -18,6 +18,7 @@ use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 
 use crate::Error;
+pub(crate) use crate::observe::tag_of;
 
 /// What one interval of one workload measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -84,13 +85,6 @@ pub fn read_log(path: &Path, what: &str) -> Result<Samples, Error> {
         }
     }
     Ok(out)
-}
-
-/// A workload name as the interval log tags it (as `--hdr-log` writes).
-pub fn tag_of(name: &str) -> String {
-    name.chars()
-        .map(|c| if matches!(c, ',' | ' ' | '\r' | '\n') { '_' } else { c })
-        .collect()
 }
 
 /// Two-sided p-value of the Mann–Whitney U test of `a` against `b`
@@ -195,6 +189,50 @@ mod tests {
         assert!((p - 0.012_185_8).abs() < 1e-6, "{p}");
         assert_eq!(mann_whitney(&[], &a), 1.0);
         assert_eq!(mann_whitney(&[1.0; 6], &[1.0; 6]), 1.0, "all tied: no evidence");
+    }
+
+    #[test]
+    fn a_log_reads_back_as_samples_per_tag() {
+        use hdrhistogram::serialization::V2DeflateSerializer;
+        use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+        use std::time::Duration;
+        let mut bytes = Vec::new();
+        let mut ser = V2DeflateSerializer::new();
+        let mut w = IntervalLogWriterBuilder::new()
+            .with_max_value_divisor(1e6)
+            .begin_log_with(&mut bytes, &mut ser)
+            .unwrap();
+        let tag = tag_of("api, v2");
+        let mut put = |start: u64, len_ms: u64, values_us: &[u64]| {
+            let mut h = crate::stats::histogram();
+            for v in values_us {
+                h.record(*v).unwrap();
+            }
+            let (start, len) = (Duration::from_secs(start), Duration::from_millis(len_ms));
+            w.write_histogram(&h, start, len, Tag::new(&tag)).unwrap();
+        };
+        put(0, 1000, &[100; 500]);
+        put(1, 1000, &[]);
+        put(2, 1000, &[100, 200, 300, 400]);
+        put(3, 100, &[5000]);
+        drop(w);
+        let path = std::env::temp_dir().join(format!("soakd-samples-{}.hlog", std::process::id()));
+        std::fs::write(&path, &bytes).unwrap();
+        let got = read_log(&path, "--hdr-log").unwrap();
+        let _ = std::fs::remove_file(&path);
+        let v = &got["api__v2"];
+        assert_eq!(
+            v.len(),
+            2,
+            "the empty interval and the short last one are left out: {v:?}"
+        );
+        assert_eq!(v[0].rps, 500.0);
+        assert!((v[0].quantiles[0] - 100e-6).abs() < 1e-6, "{v:?}");
+        assert!((v[1].quantiles[4] - 400e-6).abs() < 1e-6, "{v:?}");
+        let e = read_log(Path::new("/nonexistent.hlog"), "--hdr-log")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--hdr-log /nonexistent.hlog"), "{e}");
     }
 
     #[test]
