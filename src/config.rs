@@ -588,6 +588,15 @@ pipeline = 2
         .unwrap();
         assert_eq!(plan.thresholds.len(), 1);
         assert_eq!(plan.thresholds[0].text, "p99<50ms");
+        let described = crate::plan::describe(&plan);
+        assert!(
+            described.contains("  thresholds error_rate<=0.1%, open_min>=90\n"),
+            "{described}"
+        );
+        assert!(
+            described.contains("thresholds over all workloads: p99<50ms (live window 5m, abort after failing 2m)"),
+            "{described}"
+        );
         assert_eq!(plan.threshold_window, Some(Duration::from_secs(300)));
         assert_eq!(plan.abort_on_fail, Some(Duration::from_secs(120)));
         assert_eq!(plan.hdr_log_interval, Duration::from_secs(1));

@@ -250,9 +250,9 @@ pub struct ThresholdResult {
     /// The expression, without spaces (`p99<50ms`).
     pub threshold: String,
     /// The metric's name.
-    pub metric: &'static str,
+    pub metric: String,
     /// The comparison (`<`, `<=`, `>`, `>=`).
-    pub op: &'static str,
+    pub op: String,
     /// The limit in base units (seconds, a 0–1 ratio, a count).
     pub limit: f64,
     /// What the run measured, in the same unit; `null` when nothing was
@@ -268,8 +268,8 @@ impl ThresholdResult {
         ThresholdResult {
             workload: workload.map(str::to_string),
             threshold: t.text.clone(),
-            metric: t.metric.name(),
-            op: t.op.symbol(),
+            metric: t.metric.name().to_string(),
+            op: t.op.symbol().to_string(),
             limit: t.limit,
             measured,
             pass: t.passes(measured),
@@ -543,7 +543,7 @@ impl Report {
                     if t.pass { "PASS" } else { "FAIL" },
                     t.threshold,
                     t.workload.as_deref().unwrap_or("(all workloads)"),
-                    threshold_value(t.metric, t.measured)
+                    threshold_value(&t.metric, t.measured)
                 );
             }
         }
