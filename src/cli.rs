@@ -856,6 +856,10 @@ mod tests {
             ),
             (&["http://127.0.0.1:1/", "--tolerance", "5%"][..], "--baseline"),
             (&["http://127.0.0.1:1/", "--abort-on-fail", "0s"][..], "greater than 0"),
+            (
+                &["http://127.0.0.1:1/", "--abort-on-fail", "1m"][..],
+                "no threshold is given",
+            ),
         ] {
             let e = parse(args).unwrap_err();
             assert!(e.contains(says), "{args:?}: {e}");

@@ -223,6 +223,11 @@ impl Plan {
     /// handshake threshold needs an https workload. `key` names where
     /// they were given, for the message.
     pub fn check_thresholds(&self, key: &str) -> Result<(), Error> {
+        if self.abort_on_fail.is_some() && self.all_thresholds().is_empty() {
+            return Err(Error::Usage(
+                "--abort-on-fail / abort_on_fail stops the run when a threshold fails, but no threshold is given; add --threshold (or thresholds = [...])".into(),
+            ));
+        }
         if self.workloads.iter().all(|w| w.target.tls.is_none())
             && let Some(t) = self.thresholds.iter().find(|t| t.metric == Metric::TlsHandshakeP99)
         {
