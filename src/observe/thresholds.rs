@@ -11,7 +11,7 @@
 //! kept). With `--threshold-window DUR` the recent past is kept as at most
 //! [`SLICES`] slices of DUR/10 each (at least a second), merged at each
 //! evaluation: memory is bounded by the slice count, not by DUR, at the
-//! price of a window that is DUR to DUR + one slice long.
+//! price of a window that is DUR to DUR + one slice (and a tick) long.
 //!
 //! A threshold with nothing measured yet (no response, no ramp completed)
 //! counts as passing live: nothing has violated it. At the end of the run
@@ -220,5 +220,98 @@ impl Watch {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::{Delta, Mailbox};
+    use std::sync::Mutex;
+
+    fn plan(window: Option<Duration>, abort: Option<Duration>, thresholds: &[&str]) -> Plan {
+        let mut argv = vec!["soakd", "run", "http://127.0.0.1:1/", "-c", "4"];
+        for t in thresholds {
+            argv.extend(["--threshold", t]);
+        }
+        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv).unwrap();
+        let crate::cli::Command::Run(run) = cli.command else {
+            unreachable!()
+        };
+        let mut p = run.into_plan().unwrap();
+        p.threshold_window = window;
+        p.abort_on_fail = abort;
+        p
+    }
+
+    /// One second of traffic: `n` responses of `latency`, 4 connections
+    /// open and ramped.
+    fn second(totals: &mut Totals, mb: &[Mailbox], n: u64, latency: Duration) {
+        {
+            let mut d = mb[0].lock().unwrap();
+            for _ in 0..n {
+                crate::stats::record(&mut d.stats[0].latency, latency);
+            }
+            d.stats[0].counters.completed += n;
+            d.stats[0].counters.sent += n;
+            d.gauges[0].open = 4;
+            d.gauges[0].desired = 4;
+            d.full_at[0] = Some(Duration::ZERO);
+        }
+        totals.collect(mb);
+    }
+
+    fn run(window: Option<Duration>, abort: Option<Duration>) -> (Vec<Vec<bool>>, Option<String>) {
+        let p = plan(window, abort, &["p50<10ms", "open_min>=4"]);
+        let mut totals = Totals::new(vec![p.workloads[0].name.clone()], 1, false, window.is_some());
+        let mb: Vec<Mailbox> = vec![Mutex::new(Delta::new(1))];
+        let mut watch = Watch::new(&p).unwrap();
+        let mut states = Vec::new();
+        // 5 s fast, then 5 s slow (four times as many slow responses
+        // would be needed to move the whole run's median past 10 ms).
+        for s in 1..=10u64 {
+            let slow = s > 5;
+            second(
+                &mut totals,
+                &mb,
+                if slow { 100 } else { 1000 },
+                Duration::from_millis(if slow { 50 } else { 1 }),
+            );
+            assert!(watch.tick(&mut totals, Duration::from_secs(s)));
+            states.push(
+                watch
+                    .states()
+                    .into_iter()
+                    .map(|(target, _, ok)| {
+                        assert_eq!(target, "*");
+                        ok
+                    })
+                    .collect(),
+            );
+        }
+        (states, watch.abort.clone())
+    }
+
+    #[test]
+    fn the_whole_run_and_a_window() {
+        let (whole, abort) = run(None, Some(Duration::from_secs(1)));
+        assert!(whole.iter().all(|s| s == &[true, true]), "{whole:?}");
+        assert_eq!(abort, None);
+        // A 2 s window (slices of 1 s, so it spans 2 to 3 s) forgets the
+        // fast seconds: at 7 s it still holds the last fast one, from 8 s
+        // on only slow ones.
+        let (windowed, abort) = run(Some(Duration::from_secs(2)), Some(Duration::from_secs(2)));
+        let p50: Vec<bool> = windowed.iter().map(|s| s[0]).collect();
+        assert_eq!(
+            p50,
+            [true, true, true, true, true, true, true, false, false, false],
+            "{windowed:?}"
+        );
+        assert!(windowed.iter().all(|s| s[1]), "open_min held: {windowed:?}");
+        let why = abort.expect("failing from 8 s, for 2 s at 10 s");
+        assert!(
+            why.contains("p50<10ms") && why.contains("all workloads") && why.contains("failed for 2s"),
+            "{why}"
+        );
     }
 }
