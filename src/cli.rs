@@ -58,6 +58,46 @@ pub enum Command {
     /// when something is, 2 on bad input.
     #[command(after_help = EXIT_CODES)]
     Compare(CompareArgs),
+    /// Combine the JSON reports (and HDR logs) of a plan's shards into one.
+    Merge(MergeArgs),
+    /// Turn a JSON report into a self-contained HTML page with charts.
+    Report(ReportArgs),
+}
+
+/// Flags of `soakd merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The shards' JSON reports (`soakd run --shard I/N --report FILE`).
+    #[arg(value_name = "REPORT", required = true)]
+    pub reports: Vec<PathBuf>,
+    /// Where to write the merged report ("-" = stdout).
+    #[arg(long, value_name = "FILE")]
+    pub out: String,
+    /// The shards' HDR interval logs (`--hdr-log`), repeatable; needs
+    /// --hdr-log-out.
+    #[arg(long = "hdr-log", value_name = "IN")]
+    pub hdr_logs: Vec<PathBuf>,
+    /// Where to write the merged HDR interval log.
+    #[arg(long, value_name = "FILE", requires = "hdr_logs")]
+    pub hdr_log_out: Option<PathBuf>,
+}
+
+/// Flags of `soakd report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The JSON report a run wrote with --report.
+    #[arg(value_name = "REPORT.json")]
+    pub report: PathBuf,
+    /// Write the HTML page to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: PathBuf,
+    /// The same run's HDR interval log (--hdr-log): the percentile
+    /// spectrum is drawn from it instead of the report's histogram.
+    #[arg(long, value_name = "FILE")]
+    pub hdr_log: Option<PathBuf>,
+    /// A baseline report, overlaid dashed on the charts and the summary.
+    #[arg(long, value_name = "REPORT.json")]
+    pub baseline: Option<PathBuf>,
 }
 
 /// Flags of `soakd compare`.
@@ -87,6 +127,9 @@ pub struct CheckArgs {
     /// The TOML config file.
     #[arg(long, value_name = "FILE")]
     pub config: PathBuf,
+    /// Check (and print) one shard's share of the plan.
+    #[command(flatten)]
+    pub shard: ShardArgs,
 }
 
 /// Flags of `soakd status`.
@@ -284,6 +327,10 @@ pub struct RunArgs {
     /// With --baseline: the smallest relative change that counts.
     #[arg(long, value_name = "PCT", value_parser = tolerance, requires = "baseline")]
     pub tolerance: Option<f64>,
+    /// Write the self-contained HTML report (charts over time, percentile
+    /// spectrum) to FILE at the end of the run.
+    #[arg(long, value_name = "FILE")]
+    pub html_report: Option<PathBuf>,
     /// After the run, keep serving the final metrics for DUR so Prometheus
     /// scrapes the final counters (e.g. 2 × the scrape interval).
     #[arg(long, value_name = "DUR", default_value = "0s", value_parser = duration, allow_hyphen_values = true)]
@@ -315,6 +362,42 @@ pub struct RunArgs {
     /// [default: on].
     #[arg(long, value_name = "on|off", value_parser = on_off)]
     pub tls_resumption: Option<bool>,
+    /// Sharding: which share of the plan this process runs.
+    #[command(flatten)]
+    pub shard: ShardArgs,
+}
+
+/// `--shard` and `--shard-sources`, shared by `run` and `check`.
+#[derive(Debug, Args)]
+pub struct ShardArgs {
+    /// Run share I of N of the plan (0-based): connections, rate, ramp and
+    /// -n split so the N shares add up to the plan, each slot at its place
+    /// in the whole plan's schedule. `auto/N` takes I from
+    /// JOB_COMPLETION_INDEX (a Kubernetes Indexed Job). Also SOAKD_SHARD.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+    /// With --shard: shard I takes its own disjoint slice of the source
+    /// addresses (several shards on one host).
+    #[arg(long)]
+    pub shard_sources: bool,
+}
+
+/// The environment variable that stands in for `--shard`.
+pub const SHARD_ENV: &str = "SOAKD_SHARD";
+
+impl ShardArgs {
+    /// The shard from `--shard`, else from `SOAKD_SHARD`, with the name
+    /// of where it came from; `None` when neither is given.
+    fn resolve(&self) -> Result<Option<(plan::Shard, String)>, Error> {
+        let (what, value) = match (&self.shard, std::env::var(SHARD_ENV)) {
+            (Some(v), _) => ("--shard".to_string(), v.clone()),
+            (None, Ok(v)) if !v.is_empty() => (SHARD_ENV.to_string(), v),
+            (None, _) => return Ok(None),
+        };
+        let job = std::env::var(plan::shard::JOB_INDEX_ENV).ok();
+        let shard = plan::Shard::parse(&what, &value, job.as_deref())?;
+        Ok(Some((shard, what)))
+    }
 }
 
 impl RunArgs {
@@ -394,7 +477,11 @@ impl RunArgs {
             threshold_window: self.threshold_window,
             abort_on_fail: self.abort_on_fail,
             baseline: self.baseline(),
+            shard: plan::Shard::WHOLE,
+            shard_sources: false,
         };
+        let (shard, from) = self.shard.resolve()?.unwrap_or((plan::Shard::WHOLE, "--shard".into()));
+        let plan = plan::shard::apply(plan, shard, self.shard.shard_sources, &from)?;
         plan.check_thresholds("--threshold")?;
         Ok((plan, None))
     }
@@ -460,6 +547,8 @@ impl RunArgs {
             threshold_window: self.threshold_window,
             abort_on_fail: self.abort_on_fail,
             baseline: self.baseline(),
+            shard: self.shard.resolve()?,
+            shard_sources: self.shard.shard_sources,
         };
         let plan = crate::config::load(&path, over.clone())?;
         let reload: Reload = Arc::new(move || crate::config::load(&path, over.clone()));
@@ -526,8 +615,14 @@ pub struct DemoArgs {
 /// Runs a parsed command line; `main` maps the error to an exit code.
 pub fn execute(cli: Cli) -> Result<(), Error> {
     match cli.command {
-        Command::Run(args) => {
+        Command::Run(mut args) => {
+            let html = args.html_report.take();
             let (plan, reload) = args.into_run()?;
+            // Checked before anything connects: a path that cannot be
+            // written is bad input, not a surprise after an hour's soak.
+            if let Some(path) = &html {
+                crate::html::check_writable(path, "--html-report")?;
+            }
             let dest = plan.report.clone();
             // The baseline is read before anything starts: a typo must not
             // cost a soak.
@@ -541,6 +636,9 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
             let hdr_log = plan.hdr_log.clone();
             let report = crate::daemon::run(plan, reload)?;
             output(&report, dest.as_ref())?;
+            if let Some(path) = &html {
+                write_html(&report, hdr_log.as_deref(), path)?;
+            }
             verdicts(&report, hdr_log.as_deref(), baseline)
         }
         Command::Compare(args) => {
@@ -571,13 +669,52 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
             }
             worse_error(&c)
         }
+        Command::Report(args) => {
+            crate::html::check_writable(&args.html, "--html")?;
+            let report = crate::html::read_report(&args.report, "REPORT")?;
+            let baseline = args
+                .baseline
+                .as_deref()
+                .map(|p| crate::html::read_report(p, "--baseline"))
+                .transpose()?;
+            let spectrum = args.hdr_log.as_deref().map(crate::html::spectrum_of_log).transpose()?;
+            let page = crate::html::render(&crate::html::Inputs {
+                report: Some(&report),
+                baseline: baseline.as_ref(),
+                spectrum,
+                verdicts: None,
+            });
+            crate::html::write(&args.html, &page)
+        }
         Command::Target(args) => serve_target(args),
         Command::Demo(args) => demo(args),
         Command::Check(args) => {
-            let plan = crate::config::load(&args.config, crate::config::Overrides::default())?;
+            let over = crate::config::Overrides {
+                shard: args.shard.resolve()?,
+                shard_sources: args.shard.shard_sources,
+                ..Default::default()
+            };
+            let plan = crate::config::load(&args.config, over)?;
             print!("{}", crate::plan::describe(&plan));
             println!("{}", crate::preflight::verdict(&plan)?);
             Ok(())
+        }
+        Command::Merge(args) => {
+            if !args.hdr_logs.is_empty() && args.hdr_log_out.is_none() {
+                return Err(Error::Usage(
+                    "--hdr-log gives logs to merge; say where the merged log goes with --hdr-log-out FILE".into(),
+                ));
+            }
+            let report = crate::merge::merge_files(&args.reports)?;
+            if let Some(out) = &args.hdr_log_out {
+                let n = crate::merge::merge_hdr_logs(&args.hdr_logs, out)?;
+                eprintln!(
+                    "soakd merge: {} HDR logs into {} ({n} intervals)",
+                    args.hdr_logs.len(),
+                    out.display()
+                );
+            }
+            output(&report, Some(&ReportDest::parse(&args.out)))
         }
         Command::Status(args) => {
             let summary = crate::statuscmd::status(&args.metrics, Duration::from_secs(1))?;
@@ -655,6 +792,29 @@ fn output(report: &Report, dest: Option<&ReportDest>) -> Result<(), Error> {
         Some(ReportDest::File(path)) => std::fs::write(path, report.to_json() + "\n")
             .map_err(|e| Error::io(format!("writing the report to {}", path.display()), e)),
     }
+}
+
+/// The HTML page of a finished run, its spectrum from the run's HDR log
+/// when it wrote one.
+fn write_html(report: &Report, hdr_log: Option<&std::path::Path>, path: &std::path::Path) -> Result<(), Error> {
+    let json =
+        serde_json::to_value(report).map_err(|e| Error::io("serializing the report", std::io::Error::other(e)))?;
+    let spectrum = match hdr_log.map(crate::html::spectrum_of_log) {
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => {
+            eprintln!("soakd: {e}; the spectrum comes from the report instead");
+            None
+        }
+        None => None,
+    };
+    let page = crate::html::render(&crate::html::Inputs {
+        report: Some(&json),
+        spectrum,
+        ..crate::html::Inputs::default()
+    });
+    crate::html::write(path, &page)?;
+    eprintln!("soakd: HTML report written to {}", path.display());
+    Ok(())
 }
 
 /// The target's TLS, when asked for: the given pair, or a certificate made

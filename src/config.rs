@@ -45,6 +45,8 @@ struct FileGlobals {
     thresholds: Vec<Spanned<String>>,
     threshold_window: Option<Spanned<String>>,
     abort_on_fail: Option<Spanned<String>>,
+    shard: Option<Spanned<String>>,
+    shard_sources: Option<bool>,
     #[serde(default)]
     workload: Vec<Spanned<FileWorkload>>,
 }
@@ -155,6 +157,11 @@ pub struct Overrides {
     pub abort_on_fail: Option<Duration>,
     /// Compare with this report at the end (command line only).
     pub baseline: Option<plan::Baseline>,
+    /// `--shard` (or `SOAKD_SHARD`): the share of the plan to run, and the
+    /// flag or variable it came from (for messages).
+    pub shard: Option<(plan::Shard, String)>,
+    /// `--shard-sources`: each shard takes a slice of the source addresses.
+    pub shard_sources: bool,
 }
 
 /// Reads and validates `path` into a plan; flags in `over` win over the
@@ -451,6 +458,15 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
         Some(t) => t,
         None => thresholds(&file.thresholds)?,
     };
+    let (shard, shard_from) = match (&over.shard, &file.shard) {
+        (Some((s, from)), _) => (*s, from.clone()),
+        (None, Some(v)) => {
+            let at = loc.at(v, "shard");
+            let job = std::env::var(plan::shard::JOB_INDEX_ENV).ok();
+            (plan::Shard::parse(&format!("{at} ="), v.get_ref(), job.as_deref())?, at)
+        }
+        (None, None) => (plan::Shard::WHOLE, "--shard".into()),
+    };
     let plan = Plan {
         workloads,
         threads,
@@ -481,13 +497,16 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
             None => dur(&file.abort_on_fail, "abort_on_fail", true)?,
         },
         baseline: over.baseline,
+        shard: plan::Shard::WHOLE,
+        shard_sources: false,
     };
     let where_ = file
         .thresholds
         .first()
         .map_or_else(|| "--threshold".to_string(), |t| loc.at(t, "thresholds"));
     plan.check_thresholds(&where_)?;
-    Ok(plan)
+    let split = over.shard_sources || file.shard_sources.unwrap_or(false);
+    plan::shard::apply(plan, shard, split, &shard_from)
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@
 //! | 1 plan | [`plan`] |
 //! | 2 | [`config`], `preflight` |
 //! | 3 | `engine`, [`report`], `observe` |
-//! | 4 | `target`, [`statuscmd`], [`verdict`] |
+//! | 4 | `target`, [`statuscmd`], `merge`, [`html`], [`verdict`] |
 //! | 5 | `daemon`, [`cli`] |
 //!
 //! Only what the binary, the tests and the fuzzers need is public.
@@ -30,6 +30,8 @@ pub mod config;
 mod daemon;
 mod engine;
 mod error;
+pub mod html;
+mod merge;
 mod netio;
 mod observe;
 pub mod plan;

@@ -95,11 +95,11 @@ pub fn warnings(plan: &Plan) -> Vec<String> {
             .any(|w| w.close || w.max_requests_per_conn.is_some() || w.max_conn_lifetime.is_some());
         for w in &plan.workloads {
             let fit = ports * w.source_addrs.len().max(1) as u64;
-            if churny && w.peak_connections() * 2 > fit {
+            if churny && plan.share(w) * 2 > fit {
                 out.push(format!(
                     "{}: {} connections with churn use more than half of the {fit} local ports; closed connections hold theirs for 60 s in TIME_WAIT (widen net.ipv4.ip_local_port_range or add --source-addr)",
                     w.name,
-                    w.peak_connections()
+                    plan.share(w)
                 ));
             }
         }
@@ -190,7 +190,7 @@ fn port_budget(plan: &Plan, lo: u32, hi: u32, sockets: &[procfs::net::TcpNetEntr
         } else {
             w.source_addrs.iter().copied().map(Some).collect()
         };
-        let share = w.peak_connections().div_ceil(sources.len() as u64);
+        let share = plan.share(w).div_ceil(sources.len() as u64);
         for s in sources {
             match need.iter_mut().find(|(x, _)| *x == s) {
                 Some((_, n)) => *n += share,
@@ -264,7 +264,7 @@ fn check_ports(plan: &Plan, lo: u32, hi: u32) -> Result<(), Error> {
     let mut by_target: HashMap<SocketAddr, (u64, usize)> = HashMap::new();
     for w in &plan.workloads {
         let e = by_target.entry(w.target.addr).or_insert((0, usize::MAX));
-        e.0 += w.peak_connections();
+        e.0 += plan.share(w);
         e.1 = e.1.min(w.source_addrs.len().max(1));
     }
     for (addr, (conns, sources)) in by_target {

@@ -10,13 +10,13 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::plan::{Metric, Plan, Threshold};
-use crate::stats::{CloseReason, ErrorKind, Gauges, StatusClass, Totals, WorkloadStats};
+use crate::stats::{CloseReason, ErrorKind, Gauges, StatusClass, TimelineJson, Totals, WorkloadStats};
 
 /// Percentiles of one histogram, in seconds.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Percentiles {
     /// Number of samples.
     pub count: u64,
@@ -57,7 +57,7 @@ impl Percentiles {
 }
 
 /// Connection figures.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Connections {
     /// Connections the plan holds.
     pub desired: u64,
@@ -78,7 +78,7 @@ pub struct Connections {
 }
 
 /// Request figures. `sent = completed + failed + in_flight_at_end`.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Requests {
     /// Requests issued on a connection.
     pub sent: u64,
@@ -127,6 +127,46 @@ impl<const N: usize> Serialize for ByName<N> {
     }
 }
 
+impl<'de, const N: usize> Deserialize<'de> for ByName<N> {
+    /// Reads the object back (`soakd merge`). The names are matched to the
+    /// one name table of `N` names that has them all; a name missing from
+    /// the object (a report from an older soakd) counts 0, a name in no
+    /// table is refused.
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        let map = std::collections::BTreeMap::<String, u64>::deserialize(de)?;
+        let tables: [&[&'static str]; 3] = [
+            &StatusClass::ALL.map(StatusClass::name),
+            &ErrorKind::ALL.map(ErrorKind::name),
+            &CloseReason::ALL.map(CloseReason::name),
+        ];
+        let names: [&'static str; N] = tables
+            .iter()
+            .filter(|t| t.len() == N && map.keys().all(|k| t.contains(&k.as_str())))
+            .find_map(|t| (*t).try_into().ok())
+            .ok_or_else(|| {
+                let keys: Vec<&str> = map.keys().map(String::as_str).collect();
+                serde::de::Error::custom(format!(
+                    "names {keys:?} are not one of soakd's tables (status classes, error kinds, close reasons)"
+                ))
+            })?;
+        Ok(ByName {
+            names,
+            counts: names.map(|n| map.get(n).copied().unwrap_or(0)),
+        })
+    }
+}
+
+impl<const N: usize> ByName<N> {
+    /// The sum of two tables of the same names (`soakd merge`).
+    pub fn plus(&self, other: &ByName<N>) -> ByName<N> {
+        let mut sum = self.clone();
+        for (c, o) in sum.counts.iter_mut().zip(other.counts) {
+            *c += o;
+        }
+        sum
+    }
+}
+
 /// Complete responses by status class (see [`StatusClass`]).
 pub type Responses = ByName<{ StatusClass::COUNT }>;
 /// Errors by kind (see [`ErrorKind`]).
@@ -135,7 +175,7 @@ pub type Errors = ByName<{ ErrorKind::COUNT }>;
 pub type Closes = ByName<{ CloseReason::COUNT }>;
 
 /// Bytes on the wire.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Bytes {
     /// Written.
     pub sent: u64,
@@ -144,7 +184,7 @@ pub struct Bytes {
 }
 
 /// Every figure of one workload (or of all of them summed).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Figures {
     /// Connection figures.
     pub connections: Connections,
@@ -173,7 +213,7 @@ pub struct Figures {
 }
 
 /// What the TLS handshakes of a workload came to.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TlsFigures {
     /// Completed handshakes.
     pub handshakes: u64,
@@ -210,7 +250,7 @@ fn version_name(code: u16) -> String {
 }
 
 /// One workload's figures.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WorkloadReport {
     /// Workload name (the metrics' `target` label).
     pub name: String,
@@ -219,30 +259,109 @@ pub struct WorkloadReport {
     /// Its figures.
     #[serde(flatten)]
     pub figures: Figures,
+    /// The full-run histograms behind its percentiles, so shard reports can
+    /// be merged without loss (`soakd merge`).
+    pub histograms: Histograms,
+}
+
+/// A workload's full-run histograms (µs), each HdrHistogram V2 + deflate,
+/// base64: the same encoding as an HdrHistogram interval log's lines, so
+/// the standard tools decode them too.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Histograms {
+    /// Request latency.
+    pub latency: String,
+    /// Schedule lag.
+    pub schedule_lag: String,
+    /// TCP connect time.
+    pub connect: String,
+    /// TLS handshake time.
+    pub tls_handshake: String,
+}
+
+impl Histograms {
+    fn of(s: &WorkloadStats) -> Histograms {
+        Histograms {
+            latency: encode(&s.latency),
+            schedule_lag: encode(&s.lag),
+            connect: encode(&s.connect),
+            tls_handshake: encode(&s.tls_handshake),
+        }
+    }
+}
+
+/// A histogram as base64 of its V2 + deflate serialization.
+pub fn encode(h: &Histogram<u64>) -> String {
+    use base64::Engine as _;
+    let mut bytes = Vec::new();
+    // Serializing into a Vec cannot fail for a histogram of our bounds.
+    hdrhistogram::serialization::Serializer::serialize(
+        &mut hdrhistogram::serialization::V2DeflateSerializer::new(),
+        h,
+        &mut bytes,
+    )
+    .expect("histogram serializes");
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The histogram [`encode`] wrote; `None` when the text is not one.
+pub fn decode(text: &str) -> Option<Histogram<u64>> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(text).ok()?;
+    hdrhistogram::serialization::Deserializer::new()
+        .deserialize(&mut std::io::Cursor::new(bytes))
+        .ok()
+}
+
+/// Which share of a sharded plan a report covers.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ShardReport {
+    /// The shard (`--shard I/N`); `null` in a merged report.
+    pub index: Option<u32>,
+    /// Shards of the plan.
+    pub count: u32,
+    /// A merged report: the shards it holds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged: Vec<u32>,
 }
 
 /// The final report.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     /// Run time until the stop began.
     pub duration_seconds: f64,
+    /// The share of the plan this report covers (0 of 1 unsharded).
+    pub shard: ShardReport,
     /// Figures over all workloads.
     #[serde(flatten)]
     pub all: Figures,
     /// Per-workload figures.
     pub workloads: Vec<WorkloadReport>,
     /// Every threshold, evaluated at the end (empty without thresholds).
+    #[serde(default)]
     pub thresholds: Vec<ThresholdResult>,
     /// Why the run was stopped early by a failing threshold
     /// (`--abort-on-fail`); `null` when it was not.
+    #[serde(default)]
     pub aborted: Option<String>,
     /// The HDR interval log this run wrote (`--hdr-log`), so `soakd
     /// compare` finds it; `null` without one.
+    #[serde(default)]
     pub hdr_log: Option<String>,
+    /// The plan in words (what `soakd check` prints; no header values).
+    /// Empty in a report from a soakd before it.
+    #[serde(default)]
+    pub plan: String,
+    /// The run over time, all workloads summed: per-interval counts,
+    /// connections and latency quantiles, at most 1,000 points (see
+    /// `stats::Timeline` and docs/report.md). No points in a merged report
+    /// or one from a soakd before it.
+    #[serde(default)]
+    pub timeline: TimelineJson,
 }
 
 /// One threshold's verdict.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ThresholdResult {
     /// The workload it is about; `null` for a run-wide threshold (over
     /// all workloads).
@@ -381,6 +500,7 @@ impl Report {
                     name: w.name.clone(),
                     url: w.target.url.clone(),
                     figures,
+                    histograms: Histograms::of(&t.stats[wi]),
                 }
             })
             .collect();
@@ -413,11 +533,18 @@ impl Report {
             .collect();
         Report {
             duration_seconds: secs,
+            shard: ShardReport {
+                index: Some(plan.shard.index),
+                count: plan.shard.count,
+                merged: Vec::new(),
+            },
             all,
             workloads,
             thresholds,
             aborted: None,
             hdr_log: plan.hdr_log.as_ref().map(|p| p.display().to_string()),
+            plan: crate::plan::describe(plan),
+            timeline: t.timeline.to_json(),
         }
     }
 

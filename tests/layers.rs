@@ -26,6 +26,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("target", 4),
     ("statuscmd", 4),
     ("verdict", 4),
+    ("merge", 4),
+    ("html", 4),
     ("daemon", 5),
     ("cli", 5),
 ];

@@ -31,6 +31,7 @@ const CONTRACT: &[&str] = &[
     "soakd_received_bytes_total",
     "soakd_request_duration_window_seconds",
     "soakd_build_info",
+    "soakd_shard_info",
     "soakd_healthy",
     "process_resident_memory_bytes",
     "process_cpu_seconds_total",

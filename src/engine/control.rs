@@ -117,6 +117,7 @@ impl<'s> Control<'s> {
             self.take_reload();
             let (idle, budget_done) = self.totals.collect(&self.workers.shared.mailboxes);
             let elapsed = self.start.elapsed();
+            self.totals.timeline.tick(elapsed);
             self.sink.tick(&mut self.totals, elapsed);
             if self.stop_at.is_none() {
                 self.advance_stages(elapsed);
@@ -327,7 +328,7 @@ impl<'s> Control<'s> {
             }
         }
         if d.needs_restart {
-            said.push("threads, metrics_listen, hdr_log and thresholds take effect at the next start".into());
+            said.push("threads, metrics_listen, hdr_log, shard and thresholds take effect at the next start".into());
         }
         self.workers.send(&cmds);
         if said.is_empty() {

@@ -3,9 +3,17 @@
 //! Connection slots go to workers round-robin by slot index, which keeps
 //! each worker's share of every workload (and of the schedule's phases)
 //! even; the `--requests` budget and the ramp rates are split in
-//! proportion.
+//! proportion. A sharded process deals only its shard's slots (slot `s`
+//! is shard `s % N`'s), round-robin by their place among those, so the
+//! workers of every shard stay as even as the workers of one process.
 
-use crate::plan::Plan;
+use crate::plan::{Plan, Shard};
+
+/// The worker (of `threads`) that holds `slot` in this process, or `None`
+/// when the slot belongs to another shard.
+pub(super) fn worker_of(shard: Shard, slot: u32, threads: usize) -> Option<usize> {
+    shard.owns(slot).then(|| shard.local(slot) as usize % threads)
+}
 
 /// One worker's part of the plan.
 pub(super) struct Share {
@@ -17,18 +25,20 @@ pub(super) struct Share {
     pub(super) ramp: Vec<f64>,
 }
 
-/// Deals the slots of every workload to `threads` workers and splits the
-/// request budget and ramp rates in proportion.
+/// Deals this shard's slots of every workload to `threads` workers and
+/// splits its request budget and ramp rates in proportion.
 pub(super) fn deal(plan: &Plan, threads: usize) -> Vec<Share> {
     let mut slots: Vec<Vec<(u16, u32)>> = vec![Vec::new(); threads];
     for (wi, w) in plan.workloads.iter().enumerate() {
         for s in 0..w.connections {
-            slots[s as usize % threads].push((wi as u16, s));
+            if let Some(k) = worker_of(plan.shard, s, threads) {
+                slots[k].push((wi as u16, s));
+            }
         }
     }
     let total: u64 = slots.iter().map(|s| s.len() as u64).sum();
     let mut budgets: Vec<Option<u64>> = vec![None; threads];
-    if let Some(n) = plan.max_requests {
+    if let Some(n) = plan.max_requests.map(|n| plan.shard.share(n)) {
         let mut given = 0;
         for (i, b) in budgets.iter_mut().enumerate() {
             let share = if i + 1 == threads {
@@ -89,5 +99,34 @@ mod tests {
         }
         // Round-robin by slot index: worker k holds slots k, k+4, ...
         assert!(shares[1].slots.iter().all(|(_, s)| s % 4 == 1));
+    }
+
+    #[test]
+    fn shards_deal_their_own_grid_places_and_add_up_to_the_plan() {
+        let whole = plan(&[10, 7], Some(1001));
+        let mut slots = Vec::new();
+        let (mut budget, mut ramp) = (0, [0.0; 2]);
+        for index in 0..3 {
+            let mut p = whole.clone();
+            p.shard = Shard { index, count: 3 };
+            for sh in deal(&p, 2) {
+                assert!(
+                    sh.slots.iter().all(|&(_, s)| s % 3 == index),
+                    "shard {index} holds another's slot"
+                );
+                slots.extend(sh.slots);
+                budget += sh.budget.unwrap();
+                for (sum, r) in ramp.iter_mut().zip(&sh.ramp) {
+                    *sum += r;
+                }
+            }
+        }
+        slots.sort_unstable();
+        let every: Vec<(u16, u32)> = (0..10).map(|s| (0, s)).chain((0..7).map(|s| (1, s))).collect();
+        assert_eq!(slots, every, "every slot of the plan once");
+        assert_eq!(budget, 1001);
+        for r in ramp {
+            assert!((r - 100.0).abs() < 1e-9, "{r}");
+        }
     }
 }

@@ -81,6 +81,7 @@ pub(super) fn diff(old: &Plan, new: &Plan) -> Diff {
             || new.metrics_listen != old.metrics_listen
             || new.hdr_log != old.hdr_log
             || new.hdr_log_interval != old.hdr_log_interval
+            || new.shard != old.shard
             || thresholds_differ(old, new),
     }
 }
@@ -160,6 +161,9 @@ mod tests {
         );
         let threads = plan(&format!("threads = 7\n{A}{B}"));
         assert!(diff(&old, &threads).needs_restart);
+        let mut sharded = old.clone();
+        sharded.shard = crate::plan::Shard { index: 0, count: 2 };
+        assert!(diff(&old, &sharded).needs_restart);
     }
 
     #[test]

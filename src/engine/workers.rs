@@ -63,6 +63,7 @@ impl Workers {
                 ramp,
                 ports,
                 threads,
+                shard: plan.shard,
             };
             let worker = Worker::new(spec, workers.shared.clone(), wl.clone())
                 .map_err(|e| Error::io("setting up a worker", e))?;

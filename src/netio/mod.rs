@@ -14,11 +14,13 @@
 //! tells the event loop when to look again.
 
 mod stream;
+mod tls_client;
 
 use std::io;
 use std::time::{Duration, Instant};
 
 pub use stream::{Session, Stream, TlsStream, tls_error};
+pub use tls_client::ClientTls;
 
 use mio::Token;
 

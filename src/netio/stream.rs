@@ -2,10 +2,11 @@
 //!
 //! The engine's client connections and the built-in target's server
 //! connections both read into a buffer and write from one; [`Stream`] is
-//! that seam. A TLS stream runs rustls over readiness the way rustls's own
-//! mio examples do: `read_tls` → `process_new_packets` → `reader()` on the
-//! way in, `writer()` → `write_tls` on the way out, and the socket's
-//! readiness decides when each can go on.
+//! that seam. The server side ([`TlsStream`]) runs rustls's buffered API
+//! over readiness the way rustls's own mio examples do: `read_tls` →
+//! `process_new_packets` → `reader()` on the way in, `writer()` →
+//! `write_tls` on the way out; the client side ([`ClientTls`]) drives the
+//! unbuffered API over the same readiness.
 //!
 //! Two things differ from a plain socket and every caller must honour them:
 //! a short read does not mean the socket is drained (rustls may hold
@@ -13,30 +14,30 @@
 //! encrypted bytes still wait for the socket ([`Stream::wants_write`]; call
 //! [`Stream::flush`] on the next WRITABLE event).
 //!
-//! Memory: rustls keeps a receive buffer of about 4 KiB per connection and
-//! frees plaintext and send buffers once they are consumed, so an idle TLS
-//! connection holds its session state and that buffer, nothing more.
+//! Why two: the buffered API keeps a receive buffer of at least 4 KiB per
+//! connection for its whole life — fine for the test server, too much for
+//! ten thousand held client connections, which hold no buffer at all when
+//! idle on the unbuffered API.
 
 use std::io::{self, Read, Write};
 use std::sync::Arc;
 
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
-use rustls::pki_types::ServerName;
-use rustls::{ClientConfig, ClientConnection, Connection, HandshakeKind, ServerConfig, ServerConnection};
+use rustls::{ServerConfig, ServerConnection};
 
-/// Most plaintext handed to rustls in one write: a few records, so a large
-/// body is encrypted as the socket takes it rather than all at once.
-const MAX_PLAINTEXT_PER_WRITE: usize = 64 * 1024;
+use super::tls_client::{ClientTls, MAX_PLAINTEXT_PER_WRITE};
 
 /// A connection's byte stream.
 #[derive(Debug)]
 pub enum Stream {
     /// Plain TCP.
     Plain(TcpStream),
-    /// TLS over TCP (boxed: the rustls state is much larger than a socket,
-    /// and plain connections should not pay for it).
+    /// TLS over TCP, server side (boxed: the rustls state is much larger
+    /// than a socket, and plain connections should not pay for it).
     Tls(Box<TlsStream>),
+    /// TLS over TCP, client side.
+    Client(Box<ClientTls>),
 }
 
 /// What a finished handshake agreed on.
@@ -56,6 +57,7 @@ impl Stream {
         match self {
             Stream::Plain(s) => s,
             Stream::Tls(t) => &t.tcp,
+            Stream::Client(c) => c.sock(),
         }
     }
 
@@ -63,6 +65,7 @@ impl Stream {
         match self {
             Stream::Plain(s) => s,
             Stream::Tls(t) => &mut t.tcp,
+            Stream::Client(c) => c.sock_mut(),
         }
     }
 
@@ -82,6 +85,7 @@ impl Stream {
         match self {
             Stream::Plain(s) => s.read(buf),
             Stream::Tls(t) => t.read(buf),
+            Stream::Client(c) => c.read(buf),
         }
     }
 
@@ -91,6 +95,7 @@ impl Stream {
         match self {
             Stream::Plain(s) => s.write(bytes),
             Stream::Tls(t) => t.write(bytes),
+            Stream::Client(c) => c.write(bytes),
         }
     }
 
@@ -108,6 +113,7 @@ impl Stream {
         match self {
             Stream::Plain(_) => false,
             Stream::Tls(t) => t.conn.wants_write(),
+            Stream::Client(c) => c.wants_write(),
         }
     }
 
@@ -116,80 +122,25 @@ impl Stream {
         match self {
             Stream::Plain(_) => Ok(()),
             Stream::Tls(t) => t.flush(),
+            Stream::Client(c) => c.flush(),
         }
     }
 }
 
-/// rustls over a non-blocking TCP socket.
+/// rustls (buffered) over a non-blocking TCP socket: the server side.
 #[derive(Debug)]
 pub struct TlsStream {
     tcp: TcpStream,
-    conn: Connection,
+    conn: ServerConnection,
 }
 
 impl TlsStream {
-    /// A client connection to `name`, handshake not yet started.
-    pub fn client(
-        tcp: TcpStream,
-        config: Arc<ClientConfig>,
-        name: ServerName<'static>,
-    ) -> Result<TlsStream, rustls::Error> {
-        Ok(TlsStream {
-            tcp,
-            conn: Connection::Client(ClientConnection::new(config, name)?),
-        })
-    }
-
     /// A server connection, waiting for the client's hello.
     pub fn server(tcp: TcpStream, config: Arc<ServerConfig>) -> Result<TlsStream, rustls::Error> {
         Ok(TlsStream {
             tcp,
-            conn: Connection::Server(ServerConnection::new(config)?),
+            conn: ServerConnection::new(config)?,
         })
-    }
-
-    /// Moves the handshake on as far as the socket allows. `Ok(Some(_))`
-    /// once it is complete, `Ok(None)` while it waits for the peer. A TLS
-    /// failure comes back as `InvalidData` carrying the [`rustls::Error`]
-    /// (see [`tls_error`]); the peer closing mid-handshake as
-    /// `UnexpectedEof`.
-    pub fn handshake(&mut self) -> io::Result<Option<Session>> {
-        loop {
-            match self.flush() {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
-            }
-            if !self.conn.is_handshaking() {
-                return Ok(Some(self.session()));
-            }
-            match self.conn.read_tls(&mut self.tcp) {
-                Ok(0) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "the peer closed the connection during the TLS handshake",
-                    ));
-                }
-                Ok(_) => self.process()?,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    return if e.kind() == io::ErrorKind::WouldBlock {
-                        Ok(None)
-                    } else {
-                        Err(e)
-                    };
-                }
-            }
-        }
-    }
-
-    /// What the handshake agreed on (meaningful once it is complete).
-    pub fn session(&self) -> Session {
-        Session {
-            resumed: self.conn.handshake_kind() == Some(HandshakeKind::Resumed),
-            version: self.conn.protocol_version().map_or(0, u16::from),
-            suite: self.conn.negotiated_cipher_suite().map_or(0, |s| u16::from(s.suite())),
-        }
     }
 
     /// Hands TLS records read so far to rustls; sends any alert it queued.

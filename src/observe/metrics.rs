@@ -138,6 +138,9 @@ pub struct Snapshot {
     pub last_reload_success: f64,
     /// Thresholds: (target label, expression, passing).
     pub thresholds: Vec<(String, String, bool)>,
+    /// The `shard` and `shards` labels of `soakd_shard_info` (0 and 1
+    /// unsharded).
+    pub shard: [String; 2],
 }
 
 /// The exporter's side of the control loop: keeps the window ring and the
@@ -153,8 +156,8 @@ pub struct Metrics {
 
 impl Metrics {
     /// Metrics for workloads named `names`, with `--target-pid`s per
-    /// workload.
-    pub fn new(names: &[String], pids: Vec<Vec<u32>>) -> Metrics {
+    /// workload, of the process that runs `shard` of the plan.
+    pub fn new(names: &[String], pids: Vec<Vec<u32>>, shard: crate::plan::Shard) -> Metrics {
         let snapshot = Arc::new(Mutex::new(Snapshot {
             workloads: names
                 .iter()
@@ -165,6 +168,7 @@ impl Metrics {
             reloads: [0, 0],
             last_reload_success: unix_now(),
             thresholds: Vec::new(),
+            shard: [shard.index.to_string(), shard.count.to_string()],
         }));
         let registry = prometheus::Registry::new();
         // Both collectors are built here with fixed, valid descriptors, so
@@ -587,6 +591,19 @@ const FAMILIES: &[Family] = &[
         labels: &["version"],
         fill: Fill::Global(|kind, _, out| {
             out.push(value(kind, &[("version", env!("CARGO_PKG_VERSION"))], 1.0));
+        }),
+    },
+    Family {
+        name: "soakd_shard_info",
+        help: "Always 1; which share of the plan this process runs (--shard I/N; 0 of 1 unsharded).",
+        kind: MetricType::GAUGE,
+        labels: &["shard", "shards"],
+        fill: Fill::Global(|kind, snap, out| {
+            out.push(value(
+                kind,
+                &[("shard", &snap.shard[0]), ("shards", &snap.shard[1])],
+                1.0,
+            ));
         }),
     },
     Family {

@@ -58,7 +58,7 @@ impl Observers {
             Some(addr) => {
                 let names: Vec<String> = plan.workloads.iter().map(|w| w.name.clone()).collect();
                 let pids = plan.workloads.iter().map(|w| w.target_pids.clone()).collect();
-                let mut m = Metrics::new(&names, pids);
+                let mut m = Metrics::new(&names, pids, plan.shard);
                 // Every threshold's gauge exists (passing) from the first
                 // scrape.
                 if let Some(w) = &thresholds {

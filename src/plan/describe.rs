@@ -8,6 +8,13 @@ use super::{LoadModel, Plan};
 /// The plan in words: per workload what it connects to, how hard and for
 /// how long, then the totals.
 pub fn describe(plan: &Plan) -> String {
+    // A workload's whole-plan rate (none in closed loop): this shard's part
+    // of it is `share_rate` of that.
+    let whole_rate = |w: &super::Workload| match w.model {
+        LoadModel::Closed => None,
+        LoadModel::Interval(i) => Some(w.connections as f64 / i.as_secs_f64()),
+        LoadModel::Rate(r) => Some(r),
+    };
     let mut s = String::new();
     let mut total_rate = 0.0;
     let mut rate_known = true;
@@ -46,6 +53,21 @@ pub fn describe(plan: &Plan) -> String {
             }
         );
         let _ = writeln!(s, "  {model}");
+        if !plan.shard.is_whole() {
+            let sh = plan.shard;
+            let rate = whole_rate(w).map_or(String::new(), |r| {
+                format!(", {:.1} req/s", sh.share_rate(r, w.connections))
+            });
+            let _ = writeln!(
+                s,
+                "  shard {sh}: {} of the {} connections (slots s with s mod {} = {}, at their places in the whole plan's schedule){rate}, ramp {:.1}/s",
+                sh.share(w.connections as u64),
+                w.connections,
+                sh.count,
+                sh.index,
+                sh.share_rate(w.ramp as f64, w.connections)
+            );
+        }
         let _ = writeln!(
             s,
             "  timeouts connect {} request {}",
@@ -101,11 +123,39 @@ pub fn describe(plan: &Plan) -> String {
             ))
         );
     }
+    let share_rate: f64 = plan
+        .workloads
+        .iter()
+        .map(|w| plan.shard.share_rate(whole_rate(w).unwrap_or(0.0), w.connections))
+        .sum();
+    if !plan.shard.is_whole() {
+        let whole: u64 = plan.workloads.iter().map(|w| w.peak_connections()).sum();
+        let _ = writeln!(
+            s,
+            "shard {}: {} of the plan's {whole} connections{}{}{}",
+            plan.shard,
+            plan.total_connections(),
+            if rate_known {
+                format!(", {share_rate:.1} of {total_rate:.1} req/s")
+            } else {
+                String::new()
+            },
+            plan.max_requests
+                .map_or(String::new(), |n| format!(", {} of {n} requests", plan.shard.share(n))),
+            if plan.shard_sources {
+                ", its own slice of the source addresses"
+            } else {
+                ""
+            }
+        );
+    }
     let _ = writeln!(
         s,
         "total: {} connections, {}, {} worker threads, metrics {}",
         plan.total_connections(),
-        if rate_known {
+        if rate_known && !plan.shard.is_whole() {
+            format!("{share_rate:.1} req/s")
+        } else if rate_known {
             format!("{total_rate:.1} req/s")
         } else {
             "closed-loop rate (as fast as the target answers)".into()

@@ -12,6 +12,7 @@
 
 pub mod defaults;
 mod describe;
+pub mod shard;
 pub mod threshold;
 pub mod tls;
 mod url;
@@ -21,6 +22,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use describe::describe;
+pub use shard::Shard;
 pub use threshold::{Metric, Op, Threshold};
 pub use tls::{Tls, TlsSpec, TlsVersion};
 pub use url::{ParsedUrl, parse_url, resolve};
@@ -175,6 +177,12 @@ pub struct Plan {
     /// Keep serving the final metrics this long after the run, so the last
     /// scrape sees the final counters.
     pub metrics_linger: Duration,
+    /// The share of the plan this process runs (0/1 unsharded). The
+    /// workloads keep the whole plan's numbers; see [`shard`].
+    pub shard: Shard,
+    /// `--shard-sources`: the workloads' source addresses are already this
+    /// shard's slice.
+    pub shard_sources: bool,
     /// Length of one HDR log interval.
     pub hdr_log_interval: Duration,
     /// Thresholds on the figures over all workloads.
@@ -200,10 +208,17 @@ pub struct Baseline {
 }
 
 impl Plan {
-    /// Connections over all workloads, at the largest stage of each: what
-    /// the open-file and port limits must fit.
+    /// This process's connections over all workloads (its shard's share),
+    /// at the largest stage of each: what the open-file and port limits
+    /// must fit.
     pub fn total_connections(&self) -> u64 {
-        self.workloads.iter().map(Workload::peak_connections).sum()
+        self.workloads.iter().map(|w| self.share(w)).sum()
+    }
+
+    /// The most connections this process holds of `w`: its shard's share
+    /// of the workload's peak.
+    pub fn share(&self, w: &Workload) -> u64 {
+        self.shard.share(w.peak_connections())
     }
 
     /// Every threshold with the workload it is about (`None`: all of

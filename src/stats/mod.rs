@@ -15,6 +15,7 @@
 //! cannot saturate in any run shorter than centuries.
 
 mod kinds;
+mod timeline;
 mod totals;
 
 use std::sync::Mutex;
@@ -23,6 +24,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 
 pub use kinds::{CloseReason, ErrorKind, StatusClass};
+pub use timeline::{Timeline, TimelineJson};
 pub use totals::Totals;
 
 /// Highest value the histograms track, in microseconds (1 hour).

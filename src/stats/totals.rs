@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Delta, Gauges, Mailbox, WorkloadStats, histogram};
+use super::{Delta, Gauges, Mailbox, Timeline, WorkloadStats, histogram};
 
 /// Running totals over all workers, per workload. Owned by the control
 /// thread; workers never touch it.
@@ -46,6 +46,9 @@ pub struct Totals {
     /// Per workload: what arrived since the live thresholds last took it;
     /// only kept with a threshold window.
     recent: Option<Vec<WorkloadStats>>,
+    /// The run as a bounded time series (all workloads summed), for the
+    /// report; the control loop calls its `tick` after each drain.
+    pub timeline: Timeline,
 }
 
 impl Totals {
@@ -68,6 +71,7 @@ impl Totals {
             window: (0..n).map(|_| histogram()).collect(),
             log_interval: hdr_log.then(|| (0..n).map(|_| histogram()).collect()),
             recent: recent.then(|| (0..n).map(|_| WorkloadStats::default()).collect()),
+            timeline: Timeline::new(),
         }
     }
 
@@ -104,6 +108,7 @@ impl Totals {
                         log[wi].add(&stats[wi].latency).expect("histograms share bounds");
                     }
                 }
+                self.timeline.add(&stats[wi]);
                 stats[wi].clear();
                 gauges[wi].add(&g[wi]);
                 if g[wi].desired > 0 {
@@ -142,6 +147,7 @@ impl Totals {
             let open: u64 = gauges.iter().map(|g| g.open).sum();
             self.open_min_all = Some(self.open_min_all.map_or(open, |m| m.min(open)));
         }
+        self.timeline.level(gauges.iter().map(|g| g.open).sum());
         self.gauges = gauges;
         // Only once every worker has recorded its count at the stop: a sum
         // over some of them would be taken for the whole.

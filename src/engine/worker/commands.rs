@@ -148,7 +148,7 @@ impl Worker {
         }
         let head = self.wl[wi].head;
         for slot in old..cmd.connections {
-            if slot as usize % self.threads != self.index {
+            if crate::engine::deal::worker_of(self.shard, slot, self.threads) != Some(self.index) {
                 continue;
             }
             mine += 1;

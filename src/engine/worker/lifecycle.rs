@@ -37,7 +37,7 @@ impl Worker {
     pub(super) fn start_connect(&mut self, key: usize, now: u64) {
         let c = &mut self.conns[key];
         let w = &self.wl[c.workload as usize];
-        let source = (!w.sources.is_empty()).then(|| w.sources[c.slot as usize % w.sources.len()]);
+        let source = (!w.sources.is_empty()).then(|| w.sources[self.shard.local(c.slot) as usize % w.sources.len()]);
         let addr = w.addr;
         self.local[c.workload as usize].counters.connects_started += 1;
         c.generation = self.generations.next();

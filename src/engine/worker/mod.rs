@@ -201,8 +201,10 @@ pub struct WorkerSpec {
     pub ramp: Vec<f64>,
     /// Local ports this worker binds itself (`None`: the kernel picks).
     pub ports: Option<PortPicker>,
-    /// Worker threads in all (slot `s` belongs to worker `s % threads`).
+    /// Worker threads in all (see [`super::deal::worker_of`]).
     pub threads: usize,
+    /// The process's shard of the plan: which slots are its own.
+    pub shard: crate::plan::Shard,
 }
 
 /// A worker's whole state; lives on its own thread.
@@ -216,6 +218,7 @@ pub struct Worker {
     /// event for a removed slot's socket can never match a new occupant.
     generations: crate::netio::Generations,
     threads: usize,
+    shard: crate::plan::Shard,
     commands_seen: u64,
     wheel: Wheel,
     fired: Vec<u32>,
@@ -281,6 +284,7 @@ impl Worker {
         Ok(Worker {
             generations: Default::default(),
             threads: spec.threads,
+            shard: spec.shard,
             commands_seen: 0,
             ports: spec.ports,
             timerfd,

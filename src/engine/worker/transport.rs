@@ -14,7 +14,7 @@ use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
 
 use super::socket;
-use crate::netio::{Session, Stream, TlsStream, tls_error};
+use crate::netio::{ClientTls, Session, Stream, tls_error};
 use crate::stats::ErrorKind;
 
 /// What a TLS workload connects with: the shared client configuration and
@@ -46,15 +46,15 @@ impl Transport {
     pub(super) fn new(stream: mio::net::TcpStream, tls: Option<&TlsClient>) -> Result<Transport, ErrorKind> {
         Ok(Transport(match tls {
             None => Stream::Plain(stream),
-            Some(t) => Stream::Tls(Box::new(
-                TlsStream::client(stream, t.config.clone(), t.name.clone()).map_err(|_| ErrorKind::TlsHandshake)?,
+            Some(t) => Stream::Client(Box::new(
+                ClientTls::new(stream, t.config.clone(), t.name.clone()).map_err(|_| ErrorKind::TlsHandshake)?,
             )),
         }))
     }
 
     /// True for a TLS connection (which has a handshake to do).
     pub(super) fn is_tls(&self) -> bool {
-        matches!(self.0, Stream::Tls(_))
+        matches!(self.0, Stream::Client(_))
     }
 
     /// Registers for read and write readiness (edge-triggered).
@@ -76,7 +76,7 @@ impl Transport {
     /// Moves a TLS handshake on: `Ok(Some(_))` once done, `Ok(None)` while
     /// it waits for the server, or the error kind it failed with.
     pub(super) fn handshake(&mut self) -> Result<Option<Session>, ErrorKind> {
-        let Stream::Tls(t) = &mut self.0 else {
+        let Stream::Client(t) = &mut self.0 else {
             return Ok(None);
         };
         t.handshake().map_err(|e| classify_handshake(&e))
@@ -119,7 +119,7 @@ impl Transport {
 
     /// Ends a TLS session politely (close_notify) before a planned close.
     pub(super) fn close_notify(&mut self) {
-        if let Stream::Tls(t) = &mut self.0 {
+        if let Stream::Client(t) = &mut self.0 {
             t.close_notify();
         }
     }

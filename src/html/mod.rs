@@ -1,0 +1,667 @@
+//! The HTML report: one self-contained page to look at a soak with.
+//!
+//! `soakd report REPORT.json --html OUT.html` (and `soakd run
+//! --html-report`) turn a JSON report into a page a person can open
+//! offline, attach to a ticket or archive next to the JSON: the plan, the
+//! summary, the thresholds, the verdicts against a baseline, and charts of
+//! latency, throughput, errors, connections and schedule lag over time plus
+//! the percentile spectrum. It holds no script, no stylesheet link, no
+//! font and no image fetched from anywhere: inline CSS and inline SVG
+//! only (see [`svg`] for why the charts are drawn by hand).
+//!
+//! Its input is the report as JSON (`serde_json::Value`), not the report
+//! types: the page is built from files (today's run, a baseline from last
+//! week, maybe from an older soakd), so it reads fields by name and shows
+//! what is there, a dash for what is not. Its size follows the report's
+//! timeline, which is bounded (`stats::Timeline`), so a week's page is as
+//! small as a day's.
+//!
+//! The time charts sum every workload (the timeline is summed); the
+//! percentile spectrum is, in order of preference, that of the HDR interval
+//! log given (all its intervals and tags merged), of the report's full-run
+//! histograms (`workloads[].histograms.latency`, merged), or the report's
+//! few percentiles.
+
+pub mod svg;
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use serde_json::Value;
+
+use crate::Error;
+use svg::{Chart, Series, Unit, esc, label};
+
+/// Colours of the latency quantiles, the rate and the error kinds.
+const P50: &str = "#1f77b4";
+const P90: &str = "#2ca02c";
+const P99: &str = "#ff7f0e";
+const PMAX: &str = "#d62728";
+const PALETTE: [&str; 8] = [
+    "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#ff7f0e",
+];
+
+/// The spectrum's quantiles: x = log10(1/(1-q)) from 0 to 5 (p99.999).
+const SPECTRUM_STEPS: usize = 100;
+
+/// What a page is made of.
+#[derive(Debug, Default)]
+pub struct Inputs<'a> {
+    /// The report (JSON).
+    pub report: Option<&'a Value>,
+    /// A baseline report to overlay (dashed).
+    pub baseline: Option<&'a Value>,
+    /// The latency percentile spectrum from an HDR interval log, as
+    /// (log10(1/(1-q)), seconds); see [`spectrum_of_log`].
+    pub spectrum: Option<Vec<(f64, f64)>>,
+    /// Rows of a baseline comparison, each an object with `workload`,
+    /// `metric`, `baseline`, `new`, `abs_change`, `rel_change`, `verdict`,
+    /// `method`. `None`: no comparison was made.
+    pub verdicts: Option<&'a [Value]>,
+}
+
+/// Fails with a usage error (exit 2) when `path` cannot be created; run
+/// before the work whose result goes there. The file is left empty.
+pub fn check_writable(path: &Path, flag: &str) -> Result<(), Error> {
+    std::fs::File::create(path).map(drop).map_err(|e| {
+        Error::Usage(format!(
+            "{flag} {}: cannot create it ({e}); give a writable path",
+            path.display()
+        ))
+    })
+}
+
+/// Writes the page.
+pub fn write(path: &Path, page: &str) -> Result<(), Error> {
+    std::fs::write(path, page).map_err(|e| Error::io(format!("writing the HTML report to {}", path.display()), e))
+}
+
+/// Reads and parses a JSON report; the errors name the file and the fix.
+pub fn read_report(path: &Path, what: &str) -> Result<Value, Error> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::Usage(format!(
+            "{what} {}: cannot read it ({e}); give the JSON file a run wrote with --report",
+            path.display()
+        ))
+    })?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| {
+        Error::Usage(format!(
+            "{what} {}: not JSON ({e}); give the file a run wrote with --report",
+            path.display()
+        ))
+    })?;
+    if !v.is_object() || v.get("duration_seconds").is_none() {
+        return Err(Error::Usage(format!(
+            "{what} {}: not a soakd report (no duration_seconds); give the file a run wrote with --report",
+            path.display()
+        )));
+    }
+    Ok(v)
+}
+
+/// The percentile spectrum of an HDR interval log (every interval and tag
+/// merged), as (log10(1/(1-q)), seconds).
+pub fn spectrum_of_log(path: &Path) -> Result<Vec<(f64, f64)>, Error> {
+    let bad = |why: String| {
+        Error::Usage(format!(
+            "--hdr-log {}: {why}; give the file a run wrote with --hdr-log",
+            path.display()
+        ))
+    };
+    let bytes = std::fs::read(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
+    let mut merged: Histogram<u64> = crate::stats::histogram();
+    let mut intervals = 0;
+    for entry in IntervalLogIterator::new(&bytes) {
+        let entry = entry.map_err(|e| bad(format!("not an HdrHistogram interval log ({e:?})")))?;
+        let LogEntry::Interval(iv) = entry else {
+            continue;
+        };
+        let h =
+            crate::report::decode(iv.encoded_histogram()).ok_or_else(|| bad("an interval does not decode".into()))?;
+        merged
+            .add(&h)
+            .map_err(|e| bad(format!("an interval is out of range ({e:?})")))?;
+        intervals += 1;
+    }
+    if intervals == 0 {
+        return Err(bad("it holds no interval".into()));
+    }
+    Ok(spectrum(|q| {
+        (!merged.is_empty()).then(|| merged.value_at_quantile(q) as f64 / 1e6)
+    }))
+}
+
+/// The spectrum of a quantile function (µs → s done by the caller).
+fn spectrum(at: impl Fn(f64) -> Option<f64>) -> Vec<(f64, f64)> {
+    (0..=SPECTRUM_STEPS)
+        .filter_map(|i| {
+            let x = 5.0 * i as f64 / SPECTRUM_STEPS as f64;
+            at(1.0 - 10f64.powf(-x)).map(|v| (x, v))
+        })
+        .collect()
+}
+
+/// The spectrum a report itself gives: from its workloads' full-run
+/// latency histograms (`workloads[].histograms.latency`) merged when it
+/// has them, else from its few percentiles (the max drawn at p99.999).
+fn report_spectrum(r: &Value) -> (Vec<(f64, f64)>, &'static str) {
+    let mut merged = crate::stats::histogram();
+    for w in r.get("workloads").and_then(Value::as_array).into_iter().flatten() {
+        if let Some(h) = w
+            .pointer("/histograms/latency")
+            .and_then(Value::as_str)
+            .and_then(crate::report::decode)
+        {
+            // A histogram past soakd's range is not soakd's: left out.
+            let _ = merged.add(&h);
+        }
+    }
+    if !merged.is_empty() {
+        return (
+            spectrum(|q| Some(merged.value_at_quantile(q) as f64 / 1e6)),
+            "from the report's latency histograms",
+        );
+    }
+    let l = &r["latency_seconds"];
+    let pts = [
+        ("p50", 0.5f64),
+        ("p90", 0.9),
+        ("p99", 0.99),
+        ("p999", 0.999),
+        ("max", 0.999_99),
+    ]
+    .iter()
+    .filter_map(|(k, q)| Some(((1.0 / (1.0 - q)).log10(), l.get(*k)?.as_f64()?)))
+    .collect();
+    (pts, "from the report's percentiles (max drawn at 99.999%)")
+}
+
+fn f(v: &Value, path: &[&str]) -> Option<f64> {
+    path.iter().try_fold(v, |v, k| v.get(*k))?.as_f64()
+}
+
+fn cell_secs(v: Option<f64>) -> String {
+    v.map_or("-".into(), |s| label(s, Unit::Seconds))
+}
+
+fn cell_num(v: Option<f64>) -> String {
+    v.map_or("-".into(), |n| {
+        if n.fract() == 0.0 {
+            format!("{n:.0}")
+        } else {
+            format!("{n:.1}")
+        }
+    })
+}
+
+/// The timeline's points of a report (empty without one).
+fn points(r: &Value) -> &[Value] {
+    r.pointer("/timeline/points")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+/// One series over time: `y` of each point at its midpoint; `None` breaks
+/// the line.
+fn over_time(r: &Value, y: impl Fn(&Value) -> Option<f64>) -> Vec<(f64, f64)> {
+    points(r)
+        .iter()
+        .filter_map(|p| {
+            let t = p.get("t")?.as_f64()? + p.get("seconds")?.as_f64()? / 2.0;
+            Some((t, y(p).unwrap_or(f64::NAN)))
+        })
+        .collect()
+}
+
+/// Per second over a point's length.
+fn rate(p: &Value, count: Option<f64>) -> Option<f64> {
+    let secs = p.get("seconds")?.as_f64()?;
+    (secs > 0.0).then(|| count.unwrap_or(0.0) / secs)
+}
+
+/// Reads one value off a timeline point.
+type Getter<'a> = &'a dyn Fn(&Value) -> Option<f64>;
+/// A line of a time chart: legend name, colour, value.
+type Line<'a> = (&'a str, &'static str, Getter<'a>);
+
+/// The series of a time chart for the report, and the baseline's dashed.
+fn both(r: &Value, base: Option<&Value>, lines: &[Line<'_>]) -> Vec<Series> {
+    let mut out = Vec::new();
+    for (from, dashed, suffix) in [(Some(r), false, ""), (base, true, " (baseline)")] {
+        let Some(from) = from else { continue };
+        for (name, color, y) in lines {
+            out.push(Series {
+                name: format!("{name}{suffix}"),
+                color,
+                dashed,
+                points: over_time(from, y),
+            });
+        }
+    }
+    out
+}
+
+fn time_chart(title: &str, y_unit: Unit, series: Vec<Series>) -> Chart {
+    Chart {
+        title: title.into(),
+        x_label: "seconds since the start of the run".into(),
+        x_unit: Unit::Count,
+        y_unit,
+        // Latency spans decades (a 100 µs median under a 1 s max).
+        log_y: y_unit == Unit::Seconds,
+        series,
+    }
+}
+
+/// The charts, in page order.
+fn charts(i: &Inputs<'_>, r: &Value) -> Vec<(Chart, String)> {
+    let base = i.baseline;
+    let q = |k: &'static str| move |p: &Value| p.get(k).and_then(Value::as_f64);
+    let mut out = Vec::new();
+    out.push((
+        time_chart(
+            "Latency over time",
+            Unit::Seconds,
+            both(
+                r,
+                base,
+                &[
+                    ("p50", P50, &q("p50")),
+                    ("p90", P90, &q("p90")),
+                    ("p99", P99, &q("p99")),
+                    ("max", PMAX, &q("max")),
+                ],
+            ),
+        ),
+        "Per interval of the timeline, all workloads: from the due time in paced and open-loop runs.".to_string(),
+    ));
+
+    let (mut spec, mut note) = report_spectrum(r);
+    if let Some(s) = &i.spectrum {
+        spec = s.clone();
+        note = "from the HDR interval log (all intervals merged)";
+    }
+    let mut series = vec![Series {
+        name: "latency".into(),
+        color: P99,
+        dashed: false,
+        points: spec,
+    }];
+    if let Some(b) = base {
+        series.push(Series {
+            name: "latency (baseline)".into(),
+            color: P50,
+            dashed: true,
+            points: report_spectrum(b).0,
+        });
+    }
+    out.push((
+        Chart {
+            title: "Latency by percentile".into(),
+            x_label: "percentile (log scale of 1/(1-q))".into(),
+            x_unit: Unit::Percentile,
+            y_unit: Unit::Seconds,
+            log_y: true,
+            series,
+        },
+        format!("The whole run's latency distribution, {note}."),
+    ));
+
+    let completed = |p: &Value| rate(p, p.get("completed").and_then(Value::as_f64));
+    out.push((
+        time_chart(
+            "Requests per second",
+            Unit::Count,
+            both(r, base, &[("completed/s", P50, &completed)]),
+        ),
+        "Complete responses per second, all workloads.".to_string(),
+    ));
+
+    // Every kind seen in either run gets a line; none seen draws a zero line.
+    let mut kinds: Vec<String> = Vec::new();
+    for p in points(r).iter().chain(base.map_or(&[][..], points)) {
+        if let Some(m) = p.get("errors").and_then(Value::as_object) {
+            for k in m.keys() {
+                if !kinds.contains(k) {
+                    kinds.push(k.clone());
+                }
+            }
+        }
+    }
+    let errors = if kinds.is_empty() {
+        let zero = |p: &Value| rate(p, Some(0.0));
+        both(r, base, &[("errors/s (none)", P90, &zero)])
+    } else {
+        type Owned = Box<dyn Fn(&Value) -> Option<f64>>;
+        let getters: Vec<(String, &'static str, Owned)> = kinds
+            .iter()
+            .enumerate()
+            .map(|(n, k)| {
+                let k = k.clone();
+                let g: Owned =
+                    Box::new(move |p: &Value| rate(p, p.get("errors").and_then(|e| e.get(&k)).and_then(Value::as_f64)));
+                (format!("{}/s", kinds[n]), PALETTE[n % PALETTE.len()], g)
+            })
+            .collect();
+        let lines: Vec<Line<'_>> = getters.iter().map(|(n, c, g)| (n.as_str(), *c, g.as_ref())).collect();
+        both(r, base, &lines)
+    };
+    out.push((
+        time_chart("Errors per second by kind", Unit::Count, errors),
+        "Failed connects and requests per second, by kind (docs/operating.md lists them).".to_string(),
+    ));
+
+    let open = |p: &Value| p.get("open").and_then(Value::as_f64);
+    out.push((
+        time_chart("Connections open", Unit::Count, both(r, base, &[("open", P50, &open)])),
+        "Established connections at the end of each interval, all workloads.".to_string(),
+    ));
+    out.push((
+        time_chart(
+            "Schedule lag p99",
+            Unit::Seconds,
+            both(r, base, &[("lag p99", PMAX, &q("lag_p99"))]),
+        ),
+        "Due time → written: soakd's own lateness (paced and open-loop runs; empty in closed loop).".to_string(),
+    ));
+    out
+}
+
+const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1140px}\
+h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}\
+table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}\
+th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}\
+pre{background:#f7f7f7;padding:8px;font-size:12px;overflow-x:auto}\
+.pass{color:#080;font-weight:bold}.fail{color:#c00;font-weight:bold}.note{color:#555;font-size:12px}\
+figure{margin:12px 0}figcaption{font-size:12px;color:#555}";
+
+/// The summary row of one set of figures.
+fn summary_row(s: &mut String, name: &str, fig: &Value) {
+    let l = &fig["latency_seconds"];
+    let completed = f(fig, &["requests", "completed"]);
+    let errors: Option<f64> = fig
+        .get("errors")
+        .and_then(Value::as_object)
+        .map(|m| m.values().filter_map(Value::as_f64).sum());
+    let rate = match (errors, completed) {
+        (Some(e), Some(c)) if e + c > 0.0 => format!("{:.3}%", 100.0 * e / (e + c)),
+        _ => "-".into(),
+    };
+    let _ = write!(
+        s,
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{rate}</td><td>{}/{}</td>",
+        esc(name),
+        cell_num(completed),
+        cell_num(f(fig, &["requests", "per_second"])),
+        cell_num(errors),
+        cell_num(f(fig, &["connections", "peak_open"])),
+        cell_num(f(fig, &["connections", "desired"])),
+    );
+    for k in ["p50", "p90", "p99", "p999", "max"] {
+        let _ = write!(s, "<td>{}</td>", cell_secs(l.get(k).and_then(Value::as_f64)));
+    }
+    s.push_str("</tr>");
+}
+
+fn summary(s: &mut String, r: &Value, base: Option<&Value>) {
+    s.push_str(
+        "<h2>Summary</h2><table><tr><th>workload</th><th>completed</th><th>req/s</th><th>errors</th>\
+<th>error rate</th><th>peak open/desired</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th></tr>",
+    );
+    for (from, suffix) in [(Some(r), ""), (base, " (baseline)")] {
+        let Some(from) = from else { continue };
+        summary_row(s, &format!("all{suffix}"), from);
+        for w in from.get("workloads").and_then(Value::as_array).into_iter().flatten() {
+            let name = w.get("name").and_then(Value::as_str).unwrap_or("?");
+            summary_row(s, &format!("{name}{suffix}"), w);
+        }
+    }
+    s.push_str("</table>");
+}
+
+/// A measured or limit value of a threshold, in the metric's unit.
+fn threshold_value(metric: &str, v: Option<&Value>) -> String {
+    let Some(n) = v.and_then(Value::as_f64) else {
+        return "-".into();
+    };
+    if metric.starts_with('p') || metric == "max" || metric == "mean" || metric.ends_with("_p99") {
+        label(n, Unit::Seconds)
+    } else if metric == "error_rate" {
+        format!("{:.3}%", n * 100.0)
+    } else {
+        cell_num(Some(n))
+    }
+}
+
+fn thresholds(s: &mut String, r: &Value) {
+    s.push_str("<h2>Thresholds</h2>");
+    let Some(rows) = r.get("thresholds").and_then(Value::as_array).filter(|a| !a.is_empty()) else {
+        s.push_str("<p class=note>No thresholds were set for this run.</p>");
+        return;
+    };
+    s.push_str("<table><tr><th>workload</th><th>threshold</th><th>limit</th><th>measured</th><th>result</th></tr>");
+    for t in rows {
+        let metric = t.get("metric").and_then(Value::as_str).unwrap_or("");
+        let pass = t.get("pass").and_then(Value::as_bool);
+        let (class, word) = match pass {
+            Some(true) => ("pass", "pass"),
+            Some(false) => ("fail", "FAIL"),
+            None => ("", "-"),
+        };
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class={class}>{word}</td></tr>",
+            esc(t.get("workload").and_then(Value::as_str).unwrap_or("all")),
+            esc(t.get("threshold").and_then(Value::as_str).unwrap_or("")),
+            threshold_value(metric, t.get("limit")),
+            threshold_value(metric, t.get("measured")),
+        );
+    }
+    s.push_str("</table>");
+}
+
+fn verdicts(s: &mut String, rows: Option<&[Value]>, has_baseline: bool) {
+    s.push_str("<h2>Verdicts</h2>");
+    let Some(rows) = rows else {
+        s.push_str(if has_baseline {
+            "<p class=note>The baseline is overlaid on the charts (dashed); no comparison was made.</p>"
+        } else {
+            "<p class=note>No baseline: give one with --baseline REPORT.json.</p>"
+        });
+        return;
+    };
+    s.push_str(
+        "<table><tr><th>workload</th><th>metric</th><th>baseline</th><th>new</th><th>change</th>\
+<th>relative</th><th>verdict</th><th>method</th></tr>",
+    );
+    for v in rows {
+        let metric = v.get("metric").and_then(Value::as_str).unwrap_or("");
+        let verdict = v.get("verdict").and_then(Value::as_str).unwrap_or("-");
+        let class = match verdict {
+            "worse" => "fail",
+            "better" => "pass",
+            _ => "",
+        };
+        let rel = v
+            .get("rel_change")
+            .and_then(Value::as_f64)
+            .map_or("-".into(), |x| format!("{:+.1}%", x * 100.0));
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{rel}</td><td class={class}>{}</td><td>{}</td></tr>",
+            esc(v.get("workload").and_then(Value::as_str).unwrap_or("all")),
+            esc(metric),
+            threshold_value(metric, v.get("baseline")),
+            threshold_value(metric, v.get("new")),
+            threshold_value(metric, v.get("abs_change")),
+            esc(verdict),
+            esc(v.get("method").and_then(Value::as_str).unwrap_or("")),
+        );
+    }
+    s.push_str("</table>");
+}
+
+/// The page.
+pub fn render(i: &Inputs<'_>) -> String {
+    let empty = Value::Null;
+    let r = i.report.unwrap_or(&empty);
+    let mut s = String::with_capacity(64 * 1024);
+    let started = r.pointer("/timeline/started_at").and_then(Value::as_str).unwrap_or("?");
+    let _ = write!(
+        s,
+        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>soakd report {}</title><style>{STYLE}</style></head><body>",
+        esc(started)
+    );
+    let _ = write!(
+        s,
+        "<h1>soakd report</h1><p>Started {} · ran {} · {} workload(s){}</p>",
+        esc(started),
+        cell_secs(f(r, &["duration_seconds"])),
+        r.get("workloads").and_then(Value::as_array).map_or(0, Vec::len),
+        if i.baseline.is_some() {
+            " · baseline overlaid (dashed)"
+        } else {
+            ""
+        }
+    );
+    s.push_str("<h2>Plan</h2>");
+    match r.get("plan").and_then(Value::as_str).filter(|p| !p.is_empty()) {
+        Some(p) => {
+            let _ = write!(s, "<pre>{}</pre>", esc(p));
+        }
+        None => {
+            s.push_str("<ul>");
+            for w in r.get("workloads").and_then(Value::as_array).into_iter().flatten() {
+                let _ = write!(
+                    s,
+                    "<li>{} → {}</li>",
+                    esc(w.get("name").and_then(Value::as_str).unwrap_or("?")),
+                    esc(w.get("url").and_then(Value::as_str).unwrap_or("?"))
+                );
+            }
+            s.push_str("</ul>");
+        }
+    }
+    summary(&mut s, r, i.baseline);
+    thresholds(&mut s, r);
+    verdicts(&mut s, i.verdicts, i.baseline.is_some());
+    s.push_str("<h2>Charts</h2>");
+    if points(r).is_empty() {
+        s.push_str(
+            "<p class=note>This report has no timeline (written by an older soakd): the time charts are empty.</p>",
+        );
+    }
+    for (chart, caption) in charts(i, r) {
+        let _ = write!(
+            s,
+            "<figure>{}<figcaption>{}</figcaption></figure>",
+            chart.svg(),
+            esc(&caption)
+        );
+    }
+    let interval = f(r, &["timeline", "interval_seconds"]);
+    let _ = write!(
+        s,
+        "<p class=note>Timeline: {} points of {} each (intervals merge pairwise past {} points).</p></body></html>",
+        points(r).len(),
+        cell_secs(interval),
+        cell_num(f(r, &["timeline", "max_points"]))
+    );
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn report() -> Value {
+        // 15 samples at 1 ms, 12 at 2 ms, 3 at 9 ms.
+        let mut hist = crate::stats::histogram();
+        hist.record_n(1000, 15).unwrap();
+        hist.record_n(2000, 12).unwrap();
+        hist.record_n(9000, 3).unwrap();
+        json!({
+            "duration_seconds": 3.0,
+            "latency_seconds": {"p50": 0.001, "p90": 0.002, "p99": 0.004, "p999": 0.005, "max": 0.009},
+            "requests": {"completed": 30, "per_second": 10.0},
+            "errors": {"reset": 1, "timeout": 0},
+            "connections": {"peak_open": 10, "desired": 10},
+            "workloads": [{"name": "t<1>", "url": "http://127.0.0.1:1/", "latency_seconds": {},
+                           "histograms": {"latency": crate::report::encode(&hist)}}],
+            "timeline": {"started_at": "2026-01-01T00:00:00.000Z", "interval_seconds": 1.0, "max_points": 1000,
+                "points": [
+                    {"t": 0.0, "seconds": 1.0, "completed": 10, "errors": {}, "open": 10, "p50": 0.001, "p90": 0.002, "p99": 0.003, "max": 0.004, "lag_p99": null},
+                    {"t": 1.0, "seconds": 1.0, "completed": 20, "errors": {"reset": 1}, "open": 9, "p50": 0.001, "p90": 0.002, "p99": 0.003, "max": 0.004, "lag_p99": 0.0001}
+                ]},
+            "thresholds": [{"workload": null, "threshold": "p99<50ms", "metric": "p99", "op": "<", "limit": 0.05, "measured": 0.031, "pass": true},
+                           {"workload": "t<1>", "threshold": "error_rate<0.1%", "metric": "error_rate", "op": "<", "limit": 0.001, "measured": 0.03, "pass": false}]
+        })
+    }
+
+    #[test]
+    fn the_page_has_every_section_and_six_charts() {
+        let r = report();
+        let rows = [
+            json!({"workload": "t<1>", "metric": "p99", "baseline": 0.003, "new": 0.004,
+            "abs_change": 0.001, "rel_change": 0.333, "verdict": "worse", "method": "rank test"}),
+        ];
+        let page = render(&Inputs {
+            report: Some(&r),
+            baseline: Some(&r),
+            verdicts: Some(&rows),
+            ..Inputs::default()
+        });
+        assert_eq!(page.matches("<svg").count(), 6);
+        for title in [
+            "Latency over time",
+            "Latency by percentile",
+            "Requests per second",
+            "Errors per second by kind",
+            "Connections open",
+            "Schedule lag p99",
+        ] {
+            assert!(page.contains(&format!("<title>{title}</title>")), "{title}");
+        }
+        assert!(page.contains("t&lt;1&gt;"), "names are escaped");
+        assert!(!page.contains("t<1>"));
+        assert!(page.contains("<td class=fail>FAIL</td>"));
+        assert!(page.contains("3.000%"), "error rate threshold in percent");
+        assert!(page.contains("+33.3%"));
+        assert!(page.contains("reset/s (baseline)"));
+        assert!(page.contains("stroke-dasharray"));
+        assert!(!page.contains("<script"));
+        assert!(!page.contains("https://"));
+    }
+
+    #[test]
+    fn an_old_report_renders_with_dashes() {
+        let r = json!({"duration_seconds": 1.0});
+        let page = render(&Inputs {
+            report: Some(&r),
+            ..Inputs::default()
+        });
+        assert!(page.contains("no timeline"));
+        assert!(page.contains("No thresholds"));
+        assert!(page.contains("No baseline"));
+        assert_eq!(page.matches("<svg").count(), 6);
+    }
+
+    #[test]
+    fn the_spectrum_from_the_embedded_histogram() {
+        let (pts, note) = report_spectrum(&report());
+        assert!(note.contains("histograms"));
+        assert_eq!(pts.len(), SPECTRUM_STEPS + 1);
+        // 15 of 30 at 1 ms, then 2 ms, the tail 9 ms (0.1% buckets).
+        let at = |x: f64| pts.iter().find(|p| (p.0 - x).abs() < 1e-9).unwrap().1;
+        let near = |v: f64, ms: f64| (v - ms / 1e3).abs() < ms / 1e3 * 0.002;
+        assert!(near(at(0.0), 1.0), "{}", at(0.0));
+        assert!(near(at(0.3), 1.0), "p49.9: rank 15 of 30: {}", at(0.3));
+        assert!(near(at(0.6), 2.0), "p74.9: rank 23: {}", at(0.6));
+        assert!(near(at(2.0), 9.0), "{}", at(2.0));
+        assert!(near(at(5.0), 9.0), "{}", at(5.0));
+    }
+}
