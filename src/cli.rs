@@ -636,10 +636,12 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
             let hdr_log = plan.hdr_log.clone();
             let report = crate::daemon::run(plan, reload)?;
             output(&report, dest.as_ref())?;
+            let comparison = against_baseline(&report, hdr_log.as_deref(), baseline)?;
             if let Some(path) = &html {
-                write_html(&report, hdr_log.as_deref(), path)?;
+                let rows = comparison.as_ref().map(rows_of);
+                write_html(&report, hdr_log.as_deref(), path, rows.as_deref())?;
             }
-            verdicts(&report, hdr_log.as_deref(), baseline)
+            verdicts(&report, comparison.as_ref())
         }
         Command::Compare(args) => {
             let base = Run::load(
@@ -678,11 +680,20 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
                 .map(|p| crate::html::read_report(p, "--baseline"))
                 .transpose()?;
             let spectrum = args.hdr_log.as_deref().map(crate::html::spectrum_of_log).transpose()?;
+            // With a baseline, the page shows `soakd compare`'s verdicts.
+            let rows = match &args.baseline {
+                Some(b) => {
+                    let base = Run::load(b, None, "--baseline", "--baseline's hdr_log")?;
+                    let new = Run::load(&args.report, args.hdr_log.as_deref(), "REPORT", "--hdr-log")?;
+                    Some(rows_of(&compare(&base, &new, &Options::default())))
+                }
+                None => None,
+            };
             let page = crate::html::render(&crate::html::Inputs {
                 report: Some(&report),
                 baseline: baseline.as_ref(),
                 spectrum,
-                verdicts: None,
+                verdicts: rows.as_deref(),
             });
             crate::html::write(&args.html, &page)
         }
@@ -740,9 +751,33 @@ fn worse_error(c: &Comparison) -> Result<(), Error> {
     }
 }
 
+/// `--baseline`: this run compared with it (printed to stderr), if given.
+fn against_baseline(
+    report: &Report,
+    hdr_log: Option<&std::path::Path>,
+    baseline: Option<(Run, f64)>,
+) -> Result<Option<Comparison>, Error> {
+    let Some((base, tolerance)) = baseline else {
+        return Ok(None);
+    };
+    let samples = match hdr_log {
+        Some(p) => Some(crate::verdict::samples::read_log(p, "--hdr-log")?),
+        None => None,
+    };
+    let value: serde_json::Value = serde_json::from_str(&report.to_json()).expect("the report is JSON");
+    let new = Run::of(value, samples, "this run")?;
+    let opts = Options {
+        tolerance,
+        ..Options::default()
+    };
+    let c = compare(&base, &new, &opts);
+    eprint!("\n{}", c.text(&opts));
+    Ok(Some(c))
+}
+
 /// After `soakd run`: failed thresholds, an abort, a worse-than-baseline
 /// comparison, folded into one exit code (3).
-fn verdicts(report: &Report, hdr_log: Option<&std::path::Path>, baseline: Option<(Run, f64)>) -> Result<(), Error> {
+fn verdicts(report: &Report, comparison: Option<&Comparison>) -> Result<(), Error> {
     let mut bad: Vec<String> = Vec::new();
     if let Some(why) = &report.aborted {
         bad.push(format!("aborted: {why}"));
@@ -757,22 +792,8 @@ fn verdicts(report: &Report, hdr_log: Option<&std::path::Path>, baseline: Option
     if !failed.is_empty() {
         bad.push(format!("threshold(s) failed: {}", failed.join(", ")));
     }
-    if let Some((base, tolerance)) = baseline {
-        let samples = match hdr_log {
-            Some(p) => Some(crate::verdict::samples::read_log(p, "--hdr-log")?),
-            None => None,
-        };
-        let value: serde_json::Value = serde_json::from_str(&report.to_json()).expect("the report is JSON");
-        let new = Run::of(value, samples, "this run")?;
-        let opts = Options {
-            tolerance,
-            ..Options::default()
-        };
-        let c = compare(&base, &new, &opts);
-        eprint!("\n{}", c.text(&opts));
-        if let Err(e) = worse_error(&c) {
-            bad.push(e.to_string());
-        }
+    if let Some(Err(e)) = comparison.map(worse_error) {
+        bad.push(e.to_string());
     }
     if bad.is_empty() {
         Ok(())
@@ -796,7 +817,20 @@ fn output(report: &Report, dest: Option<&ReportDest>) -> Result<(), Error> {
 
 /// The HTML page of a finished run, its spectrum from the run's HDR log
 /// when it wrote one.
-fn write_html(report: &Report, hdr_log: Option<&std::path::Path>, path: &std::path::Path) -> Result<(), Error> {
+/// A comparison's rows as the HTML page takes them.
+fn rows_of(c: &Comparison) -> Vec<serde_json::Value> {
+    c.rows
+        .iter()
+        .map(|r| serde_json::to_value(r).expect("a row serializes"))
+        .collect()
+}
+
+fn write_html(
+    report: &Report,
+    hdr_log: Option<&std::path::Path>,
+    path: &std::path::Path,
+    verdicts: Option<&[serde_json::Value]>,
+) -> Result<(), Error> {
     let json =
         serde_json::to_value(report).map_err(|e| Error::io("serializing the report", std::io::Error::other(e)))?;
     let spectrum = match hdr_log.map(crate::html::spectrum_of_log) {
@@ -810,6 +844,7 @@ fn write_html(report: &Report, hdr_log: Option<&std::path::Path>, path: &std::pa
     let page = crate::html::render(&crate::html::Inputs {
         report: Some(&json),
         spectrum,
+        verdicts,
         ..crate::html::Inputs::default()
     });
     crate::html::write(path, &page)?;

@@ -298,6 +298,24 @@ fn a_server_2ms_slower_is_worse() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("WORSE") && text.contains("rank test"), "{text}");
 
+    // The HTML page of the new run shows the verdicts against the baseline.
+    let page = path("slow.html");
+    let out = soakd(&[
+        "report",
+        &path("slow.json"),
+        "--baseline",
+        &path("base.json"),
+        "--html",
+        &page,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("<td>p50</td>") && html.contains("<td class=fail>worse</td><td>rank_test</td>"),
+        "the verdicts table: {}",
+        &html[html.find("Verdicts").unwrap_or(0)..][..2000.min(html.len() - html.find("Verdicts").unwrap_or(0))]
+    );
+
     // The same verdict folded into `soakd run`'s exit code.
     let base = path("base.json");
     let mut args = soak_args(&slow_url, "3s");
