@@ -59,6 +59,9 @@ CONFIG = {
     'lag_warning': 0.005,
     'lag_max': 0.01,
     'lag_for': '5m',
+    # SoakdThresholdFailing: a --threshold has been failing (over its
+    # --threshold-window) this long.
+    'threshold_for': '5m',
     # SoakdDown, SoakdWatchdogFailing.
     'down_for': '2m',
     'watchdog_for': '1m',
@@ -859,6 +862,20 @@ ALERT_GROUPS = [
             --metrics-listen is reachable from Prometheus (the default 127.0.0.1:9469
             answers on loopback only) and the scrape error on Prometheus's targets page.
             Restart the soak or fix the listen address or the scrape config."""),
+        alert('SoakdThresholdFailing', 'soakd_threshold_passing == 0',
+              '%(threshold_for)s', 'warning',
+              'soakd {{ $labels.instance }}: threshold {{ $labels.threshold }}'
+              ' fails for {{ if eq $labels.target "*" }}all workloads{{ else }}{{ $labels.target }}{{ end }}',
+              """
+            soakd at {{ $labels.instance }} (job {{ $labels.job }}) judges the threshold
+            {{ $labels.threshold }} (given with --threshold or thresholds in its config) failing for
+            {{ if eq $labels.target "*" }}all its workloads together{{ else }}{{ $labels.target }}{{ end }},
+            over its --threshold-window (the whole run by default). Unless it recovers, the
+            run will end with exit code 3; with --abort-on-fail it stops early.
+            Check on the dashboard the figure the threshold names (latency quantiles, error
+            ratio, requests/s, connections open) and when it crossed the limit, and the
+            schedule lag p99 (above %(lag_max_ms)s soakd itself is behind and latencies are
+            not the target's). docs/verdicts.md explains each threshold metric."""),
         alert('SoakdWatchdogFailing', 'soakd_healthy == 0',
               '%(watchdog_for)s', 'critical',
               'soakd {{ $labels.instance }}: a worker event loop is stalled',

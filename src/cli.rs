@@ -16,25 +16,32 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::engine::Reload;
-use crate::plan::{self, LoadModel, Plan, ReportDest, TlsSpec, TlsVersion, WorkloadSpec, defaults};
+use crate::plan::{
+    self, Baseline, LoadModel, Plan, ReportDest, Threshold, TlsSpec, TlsVersion, WorkloadSpec, defaults,
+};
 use crate::report::Report;
+use crate::verdict::{Comparison, Options, Run, compare};
 use crate::{Error, target};
 
 /// soakd: hold thousands of HTTP/1.1 keep-alive connections against a
 /// target for hours or days, measure latency truthfully, classify every
 /// failure.
 #[derive(Debug, Parser)]
-#[command(name = "soakd", version, propagate_version = true)]
+#[command(name = "soakd", version, propagate_version = true, after_help = EXIT_CODES)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// The exit-code contract, shown by `--help`.
+const EXIT_CODES: &str = "Exit codes: 0 the run completed (target errors are results) and nothing failed; 1 an internal failure; 2 bad input or a preflight failure (nothing was opened); 3 the run completed but a --threshold failed, --abort-on-fail stopped it, or it is worse than --baseline (soakd compare: something is worse).";
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Open and hold connections against a target and keep sending requests.
+    #[command(after_help = EXIT_CODES)]
     Run(Box<RunArgs>),
     /// Run the built-in keep-alive HTTP/1.1 target (answers `pong`).
     Target(TargetArgs),
@@ -46,6 +53,11 @@ pub enum Command {
     /// Validate a config file and print the effective plan and the
     /// preflight verdict (nothing is opened).
     Check(CheckArgs),
+    /// Compare two runs' JSON reports (and their HDR interval logs):
+    /// better, same or worse per figure. Exit 0 when nothing is worse, 3
+    /// when something is, 2 on bad input.
+    #[command(after_help = EXIT_CODES)]
+    Compare(CompareArgs),
     /// Combine the JSON reports (and HDR logs) of a plan's shards into one.
     Merge(MergeArgs),
     /// Turn a JSON report into a self-contained HTML page with charts.
@@ -88,6 +100,27 @@ pub struct ReportArgs {
     pub baseline: Option<PathBuf>,
 }
 
+/// Flags of `soakd compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The baseline's JSON report (`soakd run --report`).
+    pub baseline: PathBuf,
+    /// The new run's JSON report.
+    pub new: PathBuf,
+    /// The baseline's HDR interval log (default: the one its report names).
+    #[arg(long, value_name = "FILE")]
+    pub baseline_hdr_log: Option<PathBuf>,
+    /// The new run's HDR interval log (default: the one its report names).
+    #[arg(long, value_name = "FILE")]
+    pub hdr_log: Option<PathBuf>,
+    /// The smallest relative change that counts.
+    #[arg(long, value_name = "PCT", default_value = "10%", value_parser = tolerance)]
+    pub tolerance: f64,
+    /// Print the comparison as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Flags of `soakd check`.
 #[derive(Debug, Args)]
 pub struct CheckArgs {
@@ -127,6 +160,14 @@ fn positive_duration(v: &str) -> Result<Duration, String> {
     } else {
         Ok(d)
     }
+}
+
+fn threshold(v: &str) -> Result<Threshold, String> {
+    Threshold::parse("threshold", v).map_err(|e| e.to_string())
+}
+
+fn tolerance(v: &str) -> Result<f64, String> {
+    plan::parse_tolerance("tolerance", v).map_err(|e| e.to_string())
 }
 
 fn rate(v: &str) -> Result<f64, String> {
@@ -263,6 +304,34 @@ pub struct RunArgs {
     /// Write latency as an HdrHistogram interval log (one interval per 10 s).
     #[arg(long, value_name = "FILE")]
     pub hdr_log: Option<PathBuf>,
+    /// Length of one --hdr-log interval (short ones give `soakd compare`
+    /// more samples in a short run).
+    #[arg(help = with_default("Length of one --hdr-log interval (shorter: more samples for `soakd compare`)", humantime::format_duration(defaults::HDR_LOG_INTERVAL)), long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub hdr_log_interval: Option<Duration>,
+    /// A pass/fail condition on the run's figures, e.g. "p99<50ms",
+    /// "error_rate<=0.1%", "rps>=900", "open_min>=1000" (repeatable). Any
+    /// failed threshold makes the exit code 3. Metrics: p50 p90 p99 p999
+    /// max mean lag_p99 tls_handshake_p99 error_rate errors rps open_min.
+    #[arg(long = "threshold", value_name = "EXPR", value_parser = threshold, allow_hyphen_values = true)]
+    pub thresholds: Vec<Threshold>,
+    /// The live threshold gauges (soakd_threshold_passing) and
+    /// --abort-on-fail judge the last DUR (default: the whole run).
+    #[arg(long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub threshold_window: Option<Duration>,
+    /// Stop the run early (draining as on SIGTERM) once a threshold has
+    /// failed continuously for DUR; the report says why, exit code 3.
+    #[arg(long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub abort_on_fail: Option<Duration>,
+    /// At the end, compare with this earlier run's JSON report (as `soakd
+    /// compare` does); something worse makes the exit code 3.
+    #[arg(long, value_name = "REPORT")]
+    pub baseline: Option<PathBuf>,
+    /// The baseline's HDR interval log (default: the one its report names).
+    #[arg(long, value_name = "FILE", requires = "baseline")]
+    pub baseline_hdr_log: Option<PathBuf>,
+    /// With --baseline: the smallest relative change that counts.
+    #[arg(long, value_name = "PCT", value_parser = tolerance, requires = "baseline")]
+    pub tolerance: Option<f64>,
     /// Write the self-contained HTML report (charts over time, percentile
     /// spectrum) to FILE at the end of the run.
     #[arg(long, value_name = "FILE")]
@@ -394,6 +463,7 @@ impl RunArgs {
             target_pids: self.target_pids.clone(),
             stages: Vec::new(),
             then_stop: false,
+            thresholds: Vec::new(),
             tls: TlsSpec {
                 servername: self.servername.clone(),
                 cacert: self.cacert.clone(),
@@ -419,14 +489,29 @@ impl RunArgs {
             report: self.report.as_deref().map(ReportDest::parse),
             metrics_listen: self.metrics_listen.map_or(Some(defaults::METRICS_LISTEN), |l| l.0),
             drain_timeout: defaults::DRAIN_TIMEOUT,
-            hdr_log: self.hdr_log,
+            hdr_log: self.hdr_log.clone(),
             metrics_linger: self.metrics_linger,
+            hdr_log_interval: self.hdr_log_interval.unwrap_or(defaults::HDR_LOG_INTERVAL),
+            thresholds: self.thresholds.clone(),
+            threshold_window: self.threshold_window,
+            abort_on_fail: self.abort_on_fail,
+            baseline: self.baseline(),
             shard: plan::Shard::WHOLE,
             shard_sources: false,
         };
         let (shard, from) = self.shard.resolve()?.unwrap_or((plan::Shard::WHOLE, "--shard".into()));
         let plan = plan::shard::apply(plan, shard, self.shard.shard_sources, &from)?;
+        plan.check_thresholds("--threshold")?;
         Ok((plan, None))
+    }
+
+    /// `--baseline` and its companions.
+    fn baseline(&self) -> Option<Baseline> {
+        self.baseline.clone().map(|report| Baseline {
+            report,
+            hdr_log: self.baseline_hdr_log.clone(),
+            tolerance: self.tolerance.unwrap_or(defaults::TOLERANCE),
+        })
     }
 }
 
@@ -472,11 +557,16 @@ impl RunArgs {
         let over = crate::config::Overrides {
             metrics_listen: self.metrics_listen.map(|l| l.0),
             threads: self.threads.map(|t| t as usize),
-            report: self.report,
-            hdr_log: self.hdr_log,
+            report: self.report.clone(),
+            hdr_log: self.hdr_log.clone(),
             duration: self.duration,
             requests: self.requests,
             metrics_linger: (!self.metrics_linger.is_zero()).then_some(self.metrics_linger),
+            hdr_log_interval: self.hdr_log_interval,
+            thresholds: (!self.thresholds.is_empty()).then(|| self.thresholds.clone()),
+            threshold_window: self.threshold_window,
+            abort_on_fail: self.abort_on_fail,
+            baseline: self.baseline(),
             shard: self.shard.resolve()?,
             shard_sources: self.shard.shard_sources,
         };
@@ -554,13 +644,52 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
                 crate::html::check_writable(path, "--html-report")?;
             }
             let dest = plan.report.clone();
+            // The baseline is read before anything starts: a typo must not
+            // cost a soak.
+            let baseline = match &plan.baseline {
+                Some(b) => Some((
+                    Run::load(&b.report, b.hdr_log.as_deref(), "--baseline", "--baseline-hdr-log")?,
+                    b.tolerance,
+                )),
+                None => None,
+            };
             let hdr_log = plan.hdr_log.clone();
             let report = crate::daemon::run(plan, reload)?;
             output(&report, dest.as_ref())?;
-            match html {
-                Some(path) => write_html(&report, hdr_log.as_deref(), &path),
-                None => Ok(()),
+            let comparison = against_baseline(&report, hdr_log.as_deref(), baseline)?;
+            if let Some(path) = &html {
+                let rows = comparison.as_ref().map(rows_of);
+                write_html(&report, hdr_log.as_deref(), path, rows.as_deref())?;
             }
+            verdicts(&report, comparison.as_ref())
+        }
+        Command::Compare(args) => {
+            let base = Run::load(
+                &args.baseline,
+                args.baseline_hdr_log.as_deref(),
+                "BASELINE",
+                "--baseline-hdr-log",
+            )?;
+            let new = Run::load(&args.new, args.hdr_log.as_deref(), "NEW", "--hdr-log")?;
+            let opts = Options {
+                tolerance: args.tolerance,
+                ..Options::default()
+            };
+            let c = compare(&base, &new, &opts);
+            if c.rows.is_empty() {
+                return Err(Error::Usage(format!(
+                    "{} and {} have no workload in common ({}); compare reports of the same soak",
+                    c.baseline,
+                    c.new,
+                    c.unmatched.join(", ")
+                )));
+            }
+            if args.json {
+                println!("{}", c.to_json());
+            } else {
+                print!("{}", c.text(&opts));
+            }
+            worse_error(&c)
         }
         Command::Report(args) => {
             crate::html::check_writable(&args.html, "--html")?;
@@ -571,11 +700,20 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
                 .map(|p| crate::html::read_report(p, "--baseline"))
                 .transpose()?;
             let spectrum = args.hdr_log.as_deref().map(crate::html::spectrum_of_log).transpose()?;
+            // With a baseline, the page shows `soakd compare`'s verdicts.
+            let rows = match &args.baseline {
+                Some(b) => {
+                    let base = Run::load(b, None, "--baseline", "--baseline's hdr_log")?;
+                    let new = Run::load(&args.report, args.hdr_log.as_deref(), "REPORT", "--hdr-log")?;
+                    Some(rows_of(&compare(&base, &new, &Options::default())))
+                }
+                None => None,
+            };
             let page = crate::html::render(&crate::html::Inputs {
                 report: Some(&report),
                 baseline: baseline.as_ref(),
                 spectrum,
-                verdicts: None,
+                verdicts: rows.as_deref(),
             });
             crate::html::write(&args.html, &page)
         }
@@ -617,6 +755,73 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
     }
 }
 
+/// Exit code 3 when `c` has a worse row.
+fn worse_error(c: &Comparison) -> Result<(), Error> {
+    let worse: Vec<String> = c
+        .worse()
+        .map(|r| {
+            let rel = r.rel_change.map_or(String::new(), |x| format!(" {:+.0}%", x * 100.0));
+            format!("{} {}{rel}", r.workload, r.metric)
+        })
+        .collect();
+    if worse.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Verdict(format!("worse than the baseline: {}", worse.join(", "))))
+    }
+}
+
+/// `--baseline`: this run compared with it (printed to stderr), if given.
+fn against_baseline(
+    report: &Report,
+    hdr_log: Option<&std::path::Path>,
+    baseline: Option<(Run, f64)>,
+) -> Result<Option<Comparison>, Error> {
+    let Some((base, tolerance)) = baseline else {
+        return Ok(None);
+    };
+    let samples = match hdr_log {
+        Some(p) => Some(crate::verdict::samples::read_log(p, "--hdr-log")?),
+        None => None,
+    };
+    let value: serde_json::Value = serde_json::from_str(&report.to_json()).expect("the report is JSON");
+    let new = Run::of(value, samples, "this run")?;
+    let opts = Options {
+        tolerance,
+        ..Options::default()
+    };
+    let c = compare(&base, &new, &opts);
+    eprint!("\n{}", c.text(&opts));
+    Ok(Some(c))
+}
+
+/// After `soakd run`: failed thresholds, an abort, a worse-than-baseline
+/// comparison, folded into one exit code (3).
+fn verdicts(report: &Report, comparison: Option<&Comparison>) -> Result<(), Error> {
+    let mut bad: Vec<String> = Vec::new();
+    if let Some(why) = &report.aborted {
+        bad.push(format!("aborted: {why}"));
+    }
+    let failed: Vec<String> = report
+        .failed_thresholds()
+        .map(|t| match &t.workload {
+            Some(w) => format!("{} ({w})", t.threshold),
+            None => t.threshold.clone(),
+        })
+        .collect();
+    if !failed.is_empty() {
+        bad.push(format!("threshold(s) failed: {}", failed.join(", ")));
+    }
+    if let Some(Err(e)) = comparison.map(worse_error) {
+        bad.push(e.to_string());
+    }
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Verdict(bad.join("; ")))
+    }
+}
+
 fn output(report: &Report, dest: Option<&ReportDest>) -> Result<(), Error> {
     eprint!("{}", report.summary());
     match dest {
@@ -632,7 +837,20 @@ fn output(report: &Report, dest: Option<&ReportDest>) -> Result<(), Error> {
 
 /// The HTML page of a finished run, its spectrum from the run's HDR log
 /// when it wrote one.
-fn write_html(report: &Report, hdr_log: Option<&std::path::Path>, path: &std::path::Path) -> Result<(), Error> {
+/// A comparison's rows as the HTML page takes them.
+fn rows_of(c: &Comparison) -> Vec<serde_json::Value> {
+    c.rows
+        .iter()
+        .map(|r| serde_json::to_value(r).expect("a row serializes"))
+        .collect()
+}
+
+fn write_html(
+    report: &Report,
+    hdr_log: Option<&std::path::Path>,
+    path: &std::path::Path,
+    verdicts: Option<&[serde_json::Value]>,
+) -> Result<(), Error> {
     let json =
         serde_json::to_value(report).map_err(|e| Error::io("serializing the report", std::io::Error::other(e)))?;
     let spectrum = match hdr_log.map(crate::html::spectrum_of_log) {
@@ -646,6 +864,7 @@ fn write_html(report: &Report, hdr_log: Option<&std::path::Path>, path: &std::pa
     let page = crate::html::render(&crate::html::Inputs {
         report: Some(&json),
         spectrum,
+        verdicts,
         ..crate::html::Inputs::default()
     });
     crate::html::write(path, &page)?;
@@ -783,6 +1002,38 @@ mod tests {
     }
 
     #[test]
+    fn verdict_flags() {
+        let p = parse(&[
+            "http://127.0.0.1:1/",
+            "--threshold",
+            "p99 < 50ms",
+            "--threshold",
+            "open_min>=100",
+            "--threshold-window",
+            "1m",
+            "--abort-on-fail",
+            "2m",
+            "--hdr-log-interval",
+            "500ms",
+            "--baseline",
+            "base.json",
+            "--tolerance",
+            "5%",
+        ])
+        .unwrap();
+        let texts: Vec<&str> = p.thresholds.iter().map(|t| t.text.as_str()).collect();
+        assert_eq!(texts, ["p99<50ms", "open_min>=100"]);
+        assert_eq!(p.threshold_window, Some(Duration::from_secs(60)));
+        assert_eq!(p.abort_on_fail, Some(Duration::from_secs(120)));
+        assert_eq!(p.hdr_log_interval, Duration::from_millis(500));
+        let b = p.baseline.unwrap();
+        assert_eq!((b.report.to_str(), b.tolerance), (Some("base.json"), 0.05));
+        let p = parse(&["http://127.0.0.1:1/"]).unwrap();
+        assert_eq!(p.hdr_log_interval, defaults::HDR_LOG_INTERVAL);
+        assert!(p.thresholds.is_empty() && p.baseline.is_none());
+    }
+
+    #[test]
     fn bad_input_is_named() {
         for (args, says) in [
             (
@@ -813,6 +1064,17 @@ mod tests {
                 "--cacert",
             ),
             (&[][..], "needs a target URL"),
+            (&["http://127.0.0.1:1/", "--threshold", "p99<"][..], "no value"),
+            (
+                &["http://127.0.0.1:1/", "--threshold", "tls_handshake_p99<1s"][..],
+                "no workload speaks TLS",
+            ),
+            (&["http://127.0.0.1:1/", "--tolerance", "5%"][..], "--baseline"),
+            (&["http://127.0.0.1:1/", "--abort-on-fail", "0s"][..], "greater than 0"),
+            (
+                &["http://127.0.0.1:1/", "--abort-on-fail", "1m"][..],
+                "no threshold is given",
+            ),
         ] {
             let e = parse(args).unwrap_err();
             assert!(e.contains(says), "{args:?}: {e}");

@@ -40,6 +40,11 @@ struct FileGlobals {
     hdr_log: Option<PathBuf>,
     duration: Option<Spanned<String>>,
     requests: Option<Spanned<u64>>,
+    hdr_log_interval: Option<Spanned<String>>,
+    #[serde(default)]
+    thresholds: Vec<Spanned<String>>,
+    threshold_window: Option<Spanned<String>>,
+    abort_on_fail: Option<Spanned<String>>,
     shard: Option<Spanned<String>>,
     shard_sources: Option<bool>,
     #[serde(default)]
@@ -89,6 +94,8 @@ struct FileWorkload {
     max_body_bytes: Option<Spanned<u64>>,
     #[serde(default)]
     request: Vec<Spanned<FileRequest>>,
+    #[serde(default)]
+    thresholds: Vec<Spanned<String>>,
 }
 
 /// The check keys, which a workload (inherited) and a request both take
@@ -183,6 +190,16 @@ pub struct Overrides {
     pub requests: Option<u64>,
     /// Serve the final metrics this long after the run.
     pub metrics_linger: Option<Duration>,
+    /// Length of one HDR log interval.
+    pub hdr_log_interval: Option<Duration>,
+    /// Run-wide thresholds (replace the file's `thresholds`).
+    pub thresholds: Option<Vec<plan::Threshold>>,
+    /// The live thresholds' window.
+    pub threshold_window: Option<Duration>,
+    /// Stop once a threshold has failed this long.
+    pub abort_on_fail: Option<Duration>,
+    /// Compare with this report at the end (command line only).
+    pub baseline: Option<plan::Baseline>,
     /// `--shard` (or `SOAKD_SHARD`): the share of the plan to run, and the
     /// flag or variable it came from (for messages).
     pub shard: Option<(plan::Shard, String)>,
@@ -240,6 +257,11 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
             return Err(loc.err(v, key, "must be greater than 0"));
         }
         Ok(Some(d))
+    };
+    let thresholds = |list: &[Spanned<String>]| -> Result<Vec<plan::Threshold>, Error> {
+        list.iter()
+            .map(|t| plan::Threshold::parse(&loc.at(t, "thresholds"), t.get_ref()))
+            .collect()
     };
     let mut workloads = Vec::with_capacity(file.workload.len());
     let mut names = std::collections::HashSet::new();
@@ -385,6 +407,7 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
             target_pids: ww.target_pids.clone(),
             stages: Vec::new(),
             then_stop: false,
+            thresholds: thresholds(&ww.thresholds)?,
             tls: TlsSpec {
                 servername: ww.servername.as_ref().map(|v| v.get_ref().clone()),
                 cacert: match ww.cacert.as_ref().map(Spanned::get_ref) {
@@ -469,6 +492,7 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
                 "tls_min" => ww.tls_min.as_ref().map(|v| loc.at(v, k)),
                 "tls_max" => ww.tls_max.as_ref().map(|v| loc.at(v, k)),
                 "tls_resumption" => ww.tls_resumption.as_ref().map(|v| loc.at(v, k)),
+                "thresholds" => ww.thresholds.first().map(|v| loc.at(v, k)),
                 _ => None,
             }
         };
@@ -505,6 +529,10 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
         (None, Some(n)) if *n.get_ref() == 0 => return Err(loc.err(n, "requests", "must be at least 1")),
         (None, n) => n.as_ref().map(|n| *n.get_ref()),
     };
+    let global_thresholds = match over.thresholds {
+        Some(t) => t,
+        None => thresholds(&file.thresholds)?,
+    };
     let (shard, shard_from) = match (&over.shard, &file.shard) {
         (Some((s, from)), _) => (*s, from.clone()),
         (None, Some(v)) => {
@@ -530,9 +558,28 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
             Some(d) => d,
             None => dur(&file.metrics_linger, "metrics_linger", false)?.unwrap_or_default(),
         },
+        hdr_log_interval: match over.hdr_log_interval {
+            Some(d) => d,
+            None => dur(&file.hdr_log_interval, "hdr_log_interval", true)?.unwrap_or(defaults::HDR_LOG_INTERVAL),
+        },
+        thresholds: global_thresholds,
+        threshold_window: match over.threshold_window {
+            Some(d) => Some(d),
+            None => dur(&file.threshold_window, "threshold_window", true)?,
+        },
+        abort_on_fail: match over.abort_on_fail {
+            Some(d) => Some(d),
+            None => dur(&file.abort_on_fail, "abort_on_fail", true)?,
+        },
+        baseline: over.baseline,
         shard: plan::Shard::WHOLE,
         shard_sources: false,
     };
+    let where_ = file
+        .thresholds
+        .first()
+        .map_or_else(|| "--threshold".to_string(), |t| loc.at(t, "thresholds"));
+    plan.check_thresholds(&where_)?;
     let split = over.shard_sources || file.shard_sources.unwrap_or(false);
     plan::shard::apply(plan, shard, split, &shard_from)
 }
@@ -693,6 +740,53 @@ expect_status = [201]
         assert!(e.contains("soak.toml:3") && e.contains("then"), "{e}");
     }
 
+    #[test]
+    fn thresholds_globally_and_per_workload() {
+        let plan = parse_text(
+            "thresholds = [\"p99 < 50ms\"]\nthreshold_window = \"5m\"\nabort_on_fail = \"2m\"\nhdr_log_interval = \"1s\"\n[[workload]]\nname = \"api\"\nurl = \"http://127.0.0.1:1/\"\nthresholds = [\"error_rate<=0.1%\", \"open_min >= 90\"]\n",
+        )
+        .unwrap();
+        assert_eq!(plan.thresholds.len(), 1);
+        assert_eq!(plan.thresholds[0].text, "p99<50ms");
+        let described = crate::plan::describe(&plan);
+        assert!(
+            described.contains("  thresholds error_rate<=0.1%, open_min>=90\n"),
+            "{described}"
+        );
+        assert!(
+            described.contains("thresholds over all workloads: p99<50ms (live window 5m, abort after failing 2m)"),
+            "{described}"
+        );
+        assert_eq!(plan.threshold_window, Some(Duration::from_secs(300)));
+        assert_eq!(plan.abort_on_fail, Some(Duration::from_secs(120)));
+        assert_eq!(plan.hdr_log_interval, Duration::from_secs(1));
+        let texts: Vec<(Option<usize>, &str)> = plan
+            .all_thresholds()
+            .into_iter()
+            .map(|(w, t)| (w, t.text.as_str()))
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                (Some(0), "error_rate<=0.1%"),
+                (Some(0), "open_min>=90"),
+                (None, "p99<50ms")
+            ]
+        );
+        // A flag's thresholds replace the file's run-wide ones.
+        let over = Overrides {
+            thresholds: Some(vec![crate::plan::Threshold::parse("--threshold", "rps>5").unwrap()]),
+            ..Overrides::default()
+        };
+        let plan = parse(
+            Path::new("x.toml"),
+            "thresholds = [\"p99<5ms\"]\n[[workload]]\nurl = \"http://127.0.0.1:1/\"\n",
+            over,
+        )
+        .unwrap();
+        assert_eq!(plan.thresholds[0].text, "rps>5");
+    }
+
     /// Every bad file names the file, the line and the key.
     #[test]
     fn errors_name_file_line_and_key() {
@@ -758,6 +852,31 @@ expect_status = [201]
                 "metrics_listen",
             ),
             ("duration = \"5\"\n", "soak.toml", "workload"),
+            (
+                "[[workload]]\nurl = \"http://127.0.0.1:1/\"\nthresholds = [\"p99 < 5\"]\n",
+                "soak.toml:3",
+                "thresholds \"p99 < 5\": p99 is a latency",
+            ),
+            (
+                "thresholds = [\"p42<5ms\"]\n[[workload]]\nurl = \"http://127.0.0.1:1/\"\n",
+                "soak.toml:1",
+                "unknown metric",
+            ),
+            (
+                "[[workload]]\nurl = \"http://127.0.0.1:1/\"\nthresholds = [\"tls_handshake_p99<5ms\"]\n",
+                "soak.toml:3",
+                "not an https:// URL",
+            ),
+            (
+                "thresholds = [\"tls_handshake_p99<5ms\"]\n[[workload]]\nurl = \"http://127.0.0.1:1/\"\n",
+                "soak.toml:1",
+                "no workload speaks TLS",
+            ),
+            (
+                "abort_on_fail = \"soon\"\n[[workload]]\nurl = \"http://127.0.0.1:1/\"\n",
+                "soak.toml:1",
+                "abort_on_fail",
+            ),
         ];
         for (text, at, key) in cases {
             let e = parse_text(text).unwrap_err();

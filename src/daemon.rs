@@ -18,5 +18,7 @@ pub fn run(plan: Plan, reload: Option<Reload>) -> Result<Report, Error> {
     preflight::check(&plan)?;
     let mut observers = Observers::start(&plan)?;
     let done = engine::run(plan, reload, &mut observers)?;
-    Ok(Report::build(&done.plan, &done.totals, done.ran))
+    let mut report = Report::build(&done.plan, &done.totals, done.ran);
+    report.aborted = done.aborted;
+    Ok(report)
 }

@@ -2,7 +2,8 @@
 //!
 //! Errors the operator can fix (bad flags, limits that do not fit) are kept
 //! apart from internal failures because the exit-code contract says so:
-//! 2 for bad input or preflight, 1 for anything else.
+//! 2 for bad input or preflight, 3 for a run whose verdict is negative
+//! (failed thresholds, worse than its baseline), 1 for anything else.
 
 use std::io;
 
@@ -17,6 +18,11 @@ pub enum Error {
     /// a port that cannot be bound). The message names the limit and the fix.
     #[error("{0}")]
     Preflight(String),
+    /// The run (or comparison) completed and its verdict is negative: a
+    /// threshold failed, the run was aborted by one, or something is worse
+    /// than the baseline. The message says which.
+    #[error("{0}")]
+    Verdict(String),
     /// An internal failure that is not an I/O error (a worker died).
     #[error("internal error: {0}")]
     Internal(String),
@@ -33,10 +39,11 @@ pub enum Error {
 
 impl Error {
     /// The process exit code for this error: 2 for usage and preflight
-    /// errors, 1 for internal failures.
+    /// errors, 3 for a negative verdict, 1 for internal failures.
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Usage(_) | Error::Preflight(_) => 2,
+            Error::Verdict(_) => 3,
             Error::Io { .. } | Error::Internal(_) => 1,
         }
     }

@@ -16,7 +16,7 @@
 //! | 1 plan | [`plan`] |
 //! | 2 | [`config`], `preflight` |
 //! | 3 | `engine`, [`report`], `observe` |
-//! | 4 | `target`, [`statuscmd`], `merge`, [`html`] |
+//! | 4 | `target`, [`statuscmd`], `merge`, [`html`], [`verdict`] |
 //! | 5 | `daemon`, [`cli`] |
 //!
 //! Only what the binary, the tests and the fuzzers need is public.
@@ -41,6 +41,7 @@ mod stats;
 pub mod statuscmd;
 mod target;
 mod timer;
+pub mod verdict;
 pub mod wire;
 
 pub use error::Error;

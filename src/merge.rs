@@ -153,6 +153,11 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
         // has none rather than one shard's.
         plan: String::new(),
         timeline: merge_timelines(reports.iter().map(|(_, r)| &r.timeline)),
+        // Thresholds judge one process's figures; the merged report is
+        // not judged again (each shard's report has its own verdicts).
+        thresholds: Vec::new(),
+        aborted: reports.iter().find_map(|(_, r)| r.aborted.clone()),
+        hdr_log: None,
     })
 }
 
@@ -407,7 +412,6 @@ struct Slot {
 /// Merges HDR interval logs (`soakd run --hdr-log`) into `out`; returns
 /// the number of intervals written.
 pub fn merge_hdr_logs(inputs: &[PathBuf], out: &Path) -> Result<usize, Error> {
-    let interval = crate::observe::HDR_LOG_INTERVAL;
     // Per input: its base time (seconds since the epoch) and entries.
     let mut logs: Vec<(Duration, Vec<Entry>)> = Vec::new();
     for path in inputs {
@@ -444,6 +448,15 @@ pub fn merge_hdr_logs(inputs: &[PathBuf], out: &Path) -> Result<usize, Error> {
         logs.push((base, entries));
     }
     let origin = logs.iter().map(|(b, _)| *b).min().unwrap_or_default();
+    // The grid intervals are placed on: the logs' own interval length
+    // (`--hdr-log-interval`), i.e. their longest one (only the last of a
+    // run is shorter).
+    let interval = logs
+        .iter()
+        .flat_map(|(_, e)| e.iter().map(|(_, _, length, _)| *length))
+        .max()
+        .filter(|d| !d.is_zero())
+        .unwrap_or(crate::plan::defaults::HDR_LOG_INTERVAL);
     let mut merged: BTreeMap<(u64, String), Slot> = BTreeMap::new();
     for (base, entries) in logs {
         for (tag, start, length, hist) in entries {

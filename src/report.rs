@@ -12,7 +12,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::plan::Plan;
+use crate::plan::{Metric, Plan, Threshold};
 use crate::stats::{CheckKind, CloseReason, ErrorKind, Gauges, StatusClass, TimelineJson, Totals, WorkloadStats};
 
 /// Percentiles of one histogram, in seconds.
@@ -391,6 +391,17 @@ pub struct Report {
     pub all: Figures,
     /// Per-workload figures.
     pub workloads: Vec<WorkloadReport>,
+    /// Every threshold, evaluated at the end (empty without thresholds).
+    #[serde(default)]
+    pub thresholds: Vec<ThresholdResult>,
+    /// Why the run was stopped early by a failing threshold
+    /// (`--abort-on-fail`); `null` when it was not.
+    #[serde(default)]
+    pub aborted: Option<String>,
+    /// The HDR interval log this run wrote (`--hdr-log`), so `soakd
+    /// compare` finds it; `null` without one.
+    #[serde(default)]
+    pub hdr_log: Option<String>,
     /// The plan in words (what `soakd check` prints; no header values).
     /// Empty in a report from a soakd before it.
     #[serde(default)]
@@ -401,6 +412,71 @@ pub struct Report {
     /// or one from a soakd before it.
     #[serde(default)]
     pub timeline: TimelineJson,
+}
+
+/// One threshold's verdict.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ThresholdResult {
+    /// The workload it is about; `null` for a run-wide threshold (over
+    /// all workloads).
+    pub workload: Option<String>,
+    /// The expression, without spaces (`p99<50ms`).
+    pub threshold: String,
+    /// The metric's name.
+    pub metric: String,
+    /// The comparison (`<`, `<=`, `>`, `>=`).
+    pub op: String,
+    /// The limit in base units (seconds, a 0–1 ratio, a count).
+    pub limit: f64,
+    /// What the run measured, in the same unit; `null` when nothing was
+    /// measured (which fails).
+    pub measured: Option<f64>,
+    /// `measured OP limit`.
+    pub pass: bool,
+}
+
+impl ThresholdResult {
+    /// Evaluates `t` on a measurement.
+    pub fn of(t: &Threshold, workload: Option<&str>, measured: Option<f64>) -> ThresholdResult {
+        ThresholdResult {
+            workload: workload.map(str::to_string),
+            threshold: t.text.clone(),
+            metric: t.metric.name().to_string(),
+            op: t.op.symbol().to_string(),
+            limit: t.limit,
+            measured,
+            pass: t.passes(measured),
+        }
+    }
+}
+
+/// What `metric` measured in `stats` over `secs` seconds, with `open_min`
+/// the fewest connections open after the ramp. `None` when there is
+/// nothing to measure (no latency recorded, no ramp completed). The one
+/// definition of each threshold metric: the end of the run and the live
+/// gauges both use it.
+pub fn measure(metric: Metric, stats: &WorkloadStats, secs: f64, open_min: Option<u64>) -> Option<f64> {
+    let q = |h: &Histogram<u64>, q: f64| (!h.is_empty()).then(|| h.value_at_quantile(q) as f64 / 1e6);
+    let c = &stats.counters;
+    match metric {
+        Metric::P50 => q(&stats.latency, 0.5),
+        Metric::P90 => q(&stats.latency, 0.9),
+        Metric::P99 => q(&stats.latency, 0.99),
+        Metric::P999 => q(&stats.latency, 0.999),
+        Metric::Max => (!stats.latency.is_empty()).then(|| stats.latency.max() as f64 / 1e6),
+        Metric::Mean => (!stats.latency.is_empty()).then(|| stats.latency.mean() / 1e6),
+        Metric::LagP99 => q(&stats.lag, 0.99),
+        Metric::TlsHandshakeP99 => q(&stats.tls_handshake, 0.99),
+        // Per attempt: a failed connect owes no request but is a failure,
+        // so a dead target is 100%, not a division by zero.
+        Metric::ErrorRate => {
+            let attempts = c.completed + c.total_errors();
+            (attempts > 0).then(|| c.total_errors() as f64 / attempts as f64)
+        }
+        Metric::Errors => Some(c.total_errors() as f64),
+        Metric::Rps => (secs > 0.0).then(|| c.completed as f64 / secs),
+        Metric::OpenMin => open_min.map(|m| m as f64),
+    }
 }
 
 fn figures(stats: &WorkloadStats, g: &Gauges, peak: u64, at_end: u64, ramp: Option<Duration>, secs: f64) -> Figures {
@@ -523,6 +599,18 @@ impl Report {
         if !tls.is_empty() {
             all.tls = Some(TlsFigures::of(&sum.counters, &g, tls.iter().all(|t| t.verified())));
         }
+        let thresholds = plan
+            .all_thresholds()
+            .into_iter()
+            .map(|(wi, th)| match wi {
+                Some(wi) => ThresholdResult::of(
+                    th,
+                    Some(&plan.workloads[wi].name),
+                    measure(th.metric, &t.stats[wi], secs, t.open_min[wi]),
+                ),
+                None => ThresholdResult::of(th, None, measure(th.metric, &sum, secs, t.open_min_all)),
+            })
+            .collect();
         Report {
             duration_seconds: secs,
             shard: ShardReport {
@@ -532,9 +620,17 @@ impl Report {
             },
             all,
             workloads,
+            thresholds,
+            aborted: None,
+            hdr_log: plan.hdr_log.as_ref().map(|p| p.display().to_string()),
             plan: crate::plan::describe(plan),
             timeline: t.timeline.to_json(),
         }
+    }
+
+    /// The thresholds that failed.
+    pub fn failed_thresholds(&self) -> impl Iterator<Item = &ThresholdResult> {
+        self.thresholds.iter().filter(|t| !t.pass)
     }
 
     /// The JSON form (pretty-printed).
@@ -642,6 +738,22 @@ impl Report {
             );
         }
         self.request_table(&mut s);
+        if let Some(why) = &self.aborted {
+            let _ = writeln!(s, "  ABORTED       {why}");
+        }
+        if !self.thresholds.is_empty() {
+            let _ = writeln!(s, "  thresholds");
+            for t in &self.thresholds {
+                let _ = writeln!(
+                    s,
+                    "    {:<4}  {:<28} {:<20} measured {}",
+                    if t.pass { "PASS" } else { "FAIL" },
+                    t.threshold,
+                    t.workload.as_deref().unwrap_or("(all workloads)"),
+                    threshold_value(&t.metric, t.measured)
+                );
+            }
+        }
         s
     }
 
@@ -686,6 +798,17 @@ impl Report {
                 );
             }
         }
+    }
+}
+
+/// A measured threshold value in the metric's own unit.
+pub fn threshold_value(metric: &str, v: Option<f64>) -> String {
+    match (Metric::from_name(metric).map(|m| m.unit()), v) {
+        (_, None) => "nothing".into(),
+        (Some(crate::plan::threshold::Unit::Seconds), v) => human(v),
+        (Some(crate::plan::threshold::Unit::Ratio), Some(v)) => format!("{:.3}%", v * 100.0),
+        (_, Some(v)) if v.fract() == 0.0 => format!("{v:.0}"),
+        (_, Some(v)) => format!("{v:.1}"),
     }
 }
 

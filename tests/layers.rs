@@ -25,6 +25,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("observe", 3),
     ("target", 4),
     ("statuscmd", 4),
+    ("verdict", 4),
     ("merge", 4),
     ("html", 4),
     ("daemon", 5),

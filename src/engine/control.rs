@@ -57,6 +57,8 @@ pub(super) struct Control<'s> {
     deadline: Option<Instant>,
     /// When the stop began (drain), once it has.
     pub(super) stop_at: Option<Instant>,
+    /// Why the sink stopped the run early (`--abort-on-fail`).
+    pub(super) aborted: Option<String>,
 }
 
 impl<'s> Control<'s> {
@@ -94,6 +96,7 @@ impl<'s> Control<'s> {
             stages,
             start,
             stop_at: None,
+            aborted: None,
         }
     }
 
@@ -193,6 +196,12 @@ impl<'s> Control<'s> {
         let timed_out = self.deadline.is_some_and(|d| Instant::now() >= d);
         let counted = self.plan.max_requests.is_some() && budget_done;
         if timed_out || counted || stages::all_stopped(&self.plan, &self.stages, elapsed) {
+            self.begin_stop();
+        } else if let Some(why) = self.sink.abort() {
+            // Drained like a SIGTERM, so the responses owed still count.
+            self.sink.stopping();
+            self.sink.note(&format!("stopping: {why}"));
+            self.aborted = Some(why);
             self.begin_stop();
         }
     }
@@ -321,7 +330,7 @@ impl<'s> Control<'s> {
             }
         }
         if d.needs_restart {
-            said.push("threads, metrics_listen, hdr_log and shard take effect at the next start".into());
+            said.push("threads, metrics_listen, hdr_log, shard and thresholds take effect at the next start".into());
         }
         self.workers.send(&cmds);
         if said.is_empty() {

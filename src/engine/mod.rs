@@ -60,6 +60,11 @@ pub trait Sink {
     fn finish(&mut self, totals: &mut Totals, elapsed: Duration) -> Duration;
     /// The run is over; release what is held.
     fn close(&mut self) {}
+    /// Why the run should stop early (a threshold failed for too long),
+    /// asked after every tick; `None` to go on.
+    fn abort(&mut self) -> Option<String> {
+        None
+    }
 }
 
 /// What a finished run leaves: the plan as it ended (reloads included),
@@ -71,6 +76,8 @@ pub struct Finished {
     pub totals: Totals,
     /// Run time until the stop began.
     pub ran: Duration,
+    /// Why the sink stopped the run early, if it did.
+    pub aborted: Option<String>,
 }
 
 /// Runs `plan` to its end. The caller has passed preflight and set up its
@@ -96,7 +103,7 @@ pub fn run(plan: Plan, reload: Option<Reload>, sink: &mut dyn Sink) -> Result<Fi
     // From here on an error return drops `workers`, which stops and joins
     // every thread already started.
     let workers = Workers::spawn(&plan, threads, shared)?;
-    let mut totals = Totals::new(names, threads, plan.hdr_log.is_some());
+    let mut totals = Totals::new(names, threads, plan.hdr_log.is_some(), plan.threshold_window.is_some());
     for (wi, w) in plan.workloads.iter().enumerate() {
         totals.set_requests(wi, w.request_names());
     }
@@ -105,6 +112,13 @@ pub fn run(plan: Plan, reload: Option<Reload>, sink: &mut dyn Sink) -> Result<Fi
     let joined = control.workers.join();
     control.finish()?;
     joined?;
-    let Control { plan, totals, .. } = control;
-    Ok(Finished { plan, totals, ran })
+    let Control {
+        plan, totals, aborted, ..
+    } = control;
+    Ok(Finished {
+        plan,
+        totals,
+        ran,
+        aborted,
+    })
 }

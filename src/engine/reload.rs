@@ -80,8 +80,26 @@ pub(super) fn diff(old: &Plan, new: &Plan) -> Diff {
         needs_restart: new.threads != old.threads
             || new.metrics_listen != old.metrics_listen
             || new.hdr_log != old.hdr_log
-            || new.shard != old.shard,
+            || new.hdr_log_interval != old.hdr_log_interval
+            || new.shard != old.shard
+            || thresholds_differ(old, new),
     }
+}
+
+/// Thresholds are set up once, at the start (gauges, abort timers), so a
+/// changed one waits for the next start.
+fn thresholds_differ(old: &Plan, new: &Plan) -> bool {
+    let per_workload = |p: &Plan| -> Vec<(String, Vec<crate::plan::Threshold>)> {
+        p.workloads
+            .iter()
+            .filter(|w| !w.thresholds.is_empty())
+            .map(|w| (w.name.clone(), w.thresholds.clone()))
+            .collect()
+    };
+    new.thresholds != old.thresholds
+        || new.threshold_window != old.threshold_window
+        || new.abort_on_fail != old.abort_on_fail
+        || per_workload(old) != per_workload(new)
 }
 
 /// True when the two differ at most in connections, pace and stages.
@@ -91,6 +109,7 @@ fn same_settings(a: &Workload, b: &Workload) -> bool {
     b.model = a.model;
     b.stages.clone_from(&a.stages);
     b.then_stop = a.then_stop;
+    b.thresholds.clone_from(&a.thresholds);
     b == *a
 }
 

@@ -3,7 +3,8 @@
 //! A multi-day soak is analysed afterwards with the standard HdrHistogram
 //! log tools (HistogramLogAnalyzer, `hdr-plot`, HdrHistogram's
 //! `HistogramLogProcessor`), which need the full distribution per interval,
-//! not percentiles. Every 10 s one interval per workload is appended,
+//! not percentiles. Every 10 s (`--hdr-log-interval`) one interval per
+//! workload is appended,
 //! tagged with the workload name; values are microseconds, and the
 //! `MaxValueDivisor` of 1e6 makes the tools print seconds.
 //!
@@ -25,9 +26,6 @@ use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use crate::Error;
 use crate::stats::Totals;
 
-/// Length of one logged interval.
-pub const INTERVAL: Duration = Duration::from_secs(10);
-
 struct Interval {
     start: Duration,
     length: Duration,
@@ -36,8 +34,9 @@ struct Interval {
     names: Vec<String>,
 }
 
-/// A workload name as a log tag: the characters the format forbids become `_`.
-fn tag_of(name: &str) -> String {
+/// A workload name as a log tag: the characters the format forbids become
+/// `_` (`soakd compare` looks workloads up by it).
+pub(crate) fn tag_of(name: &str) -> String {
     name.chars()
         .map(|c| if matches!(c, ',' | ' ' | '\r' | '\n') { '_' } else { c })
         .collect()
@@ -48,12 +47,13 @@ pub struct HdrLog {
     sender: Option<mpsc::Sender<Interval>>,
     thread: Option<JoinHandle<()>>,
     started: Duration,
+    interval: Duration,
 }
 
 impl HdrLog {
     /// Creates (truncates) `path` and writes the log header. Tags are the
     /// workload names with characters the format forbids replaced by `_`.
-    pub fn create(path: &Path) -> Result<HdrLog, Error> {
+    pub fn create(path: &Path, interval: Duration) -> Result<HdrLog, Error> {
         let file = File::create(path).map_err(|e| {
             Error::Usage(format!(
                 "--hdr-log {}: cannot create it ({e}); give a writable path",
@@ -68,7 +68,10 @@ impl HdrLog {
                 let mut out = BufWriter::new(file);
                 let mut serializer = V2DeflateSerializer::new();
                 let writer = IntervalLogWriterBuilder::new()
-                    .add_comment("soakd request latency in microseconds, one interval per workload (tag) every 10 s")
+                    .add_comment(&format!(
+                        "soakd request latency in microseconds, one interval per workload (tag) every {}",
+                        humantime::format_duration(interval)
+                    ))
                     .with_start_time(now)
                     .with_base_time(now)
                     .with_max_value_divisor(1e6)
@@ -93,12 +96,13 @@ impl HdrLog {
             sender: Some(sender),
             thread: Some(thread),
             started: Duration::ZERO,
+            interval,
         })
     }
 
-    /// Called every aggregation tick: writes an interval when 10 s are up.
+    /// Called every aggregation tick: writes an interval when one is up.
     pub fn tick(&mut self, totals: &mut Totals, elapsed: Duration) {
-        if elapsed >= self.started + INTERVAL {
+        if elapsed >= self.started + self.interval {
             self.write(totals, elapsed);
         }
     }

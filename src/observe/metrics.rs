@@ -162,6 +162,8 @@ pub struct Snapshot {
     pub reloads: [u64; 2],
     /// Unix time of the last successful config load (the start counts).
     pub last_reload_success: f64,
+    /// Thresholds: (target label, expression, passing).
+    pub thresholds: Vec<(String, String, bool)>,
     /// The `shard` and `shards` labels of `soakd_shard_info` (0 and 1
     /// unsharded).
     pub shard: [String; 2],
@@ -193,6 +195,7 @@ impl Metrics {
             healthy: true,
             reloads: [0, 0],
             last_reload_success: unix_now(),
+            thresholds: Vec::new(),
             shard: [shard.index.to_string(), shard.count.to_string()],
         }));
         let registry = prometheus::Registry::new();
@@ -304,6 +307,11 @@ impl Metrics {
         if ok {
             snap.last_reload_success = unix_now();
         }
+    }
+
+    /// Publishes the thresholds' states (see `observe::thresholds`).
+    pub fn set_thresholds(&mut self, states: Vec<(String, String, bool)>) {
+        self.snapshot.lock().unwrap_or_else(|p| p.into_inner()).thresholds = states;
     }
 
     /// The registry (soakd's collector and the process collector).
@@ -612,6 +620,21 @@ const FAMILIES: &[Family] = &[
         labels: &[],
         fill: Fill::Global(|kind, snap, out| {
             out.push(value(kind, &[], snap.last_reload_success));
+        }),
+    },
+    Family {
+        name: "soakd_threshold_passing",
+        help: "1 while the threshold holds over --threshold-window (default the whole run), else 0; target=\"*\" for a run-wide threshold.",
+        kind: MetricType::GAUGE,
+        labels: &["target", "threshold"],
+        fill: Fill::Global(|kind, snap, out| {
+            for (target, threshold, passing) in &snap.thresholds {
+                out.push(value(
+                    kind,
+                    &[("target", target), ("threshold", threshold)],
+                    if *passing { 1.0 } else { 0.0 },
+                ));
+            }
         }),
     },
     Family {

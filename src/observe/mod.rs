@@ -12,6 +12,7 @@ mod hdrlog;
 pub mod metrics;
 pub mod notify;
 mod status;
+pub mod thresholds;
 
 use std::io::Write as _;
 use std::sync::Arc;
@@ -24,10 +25,11 @@ use crate::report::Report;
 use crate::stats::Totals;
 use exporter::{Exporter, Handler, Reply};
 use hdrlog::HdrLog;
-pub use hdrlog::INTERVAL as HDR_LOG_INTERVAL;
+pub(crate) use hdrlog::tag_of;
 use metrics::Metrics;
 use notify::Notifier;
 use status::StatusLine;
+use thresholds::Watch;
 
 /// How often systemd's status text is refreshed.
 const NOTIFY_STATUS_EVERY: Duration = Duration::from_secs(10);
@@ -37,6 +39,7 @@ pub struct Observers {
     metrics: Option<Metrics>,
     exporter: Option<Exporter>,
     hdr_log: Option<HdrLog>,
+    thresholds: Option<Watch>,
     status: StatusLine,
     notifier: Notifier,
     linger: Duration,
@@ -50,12 +53,18 @@ impl Observers {
     /// connection is opened: a port that cannot be had is a preflight
     /// failure (exit 2), not a surprise an hour in.
     pub fn start(plan: &Plan) -> Result<Observers, Error> {
+        let thresholds = Watch::new(plan);
         let (metrics, exporter) = match plan.metrics_listen {
             Some(addr) => {
                 let names: Vec<String> = plan.workloads.iter().map(|w| w.name.clone()).collect();
                 let pids = plan.workloads.iter().map(|w| w.target_pids.clone()).collect();
                 let requests: Vec<Vec<String>> = plan.workloads.iter().map(|w| w.request_names()).collect();
-                let m = Metrics::new(&names, &requests, pids, plan.shard);
+                let mut m = Metrics::new(&names, &requests, pids, plan.shard);
+                // Every threshold's gauge exists (passing) from the first
+                // scrape.
+                if let Some(w) = &thresholds {
+                    m.set_thresholds(w.states());
+                }
                 let e = Exporter::start(addr, scrape_handler(&m))?;
                 eprintln!("soakd: metrics on http://{}/metrics", e.local_addr());
                 (Some(m), Some(e))
@@ -63,13 +72,14 @@ impl Observers {
             None => (None, None),
         };
         let hdr_log = match &plan.hdr_log {
-            Some(path) => Some(HdrLog::create(path)?),
+            Some(path) => Some(HdrLog::create(path, plan.hdr_log_interval)?),
             None => None,
         };
         Ok(Observers {
             metrics,
             exporter,
             hdr_log,
+            thresholds,
             status: StatusLine::new(),
             notifier: Notifier::from_env(),
             linger: plan.metrics_linger,
@@ -115,6 +125,12 @@ impl Sink for Observers {
     }
 
     fn tick(&mut self, totals: &mut Totals, elapsed: Duration) {
+        if let Some(w) = self.thresholds.as_mut()
+            && w.tick(totals, elapsed)
+            && let Some(m) = self.metrics.as_mut()
+        {
+            m.set_thresholds(w.states());
+        }
         if let Some(m) = self.metrics.as_mut() {
             m.update(totals);
         }
@@ -163,6 +179,10 @@ impl Sink for Observers {
         } else {
             Duration::ZERO
         }
+    }
+
+    fn abort(&mut self) -> Option<String> {
+        self.thresholds.as_ref().and_then(|w| w.abort.clone())
     }
 
     fn close(&mut self) {

@@ -31,6 +31,24 @@ pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// its figures (or the target's name) to the network unasked.
 pub const METRICS_LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9469));
 
+/// Length of one HDR interval log interval: short enough that a soak of
+/// minutes has a dozen samples per workload for `soakd compare`, long
+/// enough that a day's log stays small.
+pub const HDR_LOG_INTERVAL: Duration = Duration::from_secs(10);
+/// `soakd compare`: the smallest relative change that counts (10%).
+pub const TOLERANCE: f64 = 0.10;
+/// `soakd compare`: the smallest change of a latency that counts, however
+/// large relative to the baseline. Below a millisecond, run-to-run
+/// differences on a shared machine are the scheduler's, not the server's
+/// (see docs/verdicts.md for the measurements behind it).
+pub const MIN_LATENCY_CHANGE: Duration = Duration::from_millis(1);
+/// `soakd compare`: the smallest change of the error rate that counts
+/// (0.1 percentage point): from 0 to 1 error in 10,000 is not a verdict.
+pub const MIN_ERROR_RATE_CHANGE: f64 = 0.001;
+/// `soakd compare`: the significance level of the rank test on
+/// per-interval samples.
+pub const SIGNIFICANCE: f64 = 0.01;
+
 /// Worker threads when not given: one per available CPU.
 pub fn threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())

@@ -118,6 +118,24 @@ pub fn describe(plan: &Plan) -> String {
         if let Some(d) = w.max_conn_lifetime {
             let _ = writeln!(s, "  churn: connections live about {}", humantime::format_duration(d));
         }
+        if !w.thresholds.is_empty() {
+            let list: Vec<&str> = w.thresholds.iter().map(|t| t.text.as_str()).collect();
+            let _ = writeln!(s, "  thresholds {}", list.join(", "));
+        }
+    }
+    if !plan.thresholds.is_empty() {
+        let list: Vec<&str> = plan.thresholds.iter().map(|t| t.text.as_str()).collect();
+        let _ = writeln!(
+            s,
+            "thresholds over all workloads: {} (live window {}{})",
+            list.join(", "),
+            plan.threshold_window
+                .map_or("the whole run".into(), |d| humantime::format_duration(d).to_string()),
+            plan.abort_on_fail.map_or(String::new(), |d| format!(
+                ", abort after failing {}",
+                humantime::format_duration(d)
+            ))
+        );
     }
     let share_rate: f64 = plan
         .workloads

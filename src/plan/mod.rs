@@ -15,6 +15,7 @@ pub mod defaults;
 mod describe;
 pub mod mix;
 pub mod shard;
+pub mod threshold;
 pub mod tls;
 mod url;
 
@@ -26,6 +27,7 @@ pub use checks::{CheckSpec, CheckState, Checks, Judge};
 pub use describe::describe;
 pub use mix::{Request, RequestEntry};
 pub use shard::Shard;
+pub use threshold::{Metric, Op, Threshold};
 pub use tls::{Tls, TlsSpec, TlsVersion};
 pub use url::{ParsedUrl, parse_url, resolve};
 
@@ -118,6 +120,8 @@ pub struct Workload {
     pub stages: Vec<Stage>,
     /// Stop the run when the last stage's hold is over (else hold it).
     pub then_stop: bool,
+    /// Thresholds on this workload's own figures.
+    pub thresholds: Vec<Threshold>,
 }
 
 /// One step of a workload's stages.
@@ -180,6 +184,28 @@ pub struct Plan {
     /// `--shard-sources`: the workloads' source addresses are already this
     /// shard's slice.
     pub shard_sources: bool,
+    /// Length of one HDR log interval.
+    pub hdr_log_interval: Duration,
+    /// Thresholds on the figures over all workloads.
+    pub thresholds: Vec<Threshold>,
+    /// The live threshold gauges look at this much of the recent past
+    /// (`None`: the whole run).
+    pub threshold_window: Option<Duration>,
+    /// Stop the run once a threshold has failed (live) this long.
+    pub abort_on_fail: Option<Duration>,
+    /// A report to compare this run's with at the end.
+    pub baseline: Option<Baseline>,
+}
+
+/// `--baseline`: an earlier run's report to compare with at the end.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Baseline {
+    /// Its JSON report.
+    pub report: PathBuf,
+    /// Its HDR interval log (else the one the report names, if any).
+    pub hdr_log: Option<PathBuf>,
+    /// The smallest relative change that counts (0.1 = 10%).
+    pub tolerance: f64,
 }
 
 impl Plan {
@@ -194,6 +220,39 @@ impl Plan {
     /// of the workload's peak.
     pub fn share(&self, w: &Workload) -> u64 {
         self.shard.share(w.peak_connections())
+    }
+
+    /// Every threshold with the workload it is about (`None`: all of
+    /// them), in the order the report lists them.
+    pub fn all_thresholds(&self) -> Vec<(Option<usize>, &Threshold)> {
+        let mut out: Vec<(Option<usize>, &Threshold)> = self
+            .workloads
+            .iter()
+            .enumerate()
+            .flat_map(|(wi, w)| w.thresholds.iter().map(move |t| (Some(wi), t)))
+            .collect();
+        out.extend(self.thresholds.iter().map(|t| (None, t)));
+        out
+    }
+
+    /// Checks the run-wide thresholds against the workloads: a TLS
+    /// handshake threshold needs an https workload. `key` names where
+    /// they were given, for the message.
+    pub fn check_thresholds(&self, key: &str) -> Result<(), Error> {
+        if self.abort_on_fail.is_some() && self.all_thresholds().is_empty() {
+            return Err(Error::Usage(
+                "--abort-on-fail / abort_on_fail stops the run when a threshold fails, but no threshold is given; add --threshold (or thresholds = [...])".into(),
+            ));
+        }
+        if self.workloads.iter().all(|w| w.target.tls.is_none())
+            && let Some(t) = self.thresholds.iter().find(|t| t.metric == Metric::TlsHandshakeP99)
+        {
+            return Err(Error::Usage(format!(
+                "{key} {:?}: no workload speaks TLS (https://), so there is no handshake to measure; drop it or use an https:// URL",
+                t.text
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -267,6 +326,8 @@ pub struct WorkloadSpec {
     pub then_stop: bool,
     /// TLS settings (only for `https://` URLs).
     pub tls: TlsSpec,
+    /// Thresholds on this workload's figures.
+    pub thresholds: Vec<Threshold>,
 }
 
 impl WorkloadSpec {
@@ -292,6 +353,16 @@ impl WorkloadSpec {
             }
             None
         };
+        if tls.is_none()
+            && let Some(t) = self.thresholds.iter().find(|t| t.metric == Metric::TlsHandshakeP99)
+        {
+            return Err(Error::Usage(format!(
+                "{} {:?}: {:?} is not an https:// URL, so there is no TLS handshake to measure; drop it or use https://",
+                key("thresholds"),
+                t.text,
+                self.url
+            )));
+        }
         let addr = resolve(&parsed, &self.url).map_err(in_url)?;
         if self.close && self.pipeline > 1 {
             return Err(Error::Usage(format!(
@@ -338,6 +409,7 @@ impl WorkloadSpec {
             target_pids: self.target_pids,
             stages: self.stages,
             then_stop: self.then_stop,
+            thresholds: self.thresholds,
         })
     }
 }
@@ -509,6 +581,22 @@ pub fn parse_duration(what: &str, value: &str) -> Result<Duration, Error> {
         return Err(bad());
     }
     humantime::parse_duration(v).map_err(|_| bad())
+}
+
+/// Parses a relative tolerance: `10%` or a fraction `0.1`, at least 0.
+/// `what` names the flag in the error message.
+pub fn parse_tolerance(what: &str, value: &str) -> Result<f64, Error> {
+    let v = value.trim();
+    let parsed = match v.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|p| p / 100.0),
+        None => v.parse::<f64>(),
+    };
+    match parsed {
+        Ok(t) if t.is_finite() && t >= 0.0 => Ok(t),
+        _ => Err(Error::Usage(format!(
+            "{what}: invalid tolerance {value:?}; expected a percentage such as 10% (or a fraction such as 0.1)"
+        ))),
+    }
 }
 
 /// Like [`parse_duration`], but zero is refused.

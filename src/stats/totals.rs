@@ -30,6 +30,12 @@ pub struct Totals {
     pub ramp: Vec<Option<Duration>>,
     /// Open connections when the stop began.
     pub open_at_stop: Option<Vec<u64>>,
+    /// Fewest connections seen open (each tick) after the workload's ramp
+    /// completed and before the stop: the `open_min` threshold. `None`
+    /// until the ramp completes.
+    pub open_min: Vec<Option<u64>>,
+    /// The same over all workloads together, once every one has ramped.
+    pub open_min_all: Option<u64>,
     /// Per worker: loop iterations seen in its last flush, and when that
     /// count last moved.
     pub heartbeats: Vec<(u64, Instant)>,
@@ -39,6 +45,9 @@ pub struct Totals {
     /// Per workload: latency since the HDR interval log last took it; only
     /// kept with `--hdr-log`.
     log_interval: Option<Vec<hdrhistogram::Histogram<u64>>>,
+    /// Per workload: what arrived since the live thresholds last took it;
+    /// only kept with a threshold window.
+    recent: Option<Vec<WorkloadStats>>,
     /// The run as a bounded time series (all workloads summed), for the
     /// report; the control loop calls its `tick` after each drain.
     pub timeline: Timeline,
@@ -46,8 +55,9 @@ pub struct Totals {
 
 impl Totals {
     /// Empty totals for `names`, fed by `workers` mailboxes; `hdr_log`
-    /// keeps the interval histograms the HDR log takes.
-    pub fn new(names: Vec<String>, workers: usize, hdr_log: bool) -> Totals {
+    /// keeps the interval histograms the HDR log takes, `recent` what the
+    /// windowed thresholds take.
+    pub fn new(names: Vec<String>, workers: usize, hdr_log: bool, recent: bool) -> Totals {
         let n = names.len();
         Totals {
             requests: vec![Vec::new(); n],
@@ -58,9 +68,12 @@ impl Totals {
             peak_open: vec![0; n],
             ramp: vec![None; n],
             open_at_stop: None,
+            open_min: vec![None; n],
+            open_min_all: None,
             heartbeats: vec![(0, Instant::now()); workers],
             window: (0..n).map(|_| histogram()).collect(),
             log_interval: hdr_log.then(|| (0..n).map(|_| histogram()).collect()),
+            recent: recent.then(|| (0..n).map(|_| WorkloadStats::default()).collect()),
             timeline: Timeline::new(),
         }
     }
@@ -87,6 +100,9 @@ impl Totals {
             for wi in 0..n {
                 self.stats[wi].add(&stats[wi]);
                 self.interval[wi].add(&stats[wi]);
+                if let Some(r) = self.recent.as_mut() {
+                    r[wi].add(&stats[wi]);
+                }
                 if !stats[wi].latency.is_empty() {
                     self.window[wi]
                         .add(&stats[wi].latency)
@@ -118,11 +134,21 @@ impl Totals {
                 self.heartbeats[i] = (*heartbeat, Instant::now());
             }
         }
+        // A stop closes connections on purpose: those are not lows.
+        let running = at_stop.is_none() && self.open_at_stop.is_none();
         for wi in 0..n {
             self.peak_open[wi] = self.peak_open[wi].max(gauges[wi].open);
             if self.ramp[wi].is_none() && gauges[wi].desired > 0 {
                 self.ramp[wi] = ramp_done[wi];
             }
+            if running && self.ramp[wi].is_some() {
+                let open = gauges[wi].open;
+                self.open_min[wi] = Some(self.open_min[wi].map_or(open, |m| m.min(open)));
+            }
+        }
+        if running && n > 0 && self.ramp.iter().all(Option::is_some) {
+            let open: u64 = gauges.iter().map(|g| g.open).sum();
+            self.open_min_all = Some(self.open_min_all.map_or(open, |m| m.min(open)));
         }
         self.timeline.level(gauges.iter().map(|g| g.open).sum());
         self.gauges = gauges;
@@ -157,9 +183,25 @@ impl Totals {
         self.gauges.push(Gauges::default());
         self.peak_open.push(0);
         self.ramp.push(None);
+        self.open_min.push(None);
         self.window.push(histogram());
         if let Some(log) = self.log_interval.as_mut() {
             log.push(histogram());
+        }
+        if let Some(r) = self.recent.as_mut() {
+            r.push(WorkloadStats::default());
+        }
+    }
+
+    /// Adds what arrived per workload since the last call into `into`
+    /// (grown to fit), and starts over; nothing without a threshold window.
+    pub fn take_recent(&mut self, into: &mut Vec<WorkloadStats>) {
+        if let Some(r) = self.recent.as_mut() {
+            into.resize_with(r.len(), WorkloadStats::default);
+            for (i, s) in r.iter_mut().enumerate() {
+                into[i].add(s);
+                s.clear();
+            }
         }
     }
 

@@ -1,0 +1,317 @@
+//! Thresholds while the run goes: the `soakd_threshold_passing` gauges
+//! and `--abort-on-fail`.
+//!
+//! The end-of-run verdict is the report's; this is the same verdict taken
+//! once a second on the figures so far, so Grafana and alerts can show a
+//! threshold failing hours before the soak ends, and a soak that is
+//! already lost can stop early. Both use [`crate::report::measure`], so a
+//! metric means the same thing live and at the end.
+//!
+//! The default window is the whole run (the cumulative totals, nothing
+//! kept). With `--threshold-window DUR` the recent past is kept as at most
+//! [`SLICES`] slices of DUR/10 each (at least a second), merged at each
+//! evaluation: memory is bounded by the slice count, not by DUR, at the
+//! price of a window that is DUR to DUR + one slice (and a tick) long.
+//!
+//! A threshold with nothing measured yet (no response, no ramp completed)
+//! counts as passing live: nothing has violated it. At the end of the run
+//! the same threshold fails, since a soak that measured nothing proved
+//! nothing.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use crate::plan::{Plan, Threshold};
+use crate::report::{measure, threshold_value};
+use crate::stats::{Totals, WorkloadStats};
+
+/// Slices a window is kept in.
+const SLICES: u32 = 10;
+/// How often thresholds are evaluated.
+const EVERY: Duration = Duration::from_secs(1);
+/// The `target` label of a run-wide threshold (over all workloads).
+pub const ALL_TARGETS: &str = "*";
+
+/// One threshold being watched.
+struct Watched {
+    workload: Option<usize>,
+    threshold: Threshold,
+    target: String,
+    passing: bool,
+    /// When it last went from passing to failing (run time).
+    failing_since: Option<Duration>,
+    last: Option<f64>,
+}
+
+/// Part of a window: what arrived during it, and the fewest connections
+/// open at a tick in it (after the ramp).
+struct Slice {
+    start: Duration,
+    stats: Vec<WorkloadStats>,
+    open_min: Vec<Option<u64>>,
+    open_min_all: Option<u64>,
+}
+
+/// The thresholds of a run, evaluated live.
+pub struct Watch {
+    items: Vec<Watched>,
+    window: Option<Duration>,
+    slice_len: Duration,
+    slices: VecDeque<Slice>,
+    abort_after: Option<Duration>,
+    last_eval: Option<Duration>,
+    /// Why the run should stop, once a threshold failed long enough.
+    pub abort: Option<String>,
+}
+
+fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl Watch {
+    /// Watches the plan's thresholds; `None` when it has none.
+    pub fn new(plan: &Plan) -> Option<Watch> {
+        let items: Vec<Watched> = plan
+            .all_thresholds()
+            .into_iter()
+            .map(|(wi, t)| Watched {
+                workload: wi,
+                threshold: t.clone(),
+                target: wi.map_or(ALL_TARGETS.to_string(), |wi| plan.workloads[wi].name.clone()),
+                passing: true,
+                failing_since: None,
+                last: None,
+            })
+            .collect();
+        if items.is_empty() {
+            return None;
+        }
+        let slice_len = plan
+            .threshold_window
+            .map_or(Duration::ZERO, |w| (w / SLICES).max(Duration::from_secs(1)));
+        Some(Watch {
+            items,
+            window: plan.threshold_window,
+            slice_len,
+            slices: VecDeque::new(),
+            abort_after: plan.abort_on_fail,
+            last_eval: None,
+            abort: None,
+        })
+    }
+
+    /// (target label, threshold, passing) of every threshold, for the
+    /// gauges.
+    pub fn states(&self) -> Vec<(String, String, bool)> {
+        self.items
+            .iter()
+            .map(|w| (w.target.clone(), w.threshold.text.clone(), w.passing))
+            .collect()
+    }
+
+    /// Called every aggregation tick; returns true when the states were
+    /// evaluated (once a second).
+    pub fn tick(&mut self, totals: &mut Totals, elapsed: Duration) -> bool {
+        if self.window.is_some() {
+            self.record(totals, elapsed);
+        }
+        if self.last_eval.is_some_and(|t| elapsed < t + EVERY) {
+            return false;
+        }
+        self.last_eval = Some(elapsed);
+        self.evaluate(totals, elapsed);
+        true
+    }
+
+    /// Adds what arrived since the last tick to the current slice.
+    fn record(&mut self, totals: &mut Totals, elapsed: Duration) {
+        let n = totals.names.len();
+        let window = self.window.unwrap_or_default();
+        while self
+            .slices
+            .front()
+            .is_some_and(|s| s.start + self.slice_len + window <= elapsed)
+        {
+            self.slices.pop_front();
+        }
+        if self.slices.back().is_none_or(|s| elapsed >= s.start + self.slice_len) {
+            self.slices.push_back(Slice {
+                start: elapsed,
+                stats: Vec::new(),
+                open_min: Vec::new(),
+                open_min_all: None,
+            });
+        }
+        let slice = self.slices.back_mut().expect("a slice was just ensured");
+        totals.take_recent(&mut slice.stats);
+        slice.open_min.resize(n, None);
+        for wi in 0..n {
+            if totals.ramp[wi].is_some() && totals.open_at_stop.is_none() {
+                slice.open_min[wi] = min_opt(slice.open_min[wi], Some(totals.gauges[wi].open));
+            }
+        }
+        if totals.open_min_all.is_some() && totals.open_at_stop.is_none() {
+            let open = totals.gauges.iter().map(|g| g.open).sum();
+            slice.open_min_all = min_opt(slice.open_min_all, Some(open));
+        }
+    }
+
+    fn evaluate(&mut self, totals: &Totals, elapsed: Duration) {
+        let n = totals.names.len();
+        // The figures each threshold is judged on: the totals themselves
+        // for the whole run, else the window's slices merged.
+        let mut merged: Vec<WorkloadStats> = Vec::new();
+        let (per, open_min, open_min_all, secs): (&[WorkloadStats], Vec<Option<u64>>, Option<u64>, f64) =
+            match self.window {
+                None => (
+                    &totals.stats,
+                    totals.open_min.clone(),
+                    totals.open_min_all,
+                    elapsed.as_secs_f64(),
+                ),
+                Some(_) => {
+                    merged.resize_with(n, WorkloadStats::default);
+                    let mut mins = vec![None; n];
+                    let mut all = None;
+                    for s in &self.slices {
+                        for (wi, st) in s.stats.iter().enumerate() {
+                            merged[wi].add(st);
+                            mins[wi] = min_opt(mins[wi], s.open_min[wi]);
+                        }
+                        all = min_opt(all, s.open_min_all);
+                    }
+                    let since = self.slices.front().map_or(Duration::ZERO, |s| s.start);
+                    (&merged, mins, all, (elapsed - since).as_secs_f64())
+                }
+            };
+        let needs_sum = self.items.iter().any(|w| w.workload.is_none());
+        let mut sum = WorkloadStats::default();
+        if needs_sum {
+            for s in per {
+                sum.add(s);
+            }
+        }
+        for w in &mut self.items {
+            let measured = match w.workload {
+                Some(wi) if wi < per.len() => measure(w.threshold.metric, &per[wi], secs, open_min[wi]),
+                Some(_) => None,
+                None => measure(w.threshold.metric, &sum, secs, open_min_all),
+            };
+            w.last = measured;
+            w.passing = measured.is_none() || w.threshold.passes(measured);
+            if w.passing {
+                w.failing_since = None;
+            } else {
+                let since = *w.failing_since.get_or_insert(elapsed);
+                if let Some(after) = self.abort_after
+                    && self.abort.is_none()
+                    && elapsed - since >= after
+                {
+                    self.abort = Some(format!(
+                        "threshold {} ({}) failed for {} (measured {}); stopped by --abort-on-fail/abort_on_fail",
+                        w.threshold.text,
+                        w.workload.map_or("all workloads", |_| w.target.as_str()),
+                        humantime::format_duration(Duration::from_secs((elapsed - since).as_secs())),
+                        threshold_value(w.threshold.metric.name(), measured)
+                    ));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::{Delta, Mailbox};
+    use std::sync::Mutex;
+
+    fn plan(window: Option<Duration>, abort: Option<Duration>, thresholds: &[&str]) -> Plan {
+        let mut argv = vec!["soakd", "run", "http://127.0.0.1:1/", "-c", "4"];
+        for t in thresholds {
+            argv.extend(["--threshold", t]);
+        }
+        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv).unwrap();
+        let crate::cli::Command::Run(run) = cli.command else {
+            unreachable!()
+        };
+        let mut p = run.into_plan().unwrap();
+        p.threshold_window = window;
+        p.abort_on_fail = abort;
+        p
+    }
+
+    /// One second of traffic: `n` responses of `latency`, 4 connections
+    /// open and ramped.
+    fn second(totals: &mut Totals, mb: &[Mailbox], n: u64, latency: Duration) {
+        {
+            let mut d = mb[0].lock().unwrap();
+            for _ in 0..n {
+                crate::stats::record(&mut d.stats[0].latency, latency);
+            }
+            d.stats[0].counters.completed += n;
+            d.stats[0].counters.sent += n;
+            d.gauges[0].open = 4;
+            d.gauges[0].desired = 4;
+            d.full_at[0] = Some(Duration::ZERO);
+        }
+        totals.collect(mb);
+    }
+
+    fn run(window: Option<Duration>, abort: Option<Duration>) -> (Vec<Vec<bool>>, Option<String>) {
+        let p = plan(window, abort, &["p50<10ms", "open_min>=4"]);
+        let mut totals = Totals::new(vec![p.workloads[0].name.clone()], 1, false, window.is_some());
+        let mb: Vec<Mailbox> = vec![Mutex::new(Delta::new(1))];
+        let mut watch = Watch::new(&p).unwrap();
+        let mut states = Vec::new();
+        // 5 s fast, then 5 s slow (four times as many slow responses
+        // would be needed to move the whole run's median past 10 ms).
+        for s in 1..=10u64 {
+            let slow = s > 5;
+            second(
+                &mut totals,
+                &mb,
+                if slow { 100 } else { 1000 },
+                Duration::from_millis(if slow { 50 } else { 1 }),
+            );
+            assert!(watch.tick(&mut totals, Duration::from_secs(s)));
+            states.push(
+                watch
+                    .states()
+                    .into_iter()
+                    .map(|(target, _, ok)| {
+                        assert_eq!(target, "*");
+                        ok
+                    })
+                    .collect(),
+            );
+        }
+        (states, watch.abort.clone())
+    }
+
+    #[test]
+    fn the_whole_run_and_a_window() {
+        let (whole, abort) = run(None, Some(Duration::from_secs(1)));
+        assert!(whole.iter().all(|s| s == &[true, true]), "{whole:?}");
+        assert_eq!(abort, None);
+        // A 2 s window (slices of 1 s, so it spans 2 to 3 s) forgets the
+        // fast seconds: at 7 s it still holds the last fast one, from 8 s
+        // on only slow ones.
+        let (windowed, abort) = run(Some(Duration::from_secs(2)), Some(Duration::from_secs(2)));
+        let p50: Vec<bool> = windowed.iter().map(|s| s[0]).collect();
+        assert_eq!(
+            p50,
+            [true, true, true, true, true, true, true, false, false, false],
+            "{windowed:?}"
+        );
+        assert!(windowed.iter().all(|s| s[1]), "open_min held: {windowed:?}");
+        let why = abort.expect("failing from 8 s, for 2 s at 10 s");
+        assert!(
+            why.contains("p50<10ms") && why.contains("all workloads") && why.contains("failed for 2s"),
+            "{why}"
+        );
+    }
+}

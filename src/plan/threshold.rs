@@ -1,0 +1,335 @@
+//! Thresholds: `p99<50ms`, `error_rate <= 0.1%`, `open_min >= 9000`.
+//!
+//! A soak run in CI needs a yes/no answer, not a table of numbers. A
+//! threshold is `METRIC OP VALUE` (spaces optional); soakd evaluates each
+//! at the end of the run (and live, for the `soakd_threshold_passing`
+//! gauge), and a failed one makes the exit code 3. This module is pure
+//! parsing and comparison: what a metric *measures* is the report's
+//! business, so the grammar can be tested (and fuzzed by proptest) without
+//! a run.
+
+use std::fmt;
+
+use crate::Error;
+
+name_table! {
+    /// What a threshold measures.
+    pub enum Metric {
+        /// Request latency, median.
+        P50 = "p50",
+        /// Request latency, 90th percentile.
+        P90 = "p90",
+        /// Request latency, 99th percentile.
+        P99 = "p99",
+        /// Request latency, 99.9th percentile.
+        P999 = "p999",
+        /// Request latency, largest.
+        Max = "max",
+        /// Request latency, mean.
+        Mean = "mean",
+        /// Schedule lag (due → written), 99th percentile.
+        LagP99 = "lag_p99",
+        /// TLS handshake time, 99th percentile (https workloads only).
+        TlsHandshakeP99 = "tls_handshake_p99",
+        /// Errors ÷ (completed requests + errors), a 0–1 ratio.
+        ErrorRate = "error_rate",
+        /// Errors of every kind.
+        Errors = "errors",
+        /// Completed requests per second.
+        Rps = "rps",
+        /// Fewest connections open at once after the ramp completed.
+        OpenMin = "open_min",
+    }
+}
+
+/// How a metric's value is written and read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// Seconds; the value needs `us`, `ms` or `s`.
+    Seconds,
+    /// A 0–1 ratio; `%` or a plain fraction.
+    Ratio,
+    /// A plain number.
+    Count,
+}
+
+impl Metric {
+    /// The unit of the metric's values.
+    pub fn unit(self) -> Unit {
+        match self {
+            Metric::ErrorRate => Unit::Ratio,
+            Metric::Errors | Metric::Rps | Metric::OpenMin => Unit::Count,
+            _ => Unit::Seconds,
+        }
+    }
+}
+
+/// A comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+}
+
+impl Op {
+    /// Every operator, longest spelling first (so `<=` is not read as `<`).
+    const ALL: [Op; 4] = [Op::Le, Op::Ge, Op::Lt, Op::Gt];
+
+    /// How the operator is written.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Op::Lt => "<",
+            Op::Le => "<=",
+            Op::Gt => ">",
+            Op::Ge => ">=",
+        }
+    }
+
+    /// `measured OP limit`.
+    pub fn holds(self, measured: f64, limit: f64) -> bool {
+        match self {
+            Op::Lt => measured < limit,
+            Op::Le => measured <= limit,
+            Op::Gt => measured > limit,
+            Op::Ge => measured >= limit,
+        }
+    }
+}
+
+/// One parsed threshold.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Threshold {
+    /// The expression as given, without spaces (`p99<50ms`): its name in
+    /// the report, the summary and the metric label.
+    pub text: String,
+    /// What is measured.
+    pub metric: Metric,
+    /// How it is compared.
+    pub op: Op,
+    /// The limit in base units (seconds, a 0–1 ratio, a count).
+    pub limit: f64,
+}
+
+impl fmt::Display for Threshold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// What the grammar allows, for error messages.
+pub fn grammar_help() -> String {
+    let metrics: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
+    format!(
+        "expected METRIC OP VALUE, e.g. p99<50ms, error_rate<=0.1%, rps>=900; METRIC is one of {}; OP is <, <=, > or >=; latencies take us, ms or s, error_rate a % or a fraction, the others a plain number",
+        metrics.join(" ")
+    )
+}
+
+impl Threshold {
+    /// Parses `METRIC OP VALUE`. `what` names where the expression came
+    /// from (`--threshold`, or a file, line and key) for the message.
+    pub fn parse(what: &str, expr: &str) -> Result<Threshold, Error> {
+        Self::parse_inner(expr).map_err(|why| Error::Usage(format!("{what} {expr:?}: {why}; {}", grammar_help())))
+    }
+
+    fn parse_inner(expr: &str) -> Result<Threshold, String> {
+        let text: String = expr.chars().filter(|c| !c.is_whitespace()).collect();
+        let name_end = text
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .ok_or("no comparison operator")?;
+        let name = &text[..name_end];
+        let metric = Metric::from_name(name).ok_or_else(|| {
+            if name.is_empty() {
+                "no metric before the operator".to_string()
+            } else {
+                format!("unknown metric {name:?}")
+            }
+        })?;
+        let rest = &text[name_end..];
+        let op = Op::ALL
+            .into_iter()
+            .find(|op| rest.starts_with(op.symbol()))
+            .ok_or_else(|| {
+                let shown: String = rest.chars().take(2).collect();
+                format!("{shown:?} is not a comparison operator")
+            })?;
+        let value = &rest[op.symbol().len()..];
+        let limit = parse_value(metric, value)?;
+        Ok(Threshold {
+            text,
+            metric,
+            op,
+            limit,
+        })
+    }
+
+    /// Whether `measured` satisfies the threshold; `None` (nothing was
+    /// measured) does not.
+    pub fn passes(&self, measured: Option<f64>) -> bool {
+        measured.is_some_and(|m| self.op.holds(m, self.limit))
+    }
+}
+
+/// The value part, in the metric's base unit.
+fn parse_value(metric: Metric, value: &str) -> Result<f64, String> {
+    if value.is_empty() {
+        return Err("no value after the operator".into());
+    }
+    let split = value
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(value.len());
+    let (number, unit) = value.split_at(split);
+    let n: f64 = number
+        .parse()
+        .ok()
+        .filter(|n: &f64| n.is_finite())
+        .ok_or_else(|| format!("{value:?} is not a non-negative number"))?;
+    match (metric.unit(), unit) {
+        (Unit::Seconds, "us" | "µs") => Ok(n / 1e6),
+        (Unit::Seconds, "ms") => Ok(n / 1e3),
+        (Unit::Seconds, "s") => Ok(n),
+        (Unit::Seconds, "") => Err(format!(
+            "{} is a latency and {value:?} has no unit; write e.g. 50ms",
+            metric.name()
+        )),
+        (Unit::Ratio, "%") if n <= 100.0 => Ok(n / 100.0),
+        (Unit::Ratio, "") if n <= 1.0 => Ok(n),
+        (Unit::Ratio, "%" | "") => Err(format!("{value:?} is over 100%")),
+        (Unit::Count, "") => Ok(n),
+        (_, u) => Err(format!("{u:?} is not a unit {} takes", metric.name())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn t(expr: &str) -> Threshold {
+        Threshold::parse("--threshold", expr).unwrap()
+    }
+
+    #[test]
+    fn the_grammar() {
+        for (expr, metric, op, limit, text) in [
+            ("p99<50ms", Metric::P99, Op::Lt, 0.05, "p99<50ms"),
+            ("p99 < 50ms", Metric::P99, Op::Lt, 0.05, "p99<50ms"),
+            ("  p999<=1.5s ", Metric::P999, Op::Le, 1.5, "p999<=1.5s"),
+            ("mean>250us", Metric::Mean, Op::Gt, 0.000_25, "mean>250us"),
+            (
+                "error_rate <= 0.1%",
+                Metric::ErrorRate,
+                Op::Le,
+                0.001,
+                "error_rate<=0.1%",
+            ),
+            ("error_rate<0.05", Metric::ErrorRate, Op::Lt, 0.05, "error_rate<0.05"),
+            ("errors<1", Metric::Errors, Op::Lt, 1.0, "errors<1"),
+            ("rps >= 900", Metric::Rps, Op::Ge, 900.0, "rps>=900"),
+            ("open_min>=9000", Metric::OpenMin, Op::Ge, 9000.0, "open_min>=9000"),
+            ("lag_p99<5ms", Metric::LagP99, Op::Lt, 0.005, "lag_p99<5ms"),
+            (
+                "tls_handshake_p99<20ms",
+                Metric::TlsHandshakeP99,
+                Op::Lt,
+                0.02,
+                "tls_handshake_p99<20ms",
+            ),
+        ] {
+            let got = t(expr);
+            assert_eq!((got.metric, got.op, got.text.as_str()), (metric, op, text), "{expr}");
+            assert!((got.limit - limit).abs() < 1e-12, "{expr}: {}", got.limit);
+        }
+    }
+
+    #[test]
+    fn bad_expressions_are_named_with_what_is_allowed() {
+        for (expr, says) in [
+            ("p98<50ms", "unknown metric \"p98\""),
+            ("p99=50ms", "not a comparison operator"),
+            ("p99<50", "has no unit"),
+            ("p99<50kg", "not a unit"),
+            ("rps>900ms", "not a unit"),
+            ("error_rate<150%", "over 100%"),
+            ("p99<", "no value"),
+            ("p99", "no comparison operator"),
+            ("<5ms", "no metric"),
+            ("p99<-5ms", "not a non-negative number"),
+            ("p99<fast", "not a non-negative number"),
+            ("", "no comparison operator"),
+        ] {
+            let e = Threshold::parse("--threshold", expr).unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            let e = e.to_string();
+            assert!(e.contains(says), "{expr}: {e}");
+            assert!(
+                e.starts_with("--threshold") && e.contains(&format!("{expr:?}")),
+                "{expr}: {e}"
+            );
+            assert!(e.contains("open_min") && e.contains("<="), "{expr}: {e}");
+        }
+    }
+
+    #[test]
+    fn comparisons_and_missing_measurements() {
+        assert!(t("p99<50ms").passes(Some(0.049)));
+        assert!(!t("p99<50ms").passes(Some(0.05)));
+        assert!(t("p99<=50ms").passes(Some(0.05)));
+        assert!(t("rps>10").passes(Some(10.5)));
+        assert!(!t("rps>=10").passes(Some(9.9)));
+        assert!(!t("p99<50ms").passes(None), "nothing measured never passes");
+    }
+
+    fn unit_strategy(metric: Metric) -> BoxedStrategy<(&'static str, f64)> {
+        match metric.unit() {
+            Unit::Seconds => prop_oneof![Just(("us", 1e-6)), Just(("ms", 1e-3)), Just(("s", 1.0))].boxed(),
+            Unit::Ratio => prop_oneof![Just(("%", 0.01)), Just(("", 1.0))].boxed(),
+            Unit::Count => Just(("", 1.0)).boxed(),
+        }
+    }
+
+    proptest! {
+        /// Any threshold written with any spacing parses to its parts, and
+        /// its text parses back to the same threshold.
+        #[test]
+        fn round_trip(
+            (metric, (unit, scale)) in proptest::sample::select(Metric::ALL.to_vec())
+                .prop_flat_map(|m| (Just(m), unit_strategy(m))),
+            op in proptest::sample::select(Op::ALL.to_vec()),
+            whole in 0u32..100_000,
+            frac in proptest::option::of(0u32..1000),
+            spaces in proptest::collection::vec(proptest::sample::select(vec!["", " ", "  ", "\t"]), 4),
+        ) {
+            let mut number = whole.to_string();
+            if let Some(f) = frac {
+                number = format!("{number}.{f:03}");
+            }
+            let n: f64 = number.parse().unwrap();
+            prop_assume!(unit != "%" || n <= 100.0);
+            prop_assume!(!(metric.unit() == Unit::Ratio && unit.is_empty()) || n <= 1.0);
+            let expr = format!(
+                "{}{}{}{}{}{number}{unit}{}",
+                spaces[0], metric.name(), spaces[1], op.symbol(), spaces[2], spaces[3]
+            );
+            let parsed = Threshold::parse("--threshold", &expr).unwrap();
+            prop_assert_eq!(parsed.metric, metric);
+            prop_assert_eq!(parsed.op, op);
+            prop_assert!((parsed.limit - n * scale).abs() <= 1e-9 * (1.0 + n * scale), "{} vs {}", parsed.limit, n * scale);
+            prop_assert_eq!(&parsed.text, &format!("{}{}{number}{unit}", metric.name(), op.symbol()));
+            let again = Threshold::parse("--threshold", &parsed.to_string()).unwrap();
+            prop_assert_eq!(again, parsed);
+        }
+
+        /// Nothing panics on any input.
+        #[test]
+        fn never_panics(s in "\\PC{0,24}") {
+            let _ = Threshold::parse("--threshold", &s);
+        }
+    }
+}

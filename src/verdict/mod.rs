@@ -1,0 +1,723 @@
+//! `soakd compare` and `soakd run --baseline`: is this run worse than that
+//! one?
+//!
+//! Two soaks of the same server never measure the same numbers, least of
+//! all on a shared machine: a p99 or a max is often set by one scheduler
+//! hiccup. A verdict that calls every such difference a regression is
+//! ignored after a week, so a row is `worse` (or `better`) only when the
+//! change is
+//!
+//! - larger than `--tolerance` (10%) relative to the baseline, and larger
+//!   than an absolute floor where relative changes of tiny values mean
+//!   nothing (1 ms for latencies, 0.1 percentage point for the error rate:
+//!   [`crate::plan::defaults`]); and
+//! - when both runs have an HDR interval log, significant: the
+//!   per-interval values of that quantile (or of requests/s) in the two
+//!   runs differ by a Mann–Whitney rank test at p < 0.01, in the same
+//!   direction. A single bad interval cannot make a verdict then; a shift
+//!   that holds through the run does.
+//!
+//! Without logs only the first rule applies. Either way, a latency row is
+//! not judged (`same`, method `generator_lag`) when soakd's own schedule
+//! lag at that quantile, in either run, is half the change or more:
+//! latency counts from the due time, so a load generator starved of CPU
+//! shows up in it, and on a shared machine that is what moves the tails.
+//! Errors that are limits of the soakd host (`addr_unavailable`,
+//! `fd_limit`) are left out of the compared error rate. Each row says
+//! which method judged it. docs/verdicts.md has the measured false-positive and
+//! detection rates. Reports are read as plain JSON through pointers, so
+//! reports from older or newer soakd versions compare as long as the
+//! figures are there.
+
+pub mod samples;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::Error;
+use crate::plan::defaults;
+use crate::report::human;
+use samples::{Samples, mann_whitney, median, read_log, tag_of};
+
+/// Fewest intervals per run for the rank test; with fewer, tolerance only.
+pub const MIN_SAMPLES: usize = 5;
+
+/// One run to compare: its report and, when there is one, its interval log.
+#[derive(Clone, Debug)]
+pub struct Run {
+    /// The JSON report.
+    pub report: Value,
+    /// Per-interval samples by log tag, from the HDR interval log.
+    pub samples: Option<Samples>,
+    /// Where it came from, for the output.
+    pub label: String,
+}
+
+impl Run {
+    /// A run from a report already in hand (the end of `soakd run`).
+    pub fn of(report: Value, samples: Option<Samples>, label: &str) -> Result<Run, Error> {
+        check_report(&report, label)?;
+        Ok(Run {
+            report,
+            samples,
+            label: label.to_string(),
+        })
+    }
+
+    /// Reads `path` (a `--report` file) and its interval log: `hdr_log`
+    /// when given, else the one the report names (`hdr_log`, relative to
+    /// the working directory or to the report's own directory) if it still
+    /// exists. `what` names the argument in messages.
+    pub fn load(path: &Path, hdr_log: Option<&Path>, what: &str, log_what: &str) -> Result<Run, Error> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::Usage(format!(
+                "{what} {}: cannot read it ({e}); give a JSON report written by `soakd run --report`",
+                path.display()
+            ))
+        })?;
+        let report: Value = serde_json::from_str(&text).map_err(|e| {
+            Error::Usage(format!(
+                "{what} {}: not JSON ({e}); give a report written by `soakd run --report`",
+                path.display()
+            ))
+        })?;
+        let label = path.display().to_string();
+        check_report(&report, &format!("{what} {label}"))?;
+        let named = report.get("hdr_log").and_then(Value::as_str).map(PathBuf::from);
+        let log = match (hdr_log, named) {
+            (Some(p), _) => Some(read_log(p, log_what)?),
+            (None, Some(p)) => {
+                let beside = path.parent().map(|d| d.join(&p));
+                let found = if p.exists() {
+                    Some(p)
+                } else {
+                    beside.filter(|b| p.is_relative() && b.exists())
+                };
+                match found {
+                    Some(f) => Some(read_log(&f, &format!("{label}'s hdr_log"))?),
+                    None => None,
+                }
+            }
+            (None, None) => None,
+        };
+        Ok(Run {
+            report,
+            samples: log,
+            label,
+        })
+    }
+}
+
+/// A report must have a `workloads` array of objects with names.
+fn check_report(report: &Value, what: &str) -> Result<(), Error> {
+    let ok = report
+        .get("workloads")
+        .and_then(Value::as_array)
+        .is_some_and(|ws| ws.iter().all(|w| w.get("name").and_then(Value::as_str).is_some()));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Usage(format!(
+            "{what}: not a soakd report (no \"workloads\" list with names); give a report written by `soakd run --report`"
+        )))
+    }
+}
+
+/// How to judge.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Options {
+    /// Smallest relative change that counts (0.1 = 10%).
+    pub tolerance: f64,
+    /// Smallest latency change that counts, seconds.
+    pub min_latency_change: f64,
+    /// Smallest error-rate change that counts (a 0–1 ratio).
+    pub min_error_rate_change: f64,
+    /// Significance level of the rank test.
+    pub significance: f64,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            tolerance: defaults::TOLERANCE,
+            min_latency_change: defaults::MIN_LATENCY_CHANGE.as_secs_f64(),
+            min_error_rate_change: defaults::MIN_ERROR_RATE_CHANGE,
+            significance: defaults::SIGNIFICANCE,
+        }
+    }
+}
+
+/// A row's verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Changed for the better beyond noise and tolerance.
+    Better,
+    /// No change that counts.
+    Same,
+    /// Changed for the worse beyond noise and tolerance.
+    Worse,
+}
+
+/// How a row was judged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    /// Tolerance and floor, plus the rank test on per-interval samples.
+    RankTest,
+    /// Tolerance and floor on the reports' figures only.
+    Tolerance,
+    /// Not judged (always `same`): without interval logs, a quantile
+    /// with fewer than [`MIN_TAIL`] samples beyond it is a handful of
+    /// events (a max always is one), not a property of the server.
+    TooFewSamples,
+    /// Not judged (always `same`): soakd's own schedule lag at that
+    /// quantile, in one of the runs, is at least half the change: the
+    /// load generator was late (starved of CPU, or every connection
+    /// busy), so the change is not the server's to answer for.
+    GeneratorLag,
+}
+
+/// Samples a quantile needs beyond it (n × (1 − q)) to be judged on the
+/// report's figure alone.
+pub const MIN_TAIL: f64 = 10.0;
+
+/// One figure of one workload, baseline → new.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Row {
+    /// The workload (the new run's name).
+    pub workload: String,
+    /// What is compared: p50 p90 p99 p99.9 max (latency, seconds), rps,
+    /// error_rate (0–1), connect_p99, tls_handshake_p99 (seconds).
+    pub metric: &'static str,
+    /// The baseline's figure.
+    pub baseline: f64,
+    /// The new run's figure.
+    pub new: f64,
+    /// new − baseline.
+    pub abs_change: f64,
+    /// (new − baseline) ÷ baseline; `null` when the baseline is 0.
+    pub rel_change: Option<f64>,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// How it was reached.
+    pub method: Method,
+    /// The rank test's p-value (method `rank_test`).
+    pub p_value: Option<f64>,
+    /// Intervals per run the rank test used, [baseline, new].
+    pub samples: Option<[usize; 2]>,
+    /// Latency rows: soakd's own schedule lag at the same quantile, the
+    /// larger of the two runs' (seconds).
+    pub lag: Option<f64>,
+}
+
+/// Everything `soakd compare` says.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Comparison {
+    /// Where the baseline came from.
+    pub baseline: String,
+    /// Where the new run came from.
+    pub new: String,
+    /// The tolerance used (0.1 = 10%).
+    pub tolerance: f64,
+    /// The rows, per workload in the new report's order.
+    pub rows: Vec<Row>,
+    /// Workloads found in only one of the two reports.
+    pub unmatched: Vec<String>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Latency,
+    Rate,
+    ErrorRate,
+}
+
+/// Compared figures: name, JSON pointer inside a workload, kind, index in
+/// [`samples::Interval::quantiles`] (5 = requests/s) when the interval log
+/// has it, and for a quantile its sample count's pointer and q.
+#[allow(clippy::type_complexity)]
+const METRICS: [(&str, &str, Kind, Option<usize>, Option<(&str, f64)>); 9] = [
+    (
+        "p50",
+        "/latency_seconds/p50",
+        Kind::Latency,
+        Some(0),
+        Some(("/latency_seconds/count", 0.5)),
+    ),
+    (
+        "p90",
+        "/latency_seconds/p90",
+        Kind::Latency,
+        Some(1),
+        Some(("/latency_seconds/count", 0.9)),
+    ),
+    (
+        "p99",
+        "/latency_seconds/p99",
+        Kind::Latency,
+        Some(2),
+        Some(("/latency_seconds/count", 0.99)),
+    ),
+    (
+        "p99.9",
+        "/latency_seconds/p999",
+        Kind::Latency,
+        Some(3),
+        Some(("/latency_seconds/count", 0.999)),
+    ),
+    (
+        "max",
+        "/latency_seconds/max",
+        Kind::Latency,
+        Some(4),
+        Some(("/latency_seconds/count", 1.0)),
+    ),
+    ("rps", "/requests/per_second", Kind::Rate, Some(5), None),
+    ("error_rate", "", Kind::ErrorRate, None, None),
+    (
+        "connect_p99",
+        "/connect_seconds/p99",
+        Kind::Latency,
+        None,
+        Some(("/connect_seconds/count", 0.99)),
+    ),
+    (
+        "tls_handshake_p99",
+        "/tls_handshake_seconds/p99",
+        Kind::Latency,
+        None,
+        Some(("/tls_handshake_seconds/count", 0.99)),
+    ),
+];
+
+/// Kinds that are limits of the soakd host, not faults of the target: a
+/// comparison of servers leaves them out (docs/verdicts.md).
+const HOST_ERRORS: [&str; 2] = ["addr_unavailable", "fd_limit"];
+
+/// The target's errors ÷ (completed + those errors).
+fn error_rate(w: &Value) -> Option<f64> {
+    let errors: f64 = w
+        .get("errors")?
+        .as_object()?
+        .iter()
+        .filter(|(k, _)| !HOST_ERRORS.contains(&k.as_str()))
+        .filter_map(|(_, v)| v.as_f64())
+        .sum();
+    let completed = w.pointer("/requests/completed")?.as_f64()?;
+    let attempts = completed + errors;
+    Some(if attempts > 0.0 { errors / attempts } else { 0.0 })
+}
+
+fn figure(w: &Value, pointer: &str, kind: Kind) -> Option<f64> {
+    match kind {
+        Kind::ErrorRate => error_rate(w),
+        _ => w.pointer(pointer).and_then(Value::as_f64),
+    }
+}
+
+fn workloads(r: &Value) -> Vec<(&str, &Value)> {
+    r.get("workloads")
+        .and_then(Value::as_array)
+        .map(|ws| ws.iter().filter_map(|w| Some((w.get("name")?.as_str()?, w))).collect())
+        .unwrap_or_default()
+}
+
+fn series(run: &Run, name: &str, index: usize) -> Option<Vec<f64>> {
+    let s = run.samples.as_ref()?.get(&tag_of(name))?;
+    Some(
+        s.iter()
+            .map(|i| if index == 5 { i.rps } else { i.quantiles[index] })
+            .collect(),
+    )
+}
+
+/// Compares `new` with `base`, workload by workload. Workloads pair by
+/// name; two reports of one workload each pair whatever their names (the
+/// same soak against a server on another port).
+pub fn compare(base: &Run, new: &Run, opts: &Options) -> Comparison {
+    let (bw, nw) = (workloads(&base.report), workloads(&new.report));
+    let mut pairs: Vec<(&str, &Value, &str, &Value)> = Vec::new();
+    let mut unmatched = Vec::new();
+    if bw.len() == 1 && nw.len() == 1 {
+        pairs.push((bw[0].0, bw[0].1, nw[0].0, nw[0].1));
+    } else {
+        for (name, w) in &nw {
+            match bw.iter().find(|(b, _)| b == name) {
+                Some((b, bwv)) => pairs.push((b, bwv, name, w)),
+                None => unmatched.push(format!("{name} (only in {})", new.label)),
+            }
+        }
+        for (name, _) in &bw {
+            if !nw.iter().any(|(n, _)| n == name) {
+                unmatched.push(format!("{name} (only in {})", base.label));
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for (bname, bv, nname, nv) in pairs {
+        for (metric, pointer, kind, index, quantile) in METRICS {
+            let (Some(b), Some(n)) = (figure(bv, pointer, kind), figure(nv, pointer, kind)) else {
+                continue;
+            };
+            let samples = index.and_then(|i| Some((series(base, bname, i)?, series(new, nname, i)?)));
+            // Samples beyond the quantile in the smaller run (a report
+            // without counts is taken at its word).
+            let tail = quantile.map_or(f64::INFINITY, |(count, q)| {
+                let n = |w: &Value| w.pointer(count).and_then(Value::as_f64).unwrap_or(f64::INFINITY);
+                n(bv).min(n(nv)) * (1.0 - q)
+            });
+            let mut row = judge(nname, metric, kind, b, n, samples, opts);
+            // The generator's lateness at the same quantile, in either run
+            // (latency counts from the due time, so it includes it).
+            let lag = pointer
+                .strip_prefix("/latency_seconds/")
+                .map(|q| format!("/schedule_lag_seconds/{q}"))
+                .map(|lp| {
+                    let l = |w: &Value| w.pointer(&lp).and_then(Value::as_f64).unwrap_or(0.0);
+                    l(bv).max(l(nv))
+                });
+            if row.verdict != Verdict::Same {
+                if lag.is_some_and(|l| l >= row.abs_change.abs() / 2.0) {
+                    row.method = Method::GeneratorLag;
+                    row.verdict = Verdict::Same;
+                } else if row.method == Method::Tolerance && tail < MIN_TAIL {
+                    row.method = Method::TooFewSamples;
+                    row.verdict = Verdict::Same;
+                }
+            }
+            row.lag = lag;
+            rows.push(row);
+        }
+    }
+    Comparison {
+        baseline: base.label.clone(),
+        new: new.label.clone(),
+        tolerance: opts.tolerance,
+        rows,
+        unmatched,
+    }
+}
+
+/// One row's verdict (see the module doc for the rules).
+fn judge(
+    workload: &str,
+    metric: &'static str,
+    kind: Kind,
+    b: f64,
+    n: f64,
+    samples: Option<(Vec<f64>, Vec<f64>)>,
+    opts: &Options,
+) -> Row {
+    let abs = n - b;
+    let rel = (b != 0.0).then(|| abs / b);
+    let floor = match kind {
+        Kind::Latency => opts.min_latency_change,
+        Kind::ErrorRate => opts.min_error_rate_change,
+        Kind::Rate => 0.0,
+    };
+    let large = abs != 0.0 && rel.is_none_or(|r| r.abs() > opts.tolerance) && abs.abs() >= floor;
+    let (method, p_value, counts, significant) = match samples {
+        Some((a, c)) if a.len() >= MIN_SAMPLES && c.len() >= MIN_SAMPLES => {
+            let p = mann_whitney(&a, &c);
+            let shift = median(&c) - median(&a);
+            let same_way = shift != 0.0 && (shift > 0.0) == (abs > 0.0);
+            (
+                Method::RankTest,
+                Some(p),
+                Some([a.len(), c.len()]),
+                p < opts.significance && same_way,
+            )
+        }
+        _ => (Method::Tolerance, None, None, true),
+    };
+    let up_is_worse = kind != Kind::Rate;
+    let verdict = if !(large && significant) {
+        Verdict::Same
+    } else if (abs > 0.0) == up_is_worse {
+        Verdict::Worse
+    } else {
+        Verdict::Better
+    };
+    Row {
+        workload: workload.to_string(),
+        metric,
+        baseline: b,
+        new: n,
+        abs_change: abs,
+        rel_change: rel,
+        verdict,
+        method,
+        p_value,
+        samples: counts,
+        lag: None,
+    }
+}
+
+impl Comparison {
+    /// Rows judged worse.
+    pub fn worse(&self) -> impl Iterator<Item = &Row> {
+        self.rows.iter().filter(|r| r.verdict == Verdict::Worse)
+    }
+
+    /// The JSON form (pretty-printed).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a comparison serializes")
+    }
+
+    /// A table for people.
+    pub fn text(&self, opts: &Options) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "soakd compare: {} → {}\n  a change counts when over {:.0}% and, for latency, over {}; with interval logs it must also pass a rank test (p < {})",
+            self.baseline,
+            self.new,
+            opts.tolerance * 100.0,
+            human(Some(opts.min_latency_change)),
+            opts.significance
+        );
+        let mut last = None;
+        for r in &self.rows {
+            if last != Some(&r.workload) {
+                let _ = writeln!(
+                    s,
+                    "\n  {}\n    {:<18}{:>10} {:>10} {:>11} {:>9}  {:<7} method",
+                    r.workload, "", "baseline", "new", "change", "", "verdict"
+                );
+                last = Some(&r.workload);
+            }
+            let shown = |v: f64| match r.metric {
+                "rps" => format!("{v:.1}"),
+                "error_rate" => format!("{:.3}%", v * 100.0),
+                _ => human(Some(v)),
+            };
+            let change = match r.metric {
+                "rps" => format!("{:+.1}", r.abs_change),
+                "error_rate" => format!("{:+.3}%", r.abs_change * 100.0),
+                _ if r.abs_change < 0.0 => format!("-{}", human(Some(-r.abs_change))),
+                _ => format!("+{}", human(Some(r.abs_change))),
+            };
+            let rel = r.rel_change.map_or("-".into(), |x| format!("{:+.1}%", x * 100.0));
+            let method = match (r.method, r.p_value, r.samples) {
+                (Method::RankTest, Some(p), Some([a, b])) => format!("rank test p={p:.3} ({a}/{b} intervals)"),
+                (Method::TooFewSamples, ..) => "not judged: too few samples beyond it".into(),
+                (Method::GeneratorLag, ..) => format!(
+                    "not judged: soakd's own schedule lag ({}) is half the change or more",
+                    human(r.lag)
+                ),
+                _ => "tolerance".into(),
+            };
+            let verdict = match r.verdict {
+                Verdict::Better => "better",
+                Verdict::Same => "same",
+                Verdict::Worse => "WORSE",
+            };
+            let _ = writeln!(
+                s,
+                "    {:<18}{:>10} {:>10} {:>11} {:>9}  {:<7} {}",
+                r.metric,
+                shown(r.baseline),
+                shown(r.new),
+                change,
+                rel,
+                verdict,
+                method
+            );
+        }
+        for u in &self.unmatched {
+            let _ = writeln!(s, "\n  not compared: {u}");
+        }
+        let worse: Vec<String> = self.worse().map(|r| format!("{} {}", r.workload, r.metric)).collect();
+        let _ = writeln!(
+            s,
+            "\n  verdict: {}",
+            if worse.is_empty() {
+                "nothing worse".to_string()
+            } else {
+                format!("WORSE: {}", worse.join(", "))
+            }
+        );
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::samples::Interval;
+    use super::*;
+
+    fn report(name: &str, p50: f64, rps: f64, errors: u64) -> Value {
+        serde_json::json!({"workloads": [{
+            "name": name,
+            "latency_seconds": {"count": 10_000, "p50": p50, "p90": p50 * 2.0, "p99": p50 * 3.0, "p999": p50 * 4.0, "max": p50 * 5.0},
+            "requests": {"completed": 10_000, "per_second": rps},
+            "errors": {"reset": errors, "timeout": 0},
+            "connect_seconds": {"count": 50, "p99": 0.0002},
+            "tls_handshake_seconds": {"p99": null},
+        }]})
+    }
+
+    fn run(r: Value, samples: Option<Samples>) -> Run {
+        Run::of(r, samples, "x.json").unwrap()
+    }
+
+    fn row<'a>(c: &'a Comparison, metric: &str) -> &'a Row {
+        c.rows.iter().find(|r| r.metric == metric).unwrap()
+    }
+
+    #[test]
+    fn a_report_against_itself_is_all_same() {
+        let r = run(report("a", 0.0002, 1000.0, 3), None);
+        let c = compare(&r, &r, &Options::default());
+        assert_eq!(c.rows.len(), 8, "no tls row without handshakes: {c:?}");
+        assert!(c.rows.iter().all(|r| r.verdict == Verdict::Same && r.abs_change == 0.0));
+        assert!(c.rows.iter().all(|r| r.method != Method::RankTest));
+    }
+
+    #[test]
+    fn a_change_the_generator_was_late_for_is_not_judged() {
+        let mut base = report("a", 0.0001, 1000.0, 0);
+        base["workloads"][0]["schedule_lag_seconds"] = serde_json::json!({"p50": 0.00002, "p99": 0.0005});
+        let mut new = report("a", 0.0001, 1000.0, 0);
+        new["workloads"][0]["latency_seconds"]["p99"] = serde_json::json!(0.0403);
+        new["workloads"][0]["latency_seconds"]["p50"] = serde_json::json!(0.0021);
+        new["workloads"][0]["schedule_lag_seconds"] = serde_json::json!({"p50": 0.00003, "p99": 0.035});
+        new["workloads"][0]["errors"]["addr_unavailable"] = serde_json::json!(500);
+        let c = compare(&run(base, None), &run(new, None), &Options::default());
+        let p99 = row(&c, "p99");
+        assert_eq!(
+            (p99.verdict, p99.method, p99.lag),
+            (Verdict::Same, Method::GeneratorLag, Some(0.035))
+        );
+        assert!(c.text(&Options::default()).contains("schedule lag (35.00ms)"));
+        assert_eq!(row(&c, "p50").verdict, Verdict::Worse, "the server's own 2 ms");
+        assert_eq!(
+            row(&c, "error_rate").verdict,
+            Verdict::Same,
+            "host limits are not the target's"
+        );
+    }
+
+    #[test]
+    fn a_quantile_of_a_handful_of_samples_is_not_judged() {
+        let base = run(report("a", 0.0002, 1000.0, 0), None);
+        let mut r = report("a", 0.0002, 1000.0, 0);
+        r["workloads"][0]["connect_seconds"]["p99"] = serde_json::json!(0.05);
+        r["workloads"][0]["latency_seconds"]["max"] = serde_json::json!(0.5);
+        let c = compare(&base, &run(r, None), &Options::default());
+        for metric in ["connect_p99", "max"] {
+            let row = row(&c, metric);
+            assert_eq!(
+                (row.verdict, row.method),
+                (Verdict::Same, Method::TooFewSamples),
+                "{row:?}"
+            );
+        }
+        assert_eq!(
+            row(&c, "p99").method,
+            Method::Tolerance,
+            "100 samples beyond p99 of 10,000"
+        );
+    }
+
+    #[test]
+    fn tolerance_and_floor() {
+        let base = run(report("a", 0.0002, 1000.0, 0), None);
+        // +50% of 200 µs: beyond the tolerance but under the 1 ms floor.
+        let c = compare(&base, &run(report("b", 0.0003, 1000.0, 0), None), &Options::default());
+        assert_eq!(row(&c, "p50").verdict, Verdict::Same);
+        // +2 ms: worse, whatever the names (one workload each).
+        let c = compare(&base, &run(report("b", 0.0022, 850.0, 0), None), &Options::default());
+        assert_eq!(row(&c, "p50").verdict, Verdict::Worse);
+        assert!((row(&c, "p50").rel_change.unwrap() - 10.0).abs() < 1e-9);
+        assert_eq!(row(&c, "rps").verdict, Verdict::Worse, "15% fewer requests/s");
+        // Faster and more: better; 5% more requests/s: same.
+        let c = compare(
+            &run(report("b", 0.0022, 1000.0, 0), None),
+            &run(report("b", 0.0002, 1050.0, 0), None),
+            &Options::default(),
+        );
+        assert_eq!(
+            (row(&c, "p50").verdict, row(&c, "rps").verdict),
+            (Verdict::Better, Verdict::Same)
+        );
+        // Errors from 0 to 30 in 10,000: 0.3 points, over the 0.1 floor.
+        let c = compare(&base, &run(report("a", 0.0002, 1000.0, 30), None), &Options::default());
+        assert_eq!(row(&c, "error_rate").verdict, Verdict::Worse);
+        assert_eq!(row(&c, "error_rate").rel_change, None);
+        let c = compare(&base, &run(report("a", 0.0002, 1000.0, 5), None), &Options::default());
+        assert_eq!(row(&c, "error_rate").verdict, Verdict::Same);
+    }
+
+    fn samples(name: &str, p50s: &[f64]) -> Samples {
+        let mut s = Samples::new();
+        s.insert(
+            tag_of(name),
+            p50s.iter()
+                .map(|&p| Interval {
+                    seconds: 1.0,
+                    quantiles: [p, p * 2.0, p * 3.0, p * 4.0, p * 5.0],
+                    rps: 1000.0,
+                })
+                .collect(),
+        );
+        s
+    }
+
+    #[test]
+    fn the_rank_test_needs_a_consistent_shift() {
+        let flat: Vec<f64> = (0..10).map(|i| 0.002 + (i % 3) as f64 * 1e-5).collect();
+        let base = run(report("a", 0.002, 1000.0, 0), Some(samples("a", &flat)));
+        // The report's max doubled (one spike), the intervals did not move.
+        let mut spiky = flat.clone();
+        spiky[4] = 0.02;
+        let mut r = report("a", 0.002, 1000.0, 0);
+        r["workloads"][0]["latency_seconds"]["max"] = serde_json::json!(0.1);
+        let c = compare(&base, &run(r, Some(samples("a", &spiky))), &Options::default());
+        let max = row(&c, "max");
+        assert_eq!((max.verdict, max.method), (Verdict::Same, Method::RankTest), "{max:?}");
+        assert_eq!(max.samples, Some([10, 10]));
+        // Every interval 2 ms slower: worse, and significant.
+        let slower: Vec<f64> = flat.iter().map(|v| v + 0.002).collect();
+        let c = compare(
+            &base,
+            &run(report("a", 0.004, 1000.0, 0), Some(samples("a", &slower))),
+            &Options::default(),
+        );
+        let p50 = row(&c, "p50");
+        assert_eq!((p50.verdict, p50.method), (Verdict::Worse, Method::RankTest), "{p50:?}");
+        assert!(p50.p_value.unwrap() < 0.001);
+        // Too few intervals: tolerance only, and the row says so.
+        let short = run(report("a", 0.004, 1000.0, 0), Some(samples("a", &slower[..3])));
+        assert_eq!(
+            row(&compare(&base, &short, &Options::default()), "p50").method,
+            Method::Tolerance
+        );
+        let text = c.text(&Options::default());
+        assert!(text.contains("WORSE") && text.contains("rank test p="), "{text}");
+        let json: Value = serde_json::from_str(&c.to_json()).unwrap();
+        assert_eq!(json["rows"][0]["verdict"], "worse");
+        assert_eq!(json["rows"][0]["method"], "rank_test");
+    }
+
+    #[test]
+    fn workloads_pair_by_name() {
+        let two = |a: f64| {
+            let mut r = report("api", a, 100.0, 0);
+            let mut w2 = r["workloads"][0].clone();
+            w2["name"] = "web".into();
+            r["workloads"].as_array_mut().unwrap().push(w2);
+            r
+        };
+        let mut other = two(0.0002);
+        other["workloads"][1]["name"] = "static".into();
+        let c = compare(&run(two(0.0002), None), &run(other, None), &Options::default());
+        assert!(c.rows.iter().all(|r| r.workload == "api"));
+        assert_eq!(c.unmatched.len(), 2, "{:?}", c.unmatched);
+        assert!(Run::of(serde_json::json!({"x": 1}), None, "y.json").is_err());
+    }
+}
