@@ -45,15 +45,10 @@ use crate::stats::{PointJson, TimelineJson};
 pub fn merge_files(paths: &[PathBuf]) -> Result<Report, Error> {
     let mut reports = Vec::with_capacity(paths.len());
     for p in paths {
-        let text = std::fs::read_to_string(p).map_err(|e| {
+        let json = report::read_json(p, "")?;
+        let r: Report = serde_json::from_value(json).map_err(|e| {
             Error::Usage(format!(
-                "{}: cannot read it ({e}); give a soakd JSON report",
-                p.display()
-            ))
-        })?;
-        let r: Report = serde_json::from_str(&text).map_err(|e| {
-            Error::Usage(format!(
-                "{}: not a soakd report ({e}); give the JSON that `soakd run --report` wrote",
+                "{}: not a soakd report this version can merge ({e}); give the JSON that `soakd run --report` wrote",
                 p.display()
             ))
         })?;

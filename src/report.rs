@@ -15,6 +15,31 @@ use serde::{Deserialize, Serialize};
 use crate::plan::{Metric, Plan, Threshold};
 use crate::stats::{CheckKind, CloseReason, ErrorKind, Gauges, StatusClass, TimelineJson, Totals, WorkloadStats};
 
+/// Reads a report file as JSON for the commands that take one (`compare`,
+/// `report`, `merge`): unreadable, not JSON, or not a soakd report
+/// (an object with `duration_seconds` and a `workloads` list with names)
+/// is a usage error naming `what` (the argument) and the file.
+pub fn read_json(path: &std::path::Path, what: &str) -> Result<serde_json::Value, crate::Error> {
+    let name = format!("{what} {}", path.display()).trim().to_string();
+    let bad =
+        |why: String| crate::Error::Usage(format!("{name}: {why}; give the JSON file `soakd run --report` wrote"));
+    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON ({e})")))?;
+    let named_workloads = v
+        .get("workloads")
+        .and_then(serde_json::Value::as_array)
+        .is_some_and(|ws| {
+            ws.iter()
+                .all(|w| w.get("name").and_then(serde_json::Value::as_str).is_some())
+        });
+    if v.get("duration_seconds").is_none() || !named_workloads {
+        return Err(bad(
+            "not a soakd report (no duration_seconds or no \"workloads\" list with names)".into(),
+        ));
+    }
+    Ok(v)
+}
+
 /// Percentiles of one histogram, in seconds.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Percentiles {

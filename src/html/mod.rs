@@ -80,25 +80,7 @@ pub fn write(path: &Path, page: &str) -> Result<(), Error> {
 
 /// Reads and parses a JSON report; the errors name the file and the fix.
 pub fn read_report(path: &Path, what: &str) -> Result<Value, Error> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::Usage(format!(
-            "{what} {}: cannot read it ({e}); give the JSON file a run wrote with --report",
-            path.display()
-        ))
-    })?;
-    let v: Value = serde_json::from_str(&text).map_err(|e| {
-        Error::Usage(format!(
-            "{what} {}: not JSON ({e}); give the file a run wrote with --report",
-            path.display()
-        ))
-    })?;
-    if !v.is_object() || v.get("duration_seconds").is_none() {
-        return Err(Error::Usage(format!(
-            "{what} {}: not a soakd report (no duration_seconds); give the file a run wrote with --report",
-            path.display()
-        )));
-    }
-    Ok(v)
+    crate::report::read_json(path, what)
 }
 
 /// The percentile spectrum of an HDR interval log (every interval and tag

@@ -72,20 +72,8 @@ impl Run {
     /// the working directory or to the report's own directory) if it still
     /// exists. `what` names the argument in messages.
     pub fn load(path: &Path, hdr_log: Option<&Path>, what: &str, log_what: &str) -> Result<Run, Error> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            Error::Usage(format!(
-                "{what} {}: cannot read it ({e}); give a JSON report written by `soakd run --report`",
-                path.display()
-            ))
-        })?;
-        let report: Value = serde_json::from_str(&text).map_err(|e| {
-            Error::Usage(format!(
-                "{what} {}: not JSON ({e}); give a report written by `soakd run --report`",
-                path.display()
-            ))
-        })?;
+        let report = crate::report::read_json(path, what)?;
         let label = path.display().to_string();
-        check_report(&report, &format!("{what} {label}"))?;
         let named = report.get("hdr_log").and_then(Value::as_str).map(PathBuf::from);
         let log = match (hdr_log, named) {
             (Some(p), _) => Some(read_log(p, log_what)?),
