@@ -342,6 +342,23 @@ fn merged_shards_add_up_and_agree_with_the_merged_hdr_logs() {
         "one grid, not the shards' points side by side"
     );
 
+    // The merged report is a report like any other: the HTML page draws
+    // its timeline, and `soakd compare` judges it against itself as same.
+    let out = soakd(&[
+        "report",
+        &p("merged.json"),
+        "--hdr-log",
+        &p("merged.hlog"),
+        "--html",
+        &p("merged.html"),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let page = std::fs::read_to_string(dir.path().join("merged.html")).unwrap();
+    assert_eq!(page.matches("<svg").count(), 6, "six charts");
+    assert!(page.matches("<polyline").count() >= 4, "the time charts have lines");
+    let out = soakd(&["compare", &p("merged.json"), &p("merged.json")]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+
     // Reports of different plans are refused.
     let other = dir.path().join("other.json");
     let mut changed = r1.clone();
