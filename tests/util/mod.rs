@@ -12,6 +12,8 @@
 //!   `SOAKD_REQUIRE_ROOT=1` (CI).
 //! - [`wait_for_handler`]: a process has installed its handler for a
 //!   signal, so sending it cannot kill the process or be lost.
+//! - [`stderr_so_far`], [`scrape`], [`metric_sum`]: what a running soakd
+//!   has printed, and its metrics, for the conditions tests wait on.
 //! - [`Nginx`]: a private nginx (generated config, temp dir, free port) that
 //!   can be frozen with SIGSTOP and thawed with SIGCONT.
 //! - [`soakd`], [`soakd_report`], [`spawn_soakd`], [`wait_with_timeout`],
