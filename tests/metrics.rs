@@ -191,7 +191,10 @@ fn exposition_is_clean_complete_and_monotonic_under_5000_connections() {
                 (moved && ramped).then_some((text, now))
             },
             Duration::from_secs(6),
-            &format!("scrape {} with more requests sent than {sent_before} (and, last, 5000 open)", i + 1),
+            &format!(
+                "scrape {} with more requests sent than {sent_before} (and, last, 5000 open)",
+                i + 1
+            ),
         );
         promtool_check(&text);
         for (series, v) in &now {

@@ -159,7 +159,11 @@ mod tests {
 
     #[test]
     fn the_stated_interval_reads_back_from_the_header() {
-        for interval in [Duration::from_secs(10), Duration::from_millis(1500), Duration::from_secs(90)] {
+        for interval in [
+            Duration::from_secs(10),
+            Duration::from_millis(1500),
+            Duration::from_secs(90),
+        ] {
             let log = format!(
                 "#{}\n#[StartTime: 1.000 (seconds since epoch)]\nTag=a,0.000,1.000,0.001,HISTF\n",
                 header_comment("soakd request latency", interval)
