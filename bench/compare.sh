@@ -11,6 +11,7 @@
 #   MODE=handshake bench/compare.sh         # TLS: CPU per full and per resumed handshake (--close churn)
 #   MODE=mix bench/compare.sh               # CPU per request: 3-request mix with a body check vs one URL
 #   MODE=mix CALLGRIND=1 bench/compare.sh   # ... plus instructions per request under callgrind
+#   MODE=scrape bench/compare.sh            # time to serve /metrics at 100 and 10,000 connections, closed loop
 #   TLS=1 bench/compare.sh                  # any mode over HTTPS (nginx with ssl; wrk and soakd speak TLS)
 #   SOAKD=/path/to/soakd bench/compare.sh   # use that binary, skip the build
 #
@@ -34,10 +35,10 @@ SOAKD_GIVEN=${SOAKD:+yes}
 SOAKD=${SOAKD:-$ROOT/target/release/soakd}
 
 case "$MODE" in
-compare | hold | ramp | lag | mix) ;;
+compare | hold | ramp | lag | mix | scrape) ;;
 handshake) TLS=1 ;;
 *)
-    echo "unknown MODE=$MODE (want compare, hold, ramp, lag, handshake or mix)" >&2
+    echo "unknown MODE=$MODE (want compare, hold, ramp, lag, handshake, mix or scrape)" >&2
     exit 2
     ;;
 esac
@@ -389,6 +390,96 @@ mode_mix() {
         echo "hot-path instructions per request: single $single, mix $mix," \
             "ratio $(calc "$mix / $single")"
     fi
+}
+
+# ---------------------------------------------------------------------------
+# MODE=scrape: how long a /metrics scrape takes while soakd is busy
+# ---------------------------------------------------------------------------
+
+# scrape_times ADDR N SCRAPES: waits (up to 60 s) until soakd's metrics at
+# ADDR show N connections open, then times SCRAPES scrapes of /metrics
+# (connect to last byte, 100 ms apart) and prints
+# `median_ms X p90_ms Y max_ms Z bytes B`. Exits 1 when it never ramps.
+scrape_times() {
+    python3 - "$@" <<'PY'
+import socket, sys, time
+addr, want, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+host, port = addr.rsplit(":", 1)
+
+def scrape():
+    t = time.perf_counter()
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        chunks = []
+        while chunk := s.recv(65536):
+            chunks.append(chunk)
+    took = time.perf_counter() - t
+    raw = b"".join(chunks).decode("utf-8", "replace")
+    if not raw.startswith("HTTP/1.1 200"):
+        raise RuntimeError(raw[:200])
+    return took, raw
+
+def open_now(raw):
+    return sum(float(line.rsplit(" ", 1)[1]) for line in raw.splitlines()
+               if line.startswith("soakd_connections{") and 'state="open"' in line)
+
+deadline = time.monotonic() + 60
+while True:
+    try:
+        if open_now(scrape()[1]) >= want:
+            break
+    except (OSError, RuntimeError, ValueError, IndexError):
+        pass
+    if time.monotonic() > deadline:
+        print(f"soakd never had {want} connections open", file=sys.stderr)
+        sys.exit(1)
+    time.sleep(0.2)
+times, size = [], 0
+for _ in range(count):
+    took, raw = scrape()
+    times.append(took * 1000)
+    size = len(raw)
+    time.sleep(0.1)
+times.sort()
+print(f"median_ms {times[len(times) // 2]:.2f} p90_ms {times[len(times) * 9 // 10]:.2f} "
+      f"max_ms {times[-1]:.2f} bytes {size}")
+PY
+}
+
+# For each N in $SCRAPE_CONNS (default 100 10000): soakd holds N closed-loop
+# connections on one thread (CPU 1, as busy as nginx lets it be), and once
+# all are open $SCRAPES scrapes (default 50) are timed. The figure is the
+# median at the largest N, and its ratio to the smallest N in the same run.
+mode_scrape() {
+    local n metrics pid line first_n="" first_median="" median
+    for n in ${SCRAPE_CONNS:-100 10000}; do
+        section "scrape: soakd -c $n --ramp 10000 -t 1 (CPU 1), ${SCRAPES:-50} scrapes once all are open"
+        metrics=127.0.0.1:$(free_port)
+        wait_timewait
+        # shellcheck disable=SC2086 # SOAKD_ARGS is a list of flags
+        taskset -c 1 "$SOAKD" run "$URL" -c "$n" --ramp 10000 -t 1 -d 120s "${SOAKD_TLS[@]}" $SOAKD_ARGS \
+            --metrics-listen "$metrics" </dev/null >"$WORK/scrape-$n.out" 2>"$WORK/scrape-$n.err" &
+        pid=$!
+        LOAD_PID=$pid
+        line=$(scrape_times "$metrics" "$n" "${SCRAPES:-50}") || line=
+        kill -TERM "$pid" 2>/dev/null || true
+        RC=0
+        wait "$pid" || RC=$?
+        LOAD_PID=
+        if [ -z "$line" ]; then
+            show_failure "scrape-$n"
+            exit 1
+        fi
+        echo "$n connections: $line"
+        median=$(awk '{print $2}' <<<"$line")
+        if [ -z "$first_median" ]; then
+            first_n=$n
+            first_median=$median
+        fi
+    done
+    echo
+    echo "median scrape at $n connections: $median ms" \
+        "($(calc "$median / $first_median")x the median at $first_n connections, same run)"
 }
 
 # callgrind_total FILE: the total instruction count (Ir) of a callgrind run.

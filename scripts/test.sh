@@ -8,6 +8,11 @@ set -euo pipefail
 # Run from the repo root whatever the caller's working directory.
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# Tests that need root (network namespaces) skip on a developer's machine
+# that is not root; with SOAKD_REQUIRE_ROOT=1 (.ci/run sets it) they fail
+# instead, so CI cannot pass a test it never ran.
+echo "SOAKD_REQUIRE_ROOT=${SOAKD_REQUIRE_ROOT:-unset} (uid $(id -u))"
+
 section() {
     printf '\n==== %s ====\n' "$*"
 }

@@ -409,9 +409,12 @@ struct Slot {
 pub fn merge_hdr_logs(inputs: &[PathBuf], out: &Path) -> Result<usize, Error> {
     // Per input: its base time (seconds since the epoch) and entries.
     let mut logs: Vec<(Duration, Vec<Entry>)> = Vec::new();
+    // The interval length each input states in its header.
+    let mut stated = Vec::new();
     for path in inputs {
         let bytes = std::fs::read(path)
             .map_err(|e| Error::Usage(format!("--hdr-log {}: cannot read it ({e})", path.display())))?;
+        stated.push(crate::observe::stated_interval(&bytes));
         let bad = |why: String| {
             Error::Usage(format!(
                 "--hdr-log {}: {why}; give a log written by `soakd run --hdr-log`",
@@ -469,6 +472,13 @@ pub fn merge_hdr_logs(inputs: &[PathBuf], out: &Path) -> Result<usize, Error> {
             })?;
         }
     }
+    // The header states the shards' interval (`--hdr-log-interval`) as
+    // their headers do; logs that do not all state the same one get the
+    // grid's length measured above.
+    let said = match stated.split_first() {
+        Some((Some(first), rest)) if rest.iter().all(|s| s == &Some(*first)) => *first,
+        _ => interval,
+    };
     let file = std::fs::File::create(out)
         .map_err(|e| Error::Usage(format!("--hdr-log-out {}: cannot create it ({e})", out.display())))?;
     let mut w = std::io::BufWriter::new(file);
@@ -476,9 +486,12 @@ pub fn merge_hdr_logs(inputs: &[PathBuf], out: &Path) -> Result<usize, Error> {
     let when = SystemTime::UNIX_EPOCH + origin;
     let failed = |e: String| Error::io(format!("writing {}", out.display()), std::io::Error::other(e));
     let mut log = IntervalLogWriterBuilder::new()
-        .add_comment(&format!(
-            "soakd merge: {} interval logs, request latency in microseconds, one interval per tag every 10 s",
-            inputs.len()
+        .add_comment(&crate::observe::header_comment(
+            &format!(
+                "soakd merge: {} interval logs, request latency in microseconds, one interval per tag",
+                inputs.len()
+            ),
+            said,
         ))
         .with_start_time(when)
         .with_base_time(when)

@@ -4,12 +4,12 @@
 
 mod util;
 
-use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use util::{
-    BuiltinTarget, field as u, raw_server, signal, soakd, soakd_report, spawn_soakd, temp_path, wait_with_timeout,
+    BuiltinTarget, field as u, free_port, metric_sum, raw_server, scrape, signal, soakd, soakd_report, spawn_soakd,
+    stderr_so_far, temp_path, wait_for_handler, wait_until, wait_with_timeout,
 };
 
 /// Each row: arguments after `soakd`, and text the error must contain. A
@@ -184,6 +184,7 @@ fn sigint_drains_and_writes_the_report() {
     let target = BuiltinTarget::start(&[]);
     let report = temp_path("sigint", "json");
     let url = target.url("/");
+    let metrics = format!("127.0.0.1:{}", free_port());
     let child = spawn_soakd(&[
         "run",
         &url,
@@ -194,11 +195,20 @@ fn sigint_drains_and_writes_the_report() {
         "--ramp",
         "10000",
         "--metrics-listen",
-        "off",
+        &metrics,
         "--report",
         report.to_str().unwrap(),
     ]);
-    sleep(Duration::from_millis(1500));
+    wait_for_handler(child.id(), "INT");
+    let open = format!("soakd_connections{{target=\"{}\",state=\"open\"}}", target.addr);
+    wait_until(
+        || {
+            scrape(&metrics)
+                .is_some_and(|m| m.get(&open) == Some(&50.0) && metric_sum(&m, "soakd_responses_total") > 0.0)
+        },
+        Duration::from_secs(15),
+        "50 connections open and a response in (soakd's metrics)",
+    );
     signal(child.id(), "INT");
     let (status, stderr) = wait_with_timeout(child, 15);
     assert!(status.success(), "{stderr}");
@@ -215,9 +225,15 @@ fn sigusr1_prints_the_summary_and_goes_on() {
     let target = BuiltinTarget::start(&[]);
     let url = target.url("/");
     let child = spawn_soakd(&["run", &url, "-c", "10", "-i", "100ms", "--metrics-listen", "off"]);
-    sleep(Duration::from_millis(1000));
+    // SIGUSR1's default action ends the process: wait for soakd's handler.
+    wait_for_handler(child.id(), "USR1");
     signal(child.id(), "USR1");
-    sleep(Duration::from_millis(700));
+    wait_until(
+        || stderr_so_far(&child).contains("connections   desired"),
+        Duration::from_secs(10),
+        "the summary SIGUSR1 asks for on stderr",
+    );
+    assert!(util::pid_alive(child.id()), "SIGUSR1 ended the run");
     signal(child.id(), "TERM");
     let (status, stderr) = wait_with_timeout(child, 15);
     assert!(status.success(), "{stderr}");
@@ -231,10 +247,20 @@ fn sigusr1_prints_the_summary_and_goes_on() {
 fn second_signal_exits_at_once() {
     let target = BuiltinTarget::start(&["--delay", "60s"]);
     let url = target.url("/");
-    let child = spawn_soakd(&["run", &url, "-c", "10", "--metrics-listen", "off"]);
-    sleep(Duration::from_millis(800));
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let child = spawn_soakd(&["run", &url, "-c", "10", "--metrics-listen", &metrics]);
+    wait_for_handler(child.id(), "INT");
+    wait_until(
+        || scrape(&metrics).is_some_and(|m| metric_sum(&m, "soakd_requests_in_flight") == 10.0),
+        Duration::from_secs(15),
+        "10 requests in flight (soakd's metrics)",
+    );
     signal(child.id(), "INT");
-    sleep(Duration::from_millis(200));
+    wait_until(
+        || stderr_so_far(&child).contains("stopping: finishing requests in flight"),
+        Duration::from_secs(10),
+        "soakd to start draining after the first SIGINT",
+    );
     let t = Instant::now();
     signal(child.id(), "INT");
     let (status, stderr) = wait_with_timeout(child, 15);

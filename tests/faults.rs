@@ -7,7 +7,10 @@ use std::thread::sleep;
 use std::time::Duration;
 
 use serde_json::Value;
-use util::{BuiltinTarget, Nginx, field as u, field_f64 as f, heavy_lock, spawn_soakd, temp_path, wait_with_timeout};
+use util::{
+    BuiltinTarget, Nginx, field as u, field_f64 as f, free_port, heavy_lock, metric_sum, scrape, socket_states,
+    spawn_soakd, temp_path, wait_until, wait_with_timeout,
+};
 
 fn read_report(path: &std::path::Path, stderr: &str) -> Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("no report ({e})\n{stderr}"));
@@ -41,8 +44,13 @@ fn open_loop_latency_counts_a_stall_from_due_time() {
         "--report",
         report.to_str().unwrap(),
     ]);
-    sleep(Duration::from_secs(2));
+    wait_until(
+        || socket_states(child.id()).get("ESTABLISHED") == Some(&50),
+        Duration::from_secs(10),
+        "soakd's 50 connections to nginx established",
+    );
     nginx.stop_workers();
+    // The stall under test: nginx stays frozen for 1 s, and p99 must show it.
     sleep(Duration::from_secs(1));
     nginx.cont_workers();
     let (status, stderr) = wait_with_timeout(child, 30);
@@ -69,6 +77,7 @@ fn killed_and_restarted_target_is_classified_and_recovered() {
     let addr = target.addr.clone();
     let report = temp_path("restart", "json");
     let url = target.url("/");
+    let metrics = format!("127.0.0.1:{}", free_port());
     let child = spawn_soakd(&[
         "run",
         &url,
@@ -79,12 +88,18 @@ fn killed_and_restarted_target_is_classified_and_recovered() {
         "-d",
         "9s",
         "--metrics-listen",
-        "off",
+        &metrics,
         "--report",
         report.to_str().unwrap(),
     ]);
-    sleep(Duration::from_secs(2));
+    wait_until(
+        || scrape(&metrics).is_some_and(|m| metric_sum(&m, "soakd_requests_in_flight") == 200.0),
+        Duration::from_secs(10),
+        "a request in flight on each of the 200 connections (soakd's metrics)",
+    );
     target.kill();
+    // The outage under test: the target stays away for 1.5 s, long enough
+    // for several refused reconnects and their backoff.
     sleep(Duration::from_millis(1500));
     let _back = BuiltinTarget::start_on(&addr, &["--delay", "500ms"]);
     let (status, stderr) = wait_with_timeout(child, 40);

@@ -106,6 +106,8 @@ fn run_watched(prefix: &[&str], args: &[&str], timeout_s: u64, mut watch: impl F
             max_rss_kb = max_rss_kb.max(kb);
         }
         watch(pid, began.elapsed());
+        // The sampling period of VmRSS and of `watch`, not a wait for a
+        // state: the loop ends when soakd exits.
         sleep(Duration::from_millis(50));
     }
     let elapsed = began.elapsed();
@@ -683,15 +685,13 @@ fn fd_exhaustion_is_fd_limit_without_a_busy_loop() {
 }
 
 /// Creates a network namespace whose ephemeral port range is 100 ports
-/// (40000-40099), or prints why not and returns `None`.
+/// (40000-40099); `None` when not root and root is not required (see
+/// [`util::need_root`]).
 fn small_port_namespace() -> Option<NetNs> {
-    let ns = match NetNs::create() {
-        Ok(ns) => ns,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return None;
-        }
-    };
+    if !util::need_root("a network namespace with 100 ephemeral ports") {
+        return None;
+    }
+    let ns = NetNs::create().unwrap_or_else(|why| panic!("cannot create a network namespace as root: {why}"));
     ns.sysctl("net.ipv4.ip_local_port_range", "40000 40099");
     Some(ns)
 }
@@ -768,10 +768,12 @@ fn ephemeral_ports_exhausted_at_run_time_are_addr_unavailable() {
         .next()
         .and_then(|p| p.parse().ok())
         .expect("port");
-    if !(40000..=40099).contains(&port) {
-        eprintln!("skipped: the target's port {port} is outside the namespace's range");
-        return;
-    }
+    // Port 0 is bound from the namespace's own ephemeral range, which is
+    // what makes one slot short of a port.
+    assert!(
+        (40000..=40099).contains(&port),
+        "the target's port {port} is outside the namespace's range 40000-40099"
+    );
     let url = target.url("/");
     let r = run_watched(
         &exec,
@@ -821,13 +823,10 @@ sys.stdin.read()
 #[test]
 fn ports_held_by_another_process_cost_little_cpu() {
     let _heavy = heavy_lock();
-    let ns = match NetNs::create() {
-        Ok(ns) => ns,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
-    };
+    if !util::need_root("a network namespace whose ports another process holds") {
+        return;
+    }
+    let ns = NetNs::create().unwrap_or_else(|why| panic!("cannot create a network namespace as root: {why}"));
     ns.sysctl("net.ipv4.ip_local_port_range", "30000 48999");
     let exec = ns.exec();
     let target = BuiltinTarget::start_in(&exec, &[]);

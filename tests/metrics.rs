@@ -14,7 +14,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use soakd::statuscmd::exposition::{self, Sample};
-use util::{BuiltinTarget, Nginx, free_port, heavy_lock, raw_server, soakd, spawn_soakd, temp_path, wait_with_timeout};
+use util::{
+    BuiltinTarget, Nginx, free_port, heavy_lock, raw_server, soakd, spawn_soakd, temp_path, wait_for, wait_for_handler,
+    wait_until, wait_with_timeout,
+};
 
 const CONTRACT: &[&str] = &[
     "soakd_connections",
@@ -116,14 +119,11 @@ fn promtool_check(text: &str) {
 
 /// Waits until the endpoint answers (soakd binds it before connecting).
 fn wait_up(addr: &str) {
-    let t = Instant::now();
-    while TcpStream::connect(addr).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "metrics endpoint {addr} never came up"
-        );
-        sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        || TcpStream::connect(addr).is_ok(),
+        Duration::from_secs(10),
+        &format!("the metrics endpoint {addr} to accept connections"),
+    );
 }
 
 #[test]
@@ -174,13 +174,29 @@ fn exposition_is_clean_complete_and_monotonic_under_5000_connections() {
             &format!("soakd_errors_total{{target=\"{target}\",kind=\"{kind}\"}}"),
         );
     }
+    // Three later scrapes, each taken once requests have moved on since the
+    // one before (so "never goes down" is checked across real change), and
+    // the last once all 5000 connections are open.
+    let open = format!("soakd_connections{{target=\"{target}\",state=\"open\"}}");
     let mut previous = m0;
-    for _ in 0..3 {
-        sleep(Duration::from_millis(1500));
-        let (status, text, _) = get(&metrics, "/metrics");
-        assert_eq!(status, 200);
+    for i in 0..3 {
+        let sent_before = sum(&previous, "soakd_requests_sent_total");
+        let (text, now) = wait_for(
+            || {
+                let (status, text, _) = get(&metrics, "/metrics");
+                assert_eq!(status, 200);
+                let now = parse(&text);
+                let moved = sum(&now, "soakd_requests_sent_total") > sent_before;
+                let ramped = i < 2 || now.get(&open) == Some(&5000.0);
+                (moved && ramped).then_some((text, now))
+            },
+            Duration::from_secs(6),
+            &format!(
+                "scrape {} with more requests sent than {sent_before} (and, last, 5000 open)",
+                i + 1
+            ),
+        );
         promtool_check(&text);
-        let now = parse(&text);
         for (series, v) in &now {
             let counter = series.contains("_total") || series.contains("_bucket") || series.contains("_count");
             if counter && let Some(before) = previous.get(series) {
@@ -189,13 +205,7 @@ fn exposition_is_clean_complete_and_monotonic_under_5000_connections() {
         }
         previous = now;
     }
-    assert_eq!(
-        one(
-            &previous,
-            &format!("soakd_connections{{target=\"{target}\",state=\"open\"}}")
-        ),
-        5000.0
-    );
+    assert_eq!(one(&previous, &open), 5000.0);
     assert_eq!(get(&metrics, "/healthz").0, 200);
     assert_eq!(one(&previous, "soakd_healthy"), 1.0);
     assert_eq!(get(&metrics, "/nothing-here").0, 404);
@@ -234,24 +244,18 @@ fn final_counters_equal_the_report() {
         report.to_str().unwrap(),
     ]);
     wait_up(&metrics);
-    let t = Instant::now();
-    let last = loop {
-        let (_, text, _) = get(&metrics, "/metrics");
-        let m = parse(&text);
-        if sum(&m, "soakd_responses_total") >= 5000.0
-            && one(
-                &m,
-                &format!(
-                    "soakd_connections_closed_total{{target=\"{}\",reason=\"shutdown\"}}",
-                    target.addr
-                ),
-            ) > 0.0
-        {
-            break m;
-        }
-        assert!(t.elapsed() < Duration::from_secs(30), "never saw the final counters");
-        sleep(Duration::from_millis(100));
-    };
+    let shutdown = format!(
+        "soakd_connections_closed_total{{target=\"{}\",reason=\"shutdown\"}}",
+        target.addr
+    );
+    let last = wait_for(
+        || {
+            let m = parse(&get(&metrics, "/metrics").1);
+            (sum(&m, "soakd_responses_total") >= 5000.0 && one(&m, &shutdown) > 0.0).then_some(m)
+        },
+        Duration::from_secs(30),
+        "the final counters (5000 responses, connections closed at shutdown) in a lingering scrape",
+    );
     let (status, stderr) = wait_with_timeout(child, 30);
     assert!(status.success(), "{stderr}");
     let rep: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
@@ -333,6 +337,8 @@ fn accounting_holds_in_every_scrape() {
         scrapes += 1;
         with_in_flight += usize::from(in_flight > 0.0);
         with_failed += usize::from(failed > 0.0);
+        // The spacing of the samples, not a wait for a state: the invariant
+        // must hold in every scrape, ~10 per second until the run ends.
         sleep(Duration::from_millis(100));
     }
     let (status, stderr) = wait_with_timeout(child, 30);
@@ -343,8 +349,10 @@ fn accounting_holds_in_every_scrape() {
         "{scrapes} scrapes, {with_in_flight} with requests in flight, {with_failed} with failures: the check proved little"
     );
 }
-/// 20 scrapes during a 10,000-connection closed-loop run all succeed, and
-/// a scrape is served in well under 100 ms (median; the max is printed).
+/// 20 scrapes during a 10,000-connection closed-loop run all succeed and
+/// see every connection open. How fast a scrape is served at this size is
+/// a benchmark (`MODE=scrape bench/compare.sh`), not a test: timing on a
+/// shared machine is noise.
 #[test]
 fn scrapes_during_a_10000_connection_closed_loop_run() {
     let _heavy = heavy_lock();
@@ -364,18 +372,19 @@ fn scrapes_during_a_10000_connection_closed_loop_run() {
         &metrics,
     ]);
     wait_up(&metrics);
-    sleep(Duration::from_secs(2));
-    let mut times = Vec::new();
-    for _ in 0..20 {
-        let (status, text, took) = get(&metrics, "/metrics");
-        assert_eq!(status, 200);
-        assert!(text.contains("soakd_requests_sent_total"));
-        times.push(took);
-        sleep(Duration::from_millis(200));
+    let open = format!("soakd_connections{{target=\"{}\",state=\"open\"}}", nginx.addr());
+    wait_until(
+        || parse(&get(&metrics, "/metrics").1).get(&open) == Some(&10000.0),
+        Duration::from_secs(8),
+        "10,000 connections open (soakd's metrics)",
+    );
+    for i in 0..20 {
+        let (status, text, _) = get(&metrics, "/metrics");
+        assert_eq!(status, 200, "scrape {i}");
+        let m = parse(&text);
+        assert_eq!(one(&m, &open), 10000.0, "scrape {i}");
+        assert!(sum(&m, "soakd_requests_sent_total") > 0.0, "scrape {i}");
     }
-    times.sort();
-    eprintln!("scrape times: median {:?}, max {:?}", times[10], times[19]);
-    assert!(times[10] < Duration::from_millis(100), "median scrape {:?}", times[10]);
     let (status, stderr) = wait_with_timeout(child, 40);
     assert!(status.success(), "{stderr}");
 }
@@ -417,6 +426,7 @@ fn hostile_clients_on_the_metrics_port() {
         assert_eq!(status, 200);
         assert!(text.contains("soakd_connections_desired"));
         let _ = slow.write_all(b"i");
+        // The slowloris under test: one byte every 500 ms.
         sleep(Duration::from_millis(500));
     }
     drop(idle);
@@ -458,9 +468,22 @@ fn target_pids_and_status_summary() {
     }
     let child = spawn_soakd(&args.iter().map(String::as_str).collect::<Vec<_>>());
     wait_up(&metrics);
-    sleep(Duration::from_millis(2500));
-    let (_, text, _) = get(&metrics, "/metrics");
-    let m = parse(&text);
+    let rss_series = |pid: &u32| {
+        format!(
+            "soakd_target_process_resident_memory_bytes{{target=\"{}\",pid=\"{pid}\"}}",
+            nginx.addr()
+        )
+    };
+    let open = format!("soakd_connections{{target=\"{}\",state=\"open\"}}", nginx.addr());
+    let m = wait_for(
+        || {
+            let m = parse(&get(&metrics, "/metrics").1);
+            let sampled = pids.iter().all(|pid| m.get(&rss_series(pid)).is_some_and(|&v| v > 0.0));
+            (sampled && m.get(&open) == Some(&100.0)).then_some(m)
+        },
+        Duration::from_secs(5),
+        "100 connections open and every target pid's memory sampled",
+    );
     for pid in &pids {
         let rss = one(
             &m,
@@ -515,7 +538,7 @@ fn unbindable_metrics_port_exits_2_before_connecting() {
 }
 
 /// `--hdr-log` writes a log the HdrHistogram tools read: a header and one
-/// tagged interval per 10 s (here: the final partial one).
+/// tagged interval per `--hdr-log-interval` (default 10 s; here: the final partial one).
 #[test]
 fn hdr_interval_log_is_written() {
     let target = BuiltinTarget::start(&[]);
@@ -584,15 +607,16 @@ fn sighup_reloads_the_config_without_dropping_unchanged_workloads() {
         one(m, &format!("{name}{{target=\"{target}\"{extra}}}"))
     };
     let open = ",state=\"open\"";
-    let t = Instant::now();
-    loop {
-        let m = parse(&get(&metrics, "/metrics").1);
-        if series(&m, "soakd_connections", "a", open) == 10.0 && series(&m, "soakd_connections", "c", open) == 5.0 {
-            break;
-        }
-        assert!(t.elapsed() < Duration::from_secs(10), "never ramped up");
-        sleep(Duration::from_millis(100));
-    }
+    wait_until(
+        || {
+            let m = parse(&get(&metrics, "/metrics").1);
+            series(&m, "soakd_connections", "a", open) == 10.0 && series(&m, "soakd_connections", "c", open) == 5.0
+        },
+        Duration::from_secs(10),
+        "workloads a (10) and c (5) ramped up",
+    );
+    // SIGHUP's default action ends the process.
+    wait_for_handler(child.id(), "HUP");
 
     std::fs::write(
         &path,
@@ -604,8 +628,19 @@ fn sighup_reloads_the_config_without_dropping_unchanged_workloads() {
     )
     .unwrap();
     util::signal(child.id(), "HUP");
-    sleep(Duration::from_millis(1500));
-    let m = parse(&get(&metrics, "/metrics").1);
+    let b_open = format!("soakd_connections{{target=\"b\"{open}}}");
+    let c_open = format!("soakd_connections{{target=\"c\"{open}}}");
+    let m = wait_for(
+        || {
+            let m = parse(&get(&metrics, "/metrics").1);
+            let done = m.get("soakd_config_reloads_total{result=\"success\"}") == Some(&1.0)
+                && m.get(&b_open) == Some(&5.0)
+                && m.get(&c_open) == Some(&0.0);
+            done.then_some(m)
+        },
+        Duration::from_secs(10),
+        "the reload counted, b's 5 connections open and c's drained",
+    );
     assert_eq!(series(&m, "soakd_connections", "a", open), 10.0);
     assert_eq!(
         series(&m, "soakd_connections_opened_total", "a", ""),
@@ -624,8 +659,14 @@ fn sighup_reloads_the_config_without_dropping_unchanged_workloads() {
 
     std::fs::write(&path, "[[workload]]\nurl = 42\n").unwrap();
     util::signal(child.id(), "HUP");
-    sleep(Duration::from_millis(800));
-    let m = parse(&get(&metrics, "/metrics").1);
+    let m = wait_for(
+        || {
+            let m = parse(&get(&metrics, "/metrics").1);
+            (m.get("soakd_config_reloads_total{result=\"failure\"}") == Some(&1.0)).then_some(m)
+        },
+        Duration::from_secs(10),
+        "the failed reload counted",
+    );
     assert_eq!(one(&m, "soakd_config_reloads_total{result=\"failure\"}"), 1.0);
     assert_eq!(series(&m, "soakd_connections", "a", open), 10.0);
     assert_eq!(series(&m, "soakd_connections", "b", open), 5.0);

@@ -8,10 +8,9 @@ mod util;
 
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::process::{Command, Stdio};
-use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use util::{cpu_seconds, is_root, socket_states, vm_rss_kb, wait_for_comm};
+use util::{cpu_seconds, is_root, socket_states, vm_rss_kb, wait_for_comm, wait_until};
 
 /// The pid of a process that existed and has been reaped.
 fn gone_pid() -> u32 {
@@ -94,11 +93,11 @@ fn socket_states_by_name() {
     // server side waits for us to close it.
     client.shutdown(Shutdown::Both).unwrap();
     drop(client);
-    let began = Instant::now();
-    while socket_states(me).get("CLOSE_WAIT").copied().unwrap_or(0) == 0 {
-        assert!(began.elapsed() < Duration::from_secs(5), "{:?}", socket_states(me));
-        sleep(Duration::from_millis(10));
-    }
+    wait_until(
+        || socket_states(me).get("CLOSE_WAIT").copied().unwrap_or(0) > 0,
+        Duration::from_secs(5),
+        "the server side of the closed connection in CLOSE_WAIT",
+    );
     drop(server);
 
     // tcp6 is read too, where the host has IPv6.

@@ -17,7 +17,7 @@ use std::thread::{self, sleep};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use util::{BuiltinTarget, TempDir, field as u, free_port, socket_states, temp_path};
+use util::{BuiltinTarget, TempDir, field as u, free_port, socket_states, temp_path, wait_until};
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -86,32 +86,31 @@ impl Soakd {
 
     /// Waits up to `secs` until its stderr contains `text`.
     fn wait_for_stderr(&mut self, text: &str, secs: u64) {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        while !self.stderr().contains(text) {
-            assert!(
-                Instant::now() < deadline && self.running(),
-                "soakd never printed {text:?} (within {secs} s)\n--- stderr ---\n{}",
-                self.stderr()
-            );
-            sleep(Duration::from_millis(20));
-        }
+        wait_until(
+            || {
+                let stderr = self.stderr();
+                assert!(
+                    stderr.contains(text) || self.running(),
+                    "soakd exited without printing {text:?}\n--- stderr ---\n{stderr}"
+                );
+                stderr.contains(text)
+            },
+            Duration::from_secs(secs),
+            &format!("{text:?} on soakd's stderr"),
+        );
     }
 
     /// Waits up to `secs` until it holds `n` established TCP connections.
     fn wait_established(&mut self, n: usize, secs: u64) {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        loop {
-            let open = established(self.pid());
-            if open == n {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline && self.running(),
-                "soakd holds {open} connections, not {n} (after {secs} s)\n--- stderr ---\n{}",
-                self.stderr()
-            );
-            sleep(Duration::from_millis(20));
-        }
+        let pid = self.pid();
+        wait_until(
+            || {
+                assert!(self.running(), "soakd exited\n--- stderr ---\n{}", self.stderr());
+                established(pid) == n
+            },
+            Duration::from_secs(secs),
+            &format!("soakd to hold {n} established connections"),
+        );
     }
 }
 
@@ -162,6 +161,22 @@ fn control_thread_sleeps(pid: u32) -> Option<u64> {
     task_status(pid, pid, "voluntary_ctxt_switches")
 }
 
+/// Where in the kernel the control thread of `pid` sleeps
+/// (/proc/PID/task/PID/wchan: `do_epoll_wait` in its poll, a `futex_…`
+/// function when it joins the workers); empty when it is gone.
+fn control_thread_wchan(pid: u32) -> String {
+    fs::read_to_string(format!("/proc/{pid}/task/{pid}/wchan")).unwrap_or_default()
+}
+
+/// The sum of every series of metric `name` whose labels start with
+/// `target="TARGET"` (one workload's), in a scrape of `addr`; `None` when
+/// the endpoint does not answer.
+fn scrape_workload(addr: &str, name: &str, target: &str) -> Option<f64> {
+    let m = util::scrape(addr)?;
+    let prefix = format!("{name}{{target=\"{target}\"");
+    Some(m.iter().filter(|(k, _)| k.starts_with(&prefix)).map(|(_, v)| v).sum())
+}
+
 /// The sum of every series of metric `name` in a scrape of `addr`, or
 /// `None` when the endpoint does not answer.
 fn scrape_sum(addr: &str, name: &str) -> Option<f64> {
@@ -187,15 +202,14 @@ fn scrape_sum(addr: &str, name: &str) -> Option<f64> {
 
 /// Waits up to `secs` until the metrics endpoint at `addr` answers.
 fn wait_metrics_up(addr: &str, soakd: &mut Soakd, secs: u64) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while scrape_sum(addr, "soakd_requests_sent_total").is_none() {
-        assert!(
-            Instant::now() < deadline && soakd.running(),
-            "metrics endpoint {addr} never came up\n--- stderr ---\n{}",
-            soakd.stderr()
-        );
-        sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        || {
+            assert!(soakd.running(), "soakd exited\n--- stderr ---\n{}", soakd.stderr());
+            scrape_sum(addr, "soakd_requests_sent_total").is_some()
+        },
+        Duration::from_secs(secs),
+        &format!("the metrics endpoint {addr} to answer"),
+    );
 }
 
 /// Reads and removes a JSON report.
@@ -292,6 +306,8 @@ fn pipelined_large_body_is_not_copied_per_worker() {
         let hwm = task_status(pid, pid, "VmHWM").unwrap_or(0);
         let rss = task_status(pid, pid, "VmRSS").unwrap_or(0);
         peak_kb = peak_kb.max(hwm).max(rss);
+        // The sampling period of the memory under test, not a wait for a
+        // state: the loop ends when soakd exits.
         sleep(Duration::from_millis(50));
     }
     let (status, stderr) = soakd.wait(20);
@@ -400,23 +416,22 @@ fn slow_reload_does_not_freeze_the_metrics() {
     );
     wait_metrics_up(&metrics, &mut soakd, 10);
     // Requests flow: the counter moves between scrapes.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut before = scrape_sum(&metrics, "soakd_requests_sent_total").unwrap_or(0.0);
-    loop {
-        sleep(Duration::from_millis(300));
-        let now = scrape_sum(&metrics, "soakd_requests_sent_total").unwrap_or(0.0);
-        if now > before && now > 0.0 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no requests flow\n{}", soakd.stderr());
-        before = now;
-    }
+    let before = scrape_sum(&metrics, "soakd_requests_sent_total").unwrap_or(0.0);
+    wait_until(
+        || scrape_sum(&metrics, "soakd_requests_sent_total").is_some_and(|now| now > before),
+        Duration::from_secs(10),
+        &format!("soakd_requests_sent_total to grow past {before}"),
+    );
 
+    // The run has started, so its SIGHUP handler is installed.
+    util::wait_for_handler(soakd.pid(), "HUP");
     util::signal(soakd.pid(), "HUP");
     // Nothing writes to the FIFO for 3 s: a reload reading it waits.
     let t0 = Instant::now();
     let mut samples: Vec<(Duration, Option<f64>)> = Vec::new();
     while t0.elapsed() < Duration::from_secs(3) {
+        // The sampling period of what is under test (the metrics must
+        // move every 250 ms during these 3 s), not a wait for a state.
         sleep(Duration::from_millis(250));
         samples.push((t0.elapsed(), scrape_sum(&metrics, "soakd_requests_sent_total")));
     }
@@ -526,6 +541,7 @@ fn int_then_term_still_reports_open_at_end() {
     let url = target.url("/");
     for (run, hold_workers) in [(1, true), (2, false), (3, false)] {
         let report = temp_path("regress-exit", "json");
+        let metrics = format!("127.0.0.1:{}", free_port());
         let mut soakd = Soakd::spawn(&[
             "run",
             &url,
@@ -536,20 +552,31 @@ fn int_then_term_still_reports_open_at_end() {
             "-t",
             "2",
             "--metrics-listen",
-            "off",
+            &metrics,
             "--report",
             report.to_str().unwrap(),
         ]);
         soakd.wait_established(200, 10);
-        // Let an aggregation tick see them all open (peak_open).
-        sleep(Duration::from_millis(400));
+        // An aggregation tick has seen them all open (peak_open): the
+        // metrics come from the same tick.
+        wait_until(
+            || scrape_workload(&metrics, "soakd_connections", &target.addr) == Some(200.0),
+            Duration::from_secs(10),
+            "soakd's metrics to show 200 connections open",
+        );
         let how = if hold_workers {
             match HeldThreads::hold(soakd.pid(), "soakd-worker") {
                 Ok(held) => {
                     signals_back_to_back(soakd.pid(), &["INT", "TERM"]);
                     soakd.wait_for_stderr("stopping", 5);
-                    // The control thread takes SIGTERM on its next turn.
-                    sleep(Duration::from_millis(300));
+                    // The control thread takes SIGTERM on its next turn,
+                    // leaves its loop and joins the held workers.
+                    let pid = soakd.pid();
+                    wait_until(
+                        || control_thread_wchan(pid).contains("futex"),
+                        Duration::from_secs(5),
+                        "the control thread to act on SIGTERM and wait to join the held workers",
+                    );
                     drop(held);
                     "with the workers held while the signals arrived"
                 }
@@ -590,9 +617,10 @@ fn deeper_pipeline_on_reload_loses_no_requests_of_other_workloads() {
     let target = BuiltinTarget::start(&["--delay", "1s"]);
     let dir = TempDir::new("regress-pipeline");
     let config = dir.path().join("soak.toml");
+    let metrics = format!("127.0.0.1:{}", free_port());
     let write_config = |b_pipeline: u16| {
         let text = format!(
-            "metrics_listen = \"off\"\nthreads = 2\n\n\
+            "metrics_listen = \"{metrics}\"\nthreads = 2\n\n\
              [[workload]]\nname = \"a\"\nurl = \"{url}\"\nconnections = 10\npipeline = 1\n\n\
              [[workload]]\nname = \"b\"\nurl = \"{url}\"\nconnections = 10\npipeline = {b_pipeline}\n",
             url = target.url("/")
@@ -612,11 +640,22 @@ fn deeper_pipeline_on_reload_loses_no_requests_of_other_workloads() {
     ]);
     soakd.wait_established(20, 10);
     // Closed loop: every connection has its request in flight (1 s delay).
-    sleep(Duration::from_millis(300));
+    wait_until(
+        || scrape_sum(&metrics, "soakd_requests_in_flight") == Some(20.0),
+        Duration::from_secs(10),
+        "a request in flight on each of the 20 connections",
+    );
+    let a_before = scrape_workload(&metrics, "soakd_responses_total", "a").unwrap_or(0.0);
     write_config(4);
     util::signal(soakd.pid(), "HUP");
     soakd.wait_for_stderr("config reloaded", 5);
-    sleep(Duration::from_millis(1500));
+    // Workload a's 10 requests in flight at the reload are answered (or
+    // would be counted as eof): wait for those answers before stopping.
+    wait_until(
+        || scrape_workload(&metrics, "soakd_responses_total", "a").is_some_and(|n| n >= a_before + 10.0),
+        Duration::from_secs(10),
+        "the answers to workload a's 10 requests in flight at the reload",
+    );
     util::signal(soakd.pid(), "INT");
     let (status, stderr) = soakd.wait(20);
     let rep = read_report(&report, &stderr);
@@ -670,8 +709,13 @@ fn metrics_linger_waits_without_polling() {
     ]);
     soakd.wait_for_stderr("serving the final metrics", 10);
     let pid = soakd.pid();
-    sleep(Duration::from_millis(200));
+    wait_until(
+        || control_thread_wchan(pid).contains("epoll"),
+        Duration::from_secs(5),
+        "the control thread to wait in its poll (the linger)",
+    );
     let before = control_thread_sleeps(pid).expect("control thread status");
+    // The window under test: 2 s of linger, counting wake-ups.
     sleep(Duration::from_secs(2));
     let after = control_thread_sleeps(pid).expect("soakd ended its 5 s linger early");
     assert!(soakd.running(), "soakd ended its 5 s linger early\n{}", soakd.stderr());
@@ -696,14 +740,20 @@ fn drain_waits_without_polling() {
     let _heavy = util::heavy_lock();
     let target = BuiltinTarget::start(&["--delay", "4s"]);
     let url = target.url("/");
-    let mut soakd = Soakd::spawn(&["run", &url, "-c", "20", "-t", "1", "--metrics-listen", "off"]);
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let mut soakd = Soakd::spawn(&["run", &url, "-c", "20", "-t", "1", "--metrics-listen", &metrics]);
     let pid = soakd.pid();
     soakd.wait_established(20, 10);
     // Closed loop: each connection's first request is in flight for 4 s.
-    sleep(Duration::from_millis(300));
+    wait_until(
+        || scrape_sum(&metrics, "soakd_requests_in_flight") == Some(20.0),
+        Duration::from_secs(10),
+        "a request in flight on each of the 20 connections",
+    );
     util::signal(pid, "TERM");
-    sleep(Duration::from_millis(100));
+    soakd.wait_for_stderr("stopping", 5);
     let before = control_thread_sleeps(pid).expect("control thread status");
+    // The window under test: 2 s of drain, counting wake-ups.
     sleep(Duration::from_secs(2));
     let after = control_thread_sleeps(pid);
     let still_draining = soakd.running();

@@ -13,7 +13,7 @@ use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use serde_json::Value;
 use util::{
-    BuiltinTarget, TempDir, field as u, free_port, http_get, soakd, soakd_bin, spawn_soakd, wait_output,
+    BuiltinTarget, TempDir, field as u, free_port, http_get, soakd, soakd_bin, spawn_soakd, wait_output, wait_until,
     wait_with_timeout,
 };
 
@@ -77,9 +77,15 @@ fn three_shards_hold_their_shares_of_one_plan() {
             report.to_str().unwrap(),
         ]));
     }
-    std::thread::sleep(Duration::from_secs(2));
     for (i, port) in ports.iter().enumerate() {
-        let text = http_get(&format!("127.0.0.1:{port}"), "/metrics");
+        // Once the shard's run has started, its metrics show its share.
+        let metrics = format!("127.0.0.1:{port}");
+        wait_until(
+            || util::scrape(&metrics).is_some_and(|m| util::metric_sum(&m, "soakd_connections_desired") == 10.0),
+            Duration::from_secs(10),
+            &format!("shard {i}'s metrics at {metrics} to show 10 connections desired"),
+        );
+        let text = http_get(&metrics, "/metrics");
         let want = format!("soakd_shard_info{{shard=\"{i}\",shards=\"3\"}} 1");
         assert!(text.contains(&want), "shard {i}: no {want:?} in:\n{text}");
         assert!(
@@ -267,6 +273,10 @@ fn merged_shards_add_up_and_agree_with_the_merged_hdr_logs() {
                 &p(&format!("r{i}.json")),
                 "--hdr-log",
                 &p(&format!("h{i}.hlog")),
+                // Not the default, so the merged header's interval is
+                // seen to come from the shards.
+                "--hdr-log-interval",
+                "1s",
             ])
         })
         .collect();
@@ -308,6 +318,14 @@ fn merged_shards_add_up_and_agree_with_the_merged_hdr_logs() {
     assert!(
         m["shard"]["index"].is_null() && m["shard"]["merged"] == serde_json::json!([0, 1]),
         "{m}"
+    );
+    // The merged log says the shards' interval (it once said 10 s
+    // whatever they used).
+    let merged_log = std::fs::read_to_string(dir.path().join("merged.hlog")).unwrap();
+    let header = merged_log.lines().next().unwrap_or_default();
+    assert!(
+        header.starts_with("#soakd merge: 2 interval logs") && header.ends_with(" every 1s"),
+        "the merged log's header does not state the shards' 1 s interval: {header:?}"
     );
     let logged = hdr_log_total(&dir.path().join("merged.hlog"));
     assert_eq!(

@@ -139,8 +139,13 @@ fn five_thousand_tls_connections_held_without_errors() {
             "5000",
             "-i",
             "1s",
+            // Four requests per connection, however long the 5000
+            // handshakes take on a busy machine (a fixed -d made the count
+            // a speed test); -d only bounds the run.
+            "-n",
+            "20000",
             "-d",
-            "6s",
+            "40s",
             "--cacert",
             &pki.ca(),
             "--metrics-listen",
@@ -156,15 +161,29 @@ fn five_thousand_tls_connections_held_without_errors() {
 }
 
 /// Starts `soakd run URL ARGS...` on a thread, for a test that disturbs
-/// the target meanwhile; join it for the report.
-fn soak_in_background(url: &str, args: &[&str]) -> std::thread::JoinHandle<RunResult> {
+/// the target meanwhile; join it for the report. Also returns its metrics
+/// address, where the test sees when the state it disturbs is reached.
+fn soak_in_background(url: &str, args: &[&str]) -> (std::thread::JoinHandle<RunResult>, String) {
+    let metrics = format!("127.0.0.1:{}", free_port());
     let mut all: Vec<String> = vec!["run".into(), url.into()];
     all.extend(args.iter().map(|a| a.to_string()));
-    all.extend(["--metrics-listen".into(), "off".into()]);
-    std::thread::spawn(move || {
+    all.extend(["--metrics-listen".into(), metrics.clone()]);
+    let run = std::thread::spawn(move || {
         let all: Vec<&str> = all.iter().map(String::as_str).collect();
         soakd_report(&all, 40)
-    })
+    });
+    (run, metrics)
+}
+
+/// Waits (up to 10 s) until soakd's metrics at `metrics` show `n`
+/// connections to `target` open: TCP connected and handshake done.
+fn wait_open(metrics: &str, target: &str, n: u32) {
+    let open = format!("soakd_connections{{target=\"{target}\",state=\"open\"}}");
+    wait_until(
+        || scrape(metrics).is_some_and(|m| m.get(&open) == Some(&f64::from(n))),
+        Duration::from_secs(10),
+        &format!("{n} TLS connections to {target} open (soakd's metrics)"),
+    );
 }
 
 /// Runs a short soak against `url` and returns the report.
@@ -350,7 +369,12 @@ fn resumed_handshakes_show_in_the_metrics() {
         "--metrics-linger",
         "3s",
     ]);
-    std::thread::sleep(Duration::from_millis(2500));
+    // After the 3 s run, in the linger: the counters are final.
+    wait_until(
+        || stderr_so_far(&child).contains("serving the final metrics"),
+        Duration::from_secs(15),
+        "the run to end and soakd to linger serving its final metrics",
+    );
     let response = http_get(&listen, "/metrics");
     let text = response.split_once("\r\n\r\n").map_or("", |(_, body)| body).to_string();
     let _ = wait_output(child, 20);
@@ -378,12 +402,13 @@ fn stalled_server_latency_counts_from_due_time_over_tls() {
     let pki = Pki::new();
     let (cert, key) = pki.server();
     let nginx = tls_nginx(&cert, &key, "");
-    let run = soak_in_background(
+    let (run, metrics) = soak_in_background(
         &nginx.https_url("/"),
         &["-c", "20", "-i", "50ms", "-d", "5s", "--cacert", &pki.ca()],
     );
-    std::thread::sleep(Duration::from_millis(2000));
+    wait_open(&metrics, &nginx.addr(), 20);
     nginx.stop_workers();
+    // The stall under test: nginx stays frozen for 1 s, and p99 must show it.
     std::thread::sleep(Duration::from_secs(1));
     nginx.cont_workers();
     let r = run.join().unwrap();
@@ -401,12 +426,14 @@ fn target_restarted_mid_soak_over_tls() {
     let (cert, key) = pki.server();
     let mut target = BuiltinTarget::start(&["--tls-cert", &cert, "--tls-key", &key]);
     let addr = target.addr.clone();
-    let run = soak_in_background(
+    let (run, metrics) = soak_in_background(
         &target.https_url("/"),
         &["-c", "50", "-i", "100ms", "-d", "6s", "--cacert", &pki.ca()],
     );
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_open(&metrics, &addr, 50);
     target.kill();
+    // The outage under test: the target stays away for 1 s, so reconnects
+    // are refused and back off before it returns.
     std::thread::sleep(Duration::from_millis(1000));
     let _again = BuiltinTarget::start_on(&addr, &["--tls-cert", &cert, "--tls-key", &key]);
     let r = run.join().unwrap();
@@ -549,6 +576,7 @@ fn demo_over_tls() {
 fn pipelined_requests_and_drain_over_tls() {
     let target = BuiltinTarget::start(&["--tls", "--delay", "200ms"]);
     let cert = target.cert.clone().unwrap();
+    let metrics = format!("127.0.0.1:{}", free_port());
     let child = spawn_soakd(&[
         "run",
         &target.https_url("/"),
@@ -559,11 +587,20 @@ fn pipelined_requests_and_drain_over_tls() {
         "--cacert",
         &cert,
         "--metrics-listen",
-        "off",
+        &metrics,
         "--report",
         "-",
     ]);
-    std::thread::sleep(Duration::from_millis(1500));
+    // Five rounds of 80 answered, and the next 80 in flight.
+    wait_until(
+        || {
+            scrape(&metrics).is_some_and(|m| {
+                metric_sum(&m, "soakd_responses_total") >= 400.0 && metric_sum(&m, "soakd_requests_in_flight") == 80.0
+            })
+        },
+        Duration::from_secs(15),
+        "400 responses in and 80 requests in flight (soakd's metrics)",
+    );
     // SIGTERM: the drain waits for the 80 requests in flight, over TLS.
     signal(child.id(), "TERM");
     let out = wait_output(child, 20);
@@ -603,6 +640,8 @@ fn chunking_proxy(upstream: String) -> (String, std::sync::Arc<std::sync::atomic
                     if to.write_all(chunk).is_err() {
                         return;
                     }
+                    // What the proxy is for: a pause between chunks makes
+                    // each its own TCP segment and its own read.
                     std::thread::sleep(Duration::from_micros(50));
                     size = size % 7 + 1;
                 }
@@ -623,6 +662,8 @@ fn chunking_proxy(upstream: String) -> (String, std::sync::Arc<std::sync::atomic
                     pump(client.try_clone().unwrap(), server.try_clone().unwrap());
                     pump(server, client);
                 }
+                // Non-blocking accept (so the stop flag is seen): nothing
+                // to accept yet, look again shortly.
                 Err(_) => std::thread::sleep(Duration::from_millis(5)),
             }
         }

@@ -197,17 +197,18 @@ fn live_gauge_and_abort_on_fail() {
         report.to_str().unwrap(),
     ]);
     // Before the abort (3 s of failing), the gauges say which fails.
-    let mut seen = String::new();
-    for _ in 0..100 {
-        std::thread::sleep(Duration::from_millis(100));
-        if !util::port_accepts(&listen) {
-            continue;
-        }
-        seen = http_get(&listen, "/metrics");
-        if seen.contains("soakd_threshold_passing{target=\"*\",threshold=\"p50<1us\"} 0") {
-            break;
-        }
-    }
+    let seen = util::wait_for(
+        || {
+            if !util::port_accepts(&listen) {
+                return None;
+            }
+            let seen = http_get(&listen, "/metrics");
+            seen.contains("soakd_threshold_passing{target=\"*\",threshold=\"p50<1us\"} 0")
+                .then_some(seen)
+        },
+        Duration::from_secs(10),
+        "the gauge of threshold p50<1us to say failing (0)",
+    );
     assert!(
         seen.contains("soakd_threshold_passing{target=\"*\",threshold=\"p50<1us\"} 0"),
         "{seen}"

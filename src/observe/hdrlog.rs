@@ -3,14 +3,15 @@
 //! A multi-day soak is analysed afterwards with the standard HdrHistogram
 //! log tools (HistogramLogAnalyzer, `hdr-plot`, HdrHistogram's
 //! `HistogramLogProcessor`), which need the full distribution per interval,
-//! not percentiles. Every 10 s (`--hdr-log-interval`) one interval per
-//! workload is appended,
-//! tagged with the workload name; values are microseconds, and the
-//! `MaxValueDivisor` of 1e6 makes the tools print seconds.
+//! not percentiles. Every `--hdr-log-interval` (default 10 s) one interval
+//! per workload is appended, tagged with the workload name; values are
+//! microseconds, and the `MaxValueDivisor` of 1e6 makes the tools print
+//! seconds. The header comment states the interval length, and `soakd
+//! merge` reads it back from there.
 //!
 //! The log writer borrows its file for as long as the log is open, so it
 //! lives on a small thread of its own; the control thread hands it one
-//! histogram per workload every 10 s.
+//! histogram per workload each interval.
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -42,6 +43,26 @@ pub(crate) fn tag_of(name: &str) -> String {
         .collect()
 }
 
+/// How a log's header comment states its interval length (`… every
+/// 10s`): written by [`header_comment`], read back by [`stated_interval`].
+const EVERY: &str = " every ";
+
+/// A header comment: `what`, then the interval length the log's intervals
+/// have (each one ends at the first tick past it, so a measured length is
+/// a little longer; this is the setting).
+pub(crate) fn header_comment(what: &str, interval: Duration) -> String {
+    format!("{what}{EVERY}{}", humantime::format_duration(interval))
+}
+
+/// The interval length a log states in its header comments (the `#` lines
+/// it opens with), if one does.
+pub(crate) fn stated_interval(log: &[u8]) -> Option<Duration> {
+    log.split(|&b| b == b'\n')
+        .take_while(|line| line.starts_with(b"#"))
+        .filter_map(|line| std::str::from_utf8(line).ok())
+        .find_map(|line| humantime::parse_duration(line.rsplit_once(EVERY)?.1.trim()).ok())
+}
+
 /// An open interval log.
 pub struct HdrLog {
     sender: Option<mpsc::Sender<Interval>>,
@@ -68,9 +89,9 @@ impl HdrLog {
                 let mut out = BufWriter::new(file);
                 let mut serializer = V2DeflateSerializer::new();
                 let writer = IntervalLogWriterBuilder::new()
-                    .add_comment(&format!(
-                        "soakd request latency in microseconds, one interval per workload (tag) every {}",
-                        humantime::format_duration(interval)
+                    .add_comment(&header_comment(
+                        "soakd request latency in microseconds, one interval per workload (tag)",
+                        interval,
                     ))
                     .with_start_time(now)
                     .with_base_time(now)
@@ -129,5 +150,29 @@ impl HdrLog {
             });
         }
         self.started = elapsed;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stated_interval_reads_back_from_the_header() {
+        for interval in [
+            Duration::from_secs(10),
+            Duration::from_millis(1500),
+            Duration::from_secs(90),
+        ] {
+            let log = format!(
+                "#{}\n#[StartTime: 1.000 (seconds since epoch)]\nTag=a,0.000,1.000,0.001,HISTF\n",
+                header_comment("soakd request latency", interval)
+            );
+            assert_eq!(stated_interval(log.as_bytes()), Some(interval), "{log}");
+        }
+        // A comment after the first interval line is not the header; a
+        // log without one states nothing.
+        assert_eq!(stated_interval(b"Tag=a,0.000,1.000,0.001,HISTF\n# x every 5s\n"), None);
+        assert_eq!(stated_interval(b"#[StartTime: 1.000 (seconds since epoch)]\n"), None);
     }
 }

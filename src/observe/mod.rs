@@ -25,7 +25,7 @@ use crate::report::Report;
 use crate::stats::Totals;
 use exporter::{Exporter, Handler, Reply};
 use hdrlog::HdrLog;
-pub(crate) use hdrlog::tag_of;
+pub(crate) use hdrlog::{header_comment, stated_interval, tag_of};
 use metrics::Metrics;
 use notify::Notifier;
 use status::StatusLine;

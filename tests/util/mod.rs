@@ -6,6 +6,14 @@
 //! needed.
 //!
 //! What is here:
+//! - [`wait_until`], [`wait_for`]: a bounded poll for a condition that
+//!   names what it waited for; tests wait for conditions, never for time.
+//! - [`need_root`]: skip a root-only test, or fail it under
+//!   `SOAKD_REQUIRE_ROOT=1` (CI).
+//! - [`wait_for_handler`]: a process has installed its handler for a
+//!   signal, so sending it cannot kill the process or be lost.
+//! - [`stderr_so_far`], [`scrape`], [`metric_sum`]: what a running soakd
+//!   has printed, and its metrics, for the conditions tests wait on.
 //! - [`Nginx`]: a private nginx (generated config, temp dir, free port) that
 //!   can be frozen with SIGSTOP and thawed with SIGCONT.
 //! - [`soakd`], [`soakd_report`], [`spawn_soakd`], [`wait_with_timeout`],
@@ -40,6 +48,126 @@ pub const DEFAULT_TIMEOUT_S: u64 = 60;
 
 /// How often the wait loops below look again.
 const POLL: Duration = Duration::from_millis(20);
+
+// ---------------------------------------------------------------------------
+// Waiting for conditions, root, signal handlers
+// ---------------------------------------------------------------------------
+
+/// Polls `condition` (every 20 ms) until it holds. On timeout it panics
+/// saying what it waited for and for how long, so a failure reads as
+/// "waited 10 s for 50 connections open", not as a wrong number after a
+/// blind sleep.
+pub fn wait_until(mut condition: impl FnMut() -> bool, timeout: Duration, what: &str) {
+    wait_for(|| condition().then_some(()), timeout, what)
+}
+
+/// Like [`wait_until`] for a condition that has a value: polls `probe`
+/// until it returns `Some`, and returns that value (e.g. the scrape in
+/// which a counter reached its figure, for the assertions that follow).
+pub fn wait_for<T>(mut probe: impl FnMut() -> Option<T>, timeout: Duration, what: &str) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        if start.elapsed() > timeout {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        thread::sleep(POLL);
+    }
+}
+
+/// Whether a test that needs root (network namespaces, sysctls) can run.
+/// As root: true. Otherwise, when `SOAKD_REQUIRE_ROOT` is unset (a
+/// developer's machine) it prints `skipped: WHAT needs root` and returns
+/// false, so the test returns early; when it is set (`.ci/run` sets it) it
+/// panics, so CI cannot pass a root test it never ran.
+pub fn need_root(what: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    if std::env::var_os("SOAKD_REQUIRE_ROOT").is_some_and(|v| !v.is_empty() && v != "0") {
+        panic!("{what} needs root, and SOAKD_REQUIRE_ROOT is set: run the tests as root (CI does)");
+    }
+    eprintln!("skipped: {what} needs root (set SOAKD_REQUIRE_ROOT=1 to make this a failure)");
+    false
+}
+
+/// What a child started by [`spawn_soakd`] has written to stderr so far
+/// (it is still running; [`wait_output`] returns the whole of it at the
+/// end). Tests wait on it for a line soakd prints when a state is reached.
+pub fn stderr_so_far(child: &Child) -> String {
+    let path = captures()
+        .iter()
+        .find(|c| c.pid == child.id())
+        .map(|c| c.stderr.clone())
+        .unwrap_or_else(|| panic!("pid {} was not started by spawn_soakd", child.id()));
+    read_lossy(&path)
+}
+
+/// One scrape of soakd's `http://ADDR/metrics`, as series → value (read
+/// with soakd's own parser; keys as `soakd::statuscmd::exposition::Sample::series`
+/// writes them), or `None` while the endpoint does not answer 200.
+pub fn scrape(addr: &str) -> Option<std::collections::HashMap<String, f64>> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).ok()?;
+    let raw = String::from_utf8_lossy(&raw);
+    let (head, body) = raw.split_once("\r\n\r\n")?;
+    if !head.starts_with("HTTP/1.1 200") {
+        return None;
+    }
+    let samples = soakd::statuscmd::exposition::parse(body)
+        .unwrap_or_else(|e| panic!("{addr}/metrics is not Prometheus text ({e}):\n{body}"));
+    Some(samples.into_iter().map(|s| (s.series(), s.value)).collect())
+}
+
+/// The sum of every series of metric `name` in a [`scrape`] (0 when there
+/// is none).
+pub fn metric_sum(m: &std::collections::HashMap<String, f64>, name: &str) -> f64 {
+    m.iter()
+        .filter(|(k, _)| k.split('{').next() == Some(name))
+        .map(|(_, v)| v)
+        .sum()
+}
+
+/// The number of a signal by name ("HUP", "SIGINT", ...), for the ones
+/// the tests send to soakd.
+fn signal_number(sig: &str) -> u32 {
+    match sig.trim_start_matches("SIG") {
+        "HUP" => 1,
+        "INT" => 2,
+        "USR1" => 10,
+        "USR2" => 12,
+        "TERM" => 15,
+        other => panic!("signal_number: add SIG{other}"),
+    }
+}
+
+/// Whether `pid` catches signal `sig`: its bit in `SigCgt` of
+/// /proc/PID/status (a handler is installed). False when it is gone.
+pub fn catches_signal(pid: u32, sig: &str) -> bool {
+    let bit = 1u64 << (signal_number(sig) - 1);
+    process(pid)
+        .and_then(|p| p.status().ok())
+        .is_some_and(|s| s.sigcgt & bit != 0)
+}
+
+/// Waits (up to 10 s) until `pid` has installed its handler for `sig`.
+/// A signal sent before that takes its default action (SIGUSR1 and SIGHUP
+/// kill the process) or, for a process that blocks it meanwhile, may be
+/// handled before the state the test means to act on exists. soakd
+/// installs its handlers when the run starts, just before its workers.
+pub fn wait_for_handler(pid: u32, sig: &str) {
+    wait_until(
+        || catches_signal(pid, sig),
+        Duration::from_secs(10),
+        &format!("pid {pid} to install its SIG{} handler", sig.trim_start_matches("SIG")),
+    );
+}
 
 // ---------------------------------------------------------------------------
 // Temp files and directories
