@@ -15,11 +15,14 @@ use serde::{Deserialize, Serialize};
 use crate::plan::{Metric, Plan, Threshold};
 use crate::stats::{CheckKind, CloseReason, ErrorKind, Gauges, StatusClass, TimelineJson, Totals, WorkloadStats};
 
-/// Reads a report file as JSON for the commands that take one (`compare`,
-/// `report`, `merge`): unreadable, not JSON, or not a soakd report
-/// (an object with `duration_seconds` and a `workloads` list with names)
-/// is a usage error naming `what` (the argument) and the file.
-pub fn read_json(path: &std::path::Path, what: &str) -> Result<serde_json::Value, crate::Error> {
+/// Reads a report file for the commands that take one (`compare`,
+/// `report`, `merge`, `run --baseline`): the one reader of report files.
+/// Unreadable, not JSON, not a soakd report (an object with
+/// `duration_seconds` and a `workloads` list with names) or not one this
+/// version can read is a usage error naming `what` (the argument) and the
+/// file. A report from an older soakd reads: what it lacks takes its
+/// default (zero counts, `null` percentiles, no timeline).
+pub fn read(path: &std::path::Path, what: &str) -> Result<Report, crate::Error> {
     let name = format!("{what} {}", path.display()).trim().to_string();
     let bad =
         |why: String| crate::Error::Usage(format!("{name}: {why}; give the JSON file `soakd run --report` wrote"));
@@ -37,11 +40,40 @@ pub fn read_json(path: &std::path::Path, what: &str) -> Result<serde_json::Value
             "not a soakd report (no duration_seconds or no \"workloads\" list with names)".into(),
         ));
     }
-    Ok(v)
+    serde_json::from_value(v).map_err(|e| bad(format!("not a soakd report this version can read ({e})")))
+}
+
+/// Error kinds that are limits of the soakd host (ports, file
+/// descriptors), not faults of the target: a comparison of two servers
+/// leaves them out (docs/verdicts.md).
+pub const HOST_ERRORS: [ErrorKind; 2] = [ErrorKind::AddrUnavailable, ErrorKind::FdLimit];
+
+/// Which errors an error rate counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counted {
+    /// Every kind: the `error_rate` threshold (a dead target is 100%).
+    Every,
+    /// The target's: every kind but [`HOST_ERRORS`] (`soakd compare`).
+    Target,
+}
+
+/// The error rate: errors ÷ (completed + errors), per attempt, so a failed
+/// connect (which owes no request) counts as a failure and a dead target
+/// is 100%, not a division by zero. `None` when nothing was attempted. The
+/// one definition, for thresholds (live and at the end) and comparisons.
+pub fn error_rate(completed: u64, errors: &[u64; ErrorKind::COUNT], counted: Counted) -> Option<f64> {
+    let errors: u64 = ErrorKind::ALL
+        .iter()
+        .filter(|k| counted == Counted::Every || !HOST_ERRORS.contains(k))
+        .map(|k| errors[*k as usize])
+        .sum();
+    let attempts = completed + errors;
+    (attempts > 0).then(|| errors as f64 / attempts as f64)
 }
 
 /// Percentiles of one histogram, in seconds.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct Percentiles {
     /// Number of samples.
     pub count: u64,
@@ -83,6 +115,7 @@ impl Percentiles {
 
 /// Connection figures.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Connections {
     /// Connections the plan holds.
     pub desired: u64,
@@ -104,6 +137,7 @@ pub struct Connections {
 
 /// Request figures. `sent = completed + failed + in_flight_at_end`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Requests {
     /// Requests issued on a connection.
     pub sent: u64,
@@ -217,6 +251,72 @@ fn no_check_failures() -> CheckFailures {
     check_failures([0; CheckKind::COUNT])
 }
 
+// Zero tables by name, for reports that lack them (the four tables are
+// told apart by their names, not their sizes: two have four names).
+fn no_responses() -> Responses {
+    Responses {
+        names: StatusClass::ALL.map(StatusClass::name),
+        counts: [0; StatusClass::COUNT],
+    }
+}
+
+fn no_errors() -> Errors {
+    Errors {
+        names: ErrorKind::ALL.map(ErrorKind::name),
+        counts: [0; ErrorKind::COUNT],
+    }
+}
+
+impl Errors {
+    /// Counts in [`ErrorKind`] order.
+    pub fn counts(&self) -> &[u64; ErrorKind::COUNT] {
+        &self.counts
+    }
+}
+
+impl Default for Connections {
+    fn default() -> Connections {
+        Connections {
+            desired: 0,
+            peak_open: 0,
+            open_at_end: 0,
+            opened: 0,
+            closed: 0,
+            ramp_seconds: None,
+            closed_by_reason: Closes {
+                names: CloseReason::ALL.map(CloseReason::name),
+                counts: [0; CloseReason::COUNT],
+            },
+        }
+    }
+}
+
+impl Default for Figures {
+    fn default() -> Figures {
+        Figures {
+            connections: Connections::default(),
+            requests: Requests::default(),
+            requests_per_connection: 0.0,
+            responses: no_responses(),
+            errors: no_errors(),
+            latency_seconds: Percentiles::default(),
+            schedule_lag_seconds: Percentiles::default(),
+            connect_seconds: Percentiles::default(),
+            tls_handshake_seconds: Percentiles::default(),
+            tls: None,
+            bytes: Bytes::default(),
+            checks: no_check_failures(),
+        }
+    }
+}
+
+impl Figures {
+    /// This figure set's error rate (see [`error_rate`]).
+    pub fn error_rate(&self, counted: Counted) -> Option<f64> {
+        error_rate(self.requests.completed, &self.errors.counts, counted)
+    }
+}
+
 fn check_failures(counts: [u64; CheckKind::COUNT]) -> CheckFailures {
     CheckFailures {
         names: CheckKind::ALL.map(CheckKind::name),
@@ -230,15 +330,20 @@ pub struct RequestReport {
     /// The `request` label.
     pub name: String,
     /// Its weight in the mix.
+    #[serde(default)]
     pub weight: u32,
     /// Complete responses.
+    #[serde(default)]
     pub count: u64,
     /// Complete responses per second of run time.
+    #[serde(default)]
     pub per_second: f64,
     /// Latency (1% precision for a mix's requests; the workload's own
     /// histogram for a single request).
+    #[serde(default)]
     pub latency_seconds: Percentiles,
     /// Responses by class.
+    #[serde(default = "no_responses")]
     pub responses: Responses,
     /// Failed checks by kind (all 0 when the request has no checks).
     #[serde(default = "no_check_failures")]
@@ -247,6 +352,7 @@ pub struct RequestReport {
 
 /// Bytes on the wire.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Bytes {
     /// Written.
     pub sent: u64,
@@ -254,8 +360,10 @@ pub struct Bytes {
     pub received: u64,
 }
 
-/// Every figure of one workload (or of all of them summed).
+/// Every figure of one workload (or of all of them summed). A figure a
+/// report lacks (one from an older soakd) reads as zero or `null`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Figures {
     /// Connection figures.
     pub connections: Connections,
@@ -283,12 +391,12 @@ pub struct Figures {
     pub bytes: Bytes,
     /// Responses that failed a configured check, by kind (a response may
     /// fail several); they are completed responses, not errors.
-    #[serde(default = "no_check_failures")]
     pub checks: CheckFailures,
 }
 
 /// What the TLS handshakes of a workload came to.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TlsFigures {
     /// Completed handshakes.
     pub handshakes: u64,
@@ -330,12 +438,15 @@ pub struct WorkloadReport {
     /// Workload name (the metrics' `target` label).
     pub name: String,
     /// Target URL.
+    #[serde(default)]
     pub url: String,
     /// Its figures.
     #[serde(flatten)]
     pub figures: Figures,
     /// The full-run histograms behind its percentiles, so shard reports can
-    /// be merged without loss (`soakd merge`).
+    /// be merged without loss (`soakd merge`); empty in a report from a
+    /// soakd before them.
+    #[serde(default)]
     pub histograms: Histograms,
     /// Per request (one entry for a single-URL workload), in the plan's
     /// order. (`requests` holds the workload's request counters.)
@@ -347,6 +458,7 @@ pub struct WorkloadReport {
 /// base64: the same encoding as an HdrHistogram interval log's lines, so
 /// the standard tools decode them too.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct Histograms {
     /// Request latency.
     pub latency: String,
@@ -393,7 +505,8 @@ pub fn decode(text: &str) -> Option<Histogram<u64>> {
 }
 
 /// Which share of a sharded plan a report covers.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
 pub struct ShardReport {
     /// The shard (`--shard I/N`); `null` in a merged report.
     pub index: Option<u32>,
@@ -404,17 +517,33 @@ pub struct ShardReport {
     pub merged: Vec<u32>,
 }
 
-/// The final report.
+impl Default for ShardReport {
+    /// Shard 0 of 1: an unsharded run (what a report before shards was).
+    fn default() -> ShardReport {
+        ShardReport {
+            index: Some(0),
+            count: 1,
+            merged: Vec::new(),
+        }
+    }
+}
+
+/// The final report. Every field but the workloads' names has a default,
+/// so a report from an older soakd (or a hand-made one in a test) reads
+/// through [`read`]; what it lacks reads as zero, `null` or empty.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     /// Run time until the stop began.
+    #[serde(default)]
     pub duration_seconds: f64,
     /// The share of the plan this report covers (0 of 1 unsharded).
+    #[serde(default)]
     pub shard: ShardReport,
     /// Figures over all workloads.
     #[serde(flatten)]
     pub all: Figures,
     /// Per-workload figures.
+    #[serde(default)]
     pub workloads: Vec<WorkloadReport>,
     /// Every threshold, evaluated at the end (empty without thresholds).
     #[serde(default)]
@@ -492,12 +621,7 @@ pub fn measure(metric: Metric, stats: &WorkloadStats, secs: f64, open_min: Optio
         Metric::Mean => (!stats.latency.is_empty()).then(|| stats.latency.mean() / 1e6),
         Metric::LagP99 => q(&stats.lag, 0.99),
         Metric::TlsHandshakeP99 => q(&stats.tls_handshake, 0.99),
-        // Per attempt: a failed connect owes no request but is a failure,
-        // so a dead target is 100%, not a division by zero.
-        Metric::ErrorRate => {
-            let attempts = c.completed + c.total_errors();
-            (attempts > 0).then(|| c.total_errors() as f64 / attempts as f64)
-        }
+        Metric::ErrorRate => error_rate(c.completed, &c.errors, Counted::Every),
         Metric::Errors => Some(c.total_errors() as f64),
         Metric::Rps => (secs > 0.0).then(|| c.completed as f64 / secs),
         Metric::OpenMin => open_min.map(|m| m as f64),
