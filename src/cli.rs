@@ -34,7 +34,7 @@ pub struct Cli {
 }
 
 /// The exit-code contract, shown by `--help`.
-const EXIT_CODES: &str = "Exit codes: 0 the run completed (target errors are results) and nothing failed; 1 an internal failure; 2 bad input or a preflight failure (nothing was opened); 3 the run completed but a --threshold failed, --abort-on-fail stopped it, or it is worse than --baseline (soakd compare: something is worse).";
+const EXIT_CODES: &str = "Exit codes: 0 the run completed (target errors are results) and nothing failed; 1 an internal failure, or the report could not be written where asked (stderr names where it went instead); 2 bad input or a preflight failure (nothing was opened); 3 the run completed but a --threshold failed, --abort-on-fail stopped it, or it is worse than --baseline (soakd compare: something is worse).";
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]

@@ -6,70 +6,19 @@
 //! precision) and are `null` when nothing was measured, so "no data" can
 //! never be mistaken for "zero latency".
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+mod read;
+mod text;
+
+pub use read::{Counted, HOST_ERRORS, error_rate, read};
+pub use text::{human, threshold_value};
+
 use crate::plan::{Metric, Plan, Threshold};
 use crate::stats::{CheckKind, CloseReason, ErrorKind, Gauges, StatusClass, TimelineJson, Totals, WorkloadStats};
-
-/// Reads a report file for the commands that take one (`compare`,
-/// `report`, `merge`, `run --baseline`): the one reader of report files.
-/// Unreadable, not JSON, not a soakd report (an object with
-/// `duration_seconds` and a `workloads` list with names) or not one this
-/// version can read is a usage error naming `what` (the argument) and the
-/// file. A report from an older soakd reads: what it lacks takes its
-/// default (zero counts, `null` percentiles, no timeline).
-pub fn read(path: &std::path::Path, what: &str) -> Result<Report, crate::Error> {
-    let name = format!("{what} {}", path.display()).trim().to_string();
-    let bad =
-        |why: String| crate::Error::Usage(format!("{name}: {why}; give the JSON file `soakd run --report` wrote"));
-    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON ({e})")))?;
-    let named_workloads = v
-        .get("workloads")
-        .and_then(serde_json::Value::as_array)
-        .is_some_and(|ws| {
-            ws.iter()
-                .all(|w| w.get("name").and_then(serde_json::Value::as_str).is_some())
-        });
-    if v.get("duration_seconds").is_none() || !named_workloads {
-        return Err(bad(
-            "not a soakd report (no duration_seconds or no \"workloads\" list with names)".into(),
-        ));
-    }
-    serde_json::from_value(v).map_err(|e| bad(format!("not a soakd report this version can read ({e})")))
-}
-
-/// Error kinds that are limits of the soakd host (ports, file
-/// descriptors), not faults of the target: a comparison of two servers
-/// leaves them out (docs/verdicts.md).
-pub const HOST_ERRORS: [ErrorKind; 2] = [ErrorKind::AddrUnavailable, ErrorKind::FdLimit];
-
-/// Which errors an error rate counts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Counted {
-    /// Every kind: the `error_rate` threshold (a dead target is 100%).
-    Every,
-    /// The target's: every kind but [`HOST_ERRORS`] (`soakd compare`).
-    Target,
-}
-
-/// The error rate: errors ÷ (completed + errors), per attempt, so a failed
-/// connect (which owes no request) counts as a failure and a dead target
-/// is 100%, not a division by zero. `None` when nothing was attempted. The
-/// one definition, for thresholds (live and at the end) and comparisons.
-pub fn error_rate(completed: u64, errors: &[u64; ErrorKind::COUNT], counted: Counted) -> Option<f64> {
-    let errors: u64 = ErrorKind::ALL
-        .iter()
-        .filter(|k| counted == Counted::Every || !HOST_ERRORS.contains(k))
-        .map(|k| errors[*k as usize])
-        .sum();
-    let attempts = completed + errors;
-    (attempts > 0).then(|| errors as f64 / attempts as f64)
-}
 
 /// Percentiles of one histogram, in seconds.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -786,188 +735,6 @@ impl Report {
     pub fn to_json(&self) -> String {
         // Serializing plain structs of numbers and strings cannot fail.
         serde_json::to_string_pretty(self).expect("report serializes")
-    }
-
-    /// The human-readable summary printed to stderr at exit.
-    pub fn summary(&self) -> String {
-        let f = &self.all;
-        let c = &f.connections;
-        let r = &f.requests;
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "\nsoakd: {:.1} s, {} workload(s)",
-            self.duration_seconds,
-            self.workloads.len()
-        );
-        let _ = writeln!(
-            s,
-            "  connections   desired {}  peak open {}  open at end {}  opened {}  closed {}  ramp {}",
-            c.desired,
-            c.peak_open,
-            c.open_at_end,
-            c.opened,
-            c.closed,
-            c.ramp_seconds
-                .map_or("never complete".to_string(), |v| format!("{v:.2} s"))
-        );
-        let b = &c.closed_by_reason;
-        let _ = writeln!(
-            s,
-            "  closes        server {}  error {}  churn {}  shutdown {}",
-            b.get("server_close"),
-            b.get("error"),
-            b.get("churn"),
-            b.get("shutdown")
-        );
-        let _ = writeln!(
-            s,
-            "  requests      sent {}  completed {}  failed {}  missed {}  in flight {}  {:.1}/s  {:.1} per connection",
-            r.sent, r.completed, r.failed, r.missed, r.in_flight_at_end, r.per_second, f.requests_per_connection
-        );
-        let classes: Vec<String> = f.responses.iter().map(|(k, n)| format!("{k} {n}")).collect();
-        let _ = writeln!(s, "  responses     {}", classes.join("  "));
-        if let Some(tls) = &f.tls {
-            let _ = writeln!(
-                s,
-                "  tls           {} {}  handshakes {} (resumed {})  {}",
-                tls.version.as_deref().unwrap_or("-"),
-                tls.cipher.as_deref().unwrap_or("-"),
-                tls.handshakes,
-                tls.resumed,
-                if tls.verified {
-                    "certificates verified"
-                } else {
-                    "CERTIFICATES NOT VERIFIED (--insecure)"
-                }
-            );
-        }
-        let failed = f.checks.nonzero();
-        if !failed.is_empty() {
-            let _ = writeln!(s, "  check failures {}", failed.join("  "));
-        }
-        let listed = f.errors.nonzero();
-        let _ = writeln!(
-            s,
-            "  errors        {}",
-            if listed.is_empty() {
-                "none".to_string()
-            } else {
-                listed.join("  ")
-            }
-        );
-        let _ = writeln!(
-            s,
-            "  {:<14}{:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-            "", "min", "mean", "p50", "p90", "p99", "p99.9", "max"
-        );
-        for (name, p) in [
-            ("latency", &f.latency_seconds),
-            ("schedule lag", &f.schedule_lag_seconds),
-            ("connect", &f.connect_seconds),
-            ("tls handshake", &f.tls_handshake_seconds),
-        ] {
-            if name == "tls handshake" && f.tls.is_none() {
-                continue;
-            }
-            if p.count == 0 {
-                let _ = writeln!(s, "  {name:<14}{:>9}", "-");
-                continue;
-            }
-            let _ = writeln!(
-                s,
-                "  {name:<14}{:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-                human(p.min),
-                human(p.mean),
-                human(p.p50),
-                human(p.p90),
-                human(p.p99),
-                human(p.p999),
-                human(p.max)
-            );
-        }
-        self.request_table(&mut s);
-        if let Some(why) = &self.aborted {
-            let _ = writeln!(s, "  ABORTED       {why}");
-        }
-        if !self.thresholds.is_empty() {
-            let _ = writeln!(s, "  thresholds");
-            for t in &self.thresholds {
-                let _ = writeln!(
-                    s,
-                    "    {:<4}  {:<28} {:<20} measured {}",
-                    if t.pass { "PASS" } else { "FAIL" },
-                    t.threshold,
-                    t.workload.as_deref().unwrap_or("(all workloads)"),
-                    threshold_value(&t.metric, t.measured)
-                );
-            }
-        }
-        s
-    }
-
-    /// Per workload with a mix (or checks that failed): its requests,
-    /// slowest p99 first, so the endpoint that degrades leads.
-    fn request_table(&self, s: &mut String) {
-        for w in &self.workloads {
-            let any_failed = w.by_request.iter().any(|r| r.checks.iter().any(|(_, n)| n > 0));
-            if w.by_request.len() < 2 && !any_failed {
-                continue;
-            }
-            let mut rows: Vec<&RequestReport> = w.by_request.iter().collect();
-            rows.sort_by(|a, b| {
-                b.latency_seconds
-                    .p99
-                    .unwrap_or(-1.0)
-                    .total_cmp(&a.latency_seconds.p99.unwrap_or(-1.0))
-            });
-            let _ = writeln!(s, "  requests of {} (slowest p99 first)", w.name);
-            let _ = writeln!(
-                s,
-                "    {:<28}{:>10} {:>9} {:>9} {:>9} {:>8} {:>8}  check failures",
-                "", "count", "/s", "p50", "p99", "4xx", "5xx"
-            );
-            for r in rows {
-                let failed = r.checks.nonzero();
-                let _ = writeln!(
-                    s,
-                    "    {:<28}{:>10} {:>9.1} {:>9} {:>9} {:>8} {:>8}  {}",
-                    r.name,
-                    r.count,
-                    r.per_second,
-                    human(r.latency_seconds.p50),
-                    human(r.latency_seconds.p99),
-                    r.responses.get("4xx"),
-                    r.responses.get("5xx"),
-                    if failed.is_empty() {
-                        "-".to_string()
-                    } else {
-                        failed.join("  ")
-                    }
-                );
-            }
-        }
-    }
-}
-
-/// A measured threshold value in the metric's own unit.
-pub fn threshold_value(metric: &str, v: Option<f64>) -> String {
-    match (Metric::from_name(metric).map(|m| m.unit()), v) {
-        (_, None) => "nothing".into(),
-        (Some(crate::plan::threshold::Unit::Seconds), v) => human(v),
-        (Some(crate::plan::threshold::Unit::Ratio), Some(v)) => format!("{:.3}%", v * 100.0),
-        (_, Some(v)) if v.fract() == 0.0 => format!("{v:.0}"),
-        (_, Some(v)) => format!("{v:.1}"),
-    }
-}
-
-/// Formats seconds with a unit that keeps 3 significant figures readable.
-pub fn human(v: Option<f64>) -> String {
-    match v {
-        None => "-".into(),
-        Some(v) if v < 1e-3 => format!("{:.0}µs", v * 1e6),
-        Some(v) if v < 1.0 => format!("{:.2}ms", v * 1e3),
-        Some(v) => format!("{v:.2}s"),
     }
 }
 
