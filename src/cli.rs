@@ -19,8 +19,7 @@ use crate::engine::Reload;
 use crate::plan::{
     self, Baseline, LoadModel, Plan, ReportDest, Threshold, TlsSpec, TlsVersion, WorkloadSpec, defaults,
 };
-use crate::report::Report;
-use crate::verdict::{Comparison, Options, Run, compare};
+use crate::verdict::{Options, Run, compare};
 use crate::{Error, target};
 
 /// soakd: hold thousands of HTTP/1.1 keep-alive connections against a
@@ -35,7 +34,7 @@ pub struct Cli {
 }
 
 /// The exit-code contract, shown by `--help`.
-const EXIT_CODES: &str = "Exit codes: 0 the run completed (target errors are results) and nothing failed; 1 an internal failure; 2 bad input or a preflight failure (nothing was opened); 3 the run completed but a --threshold failed, --abort-on-fail stopped it, or it is worse than --baseline (soakd compare: something is worse).";
+const EXIT_CODES: &str = "Exit codes: 0 the run completed (target errors are results) and nothing failed; 1 an internal failure, or the report could not be written where asked (stderr names where it went instead); 2 bad input or a preflight failure (nothing was opened); 3 the run completed but a --threshold failed, --abort-on-fail stopped it, or it is worse than --baseline (soakd compare: something is worse).";
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
@@ -638,30 +637,7 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
         Command::Run(mut args) => {
             let html = args.html_report.take();
             let (plan, reload) = args.into_run()?;
-            // Checked before anything connects: a path that cannot be
-            // written is bad input, not a surprise after an hour's soak.
-            if let Some(path) = &html {
-                crate::html::check_writable(path, "--html-report")?;
-            }
-            let dest = plan.report.clone();
-            // The baseline is read before anything starts: a typo must not
-            // cost a soak.
-            let baseline = match &plan.baseline {
-                Some(b) => Some((
-                    Run::load(&b.report, b.hdr_log.as_deref(), "--baseline", "--baseline-hdr-log")?,
-                    b.tolerance,
-                )),
-                None => None,
-            };
-            let hdr_log = plan.hdr_log.clone();
-            let report = crate::daemon::run(plan, reload)?;
-            output(&report, dest.as_ref())?;
-            let comparison = against_baseline(&report, hdr_log.as_deref(), baseline)?;
-            if let Some(path) = &html {
-                let rows = comparison.as_ref().map(rows_of);
-                write_html(&report, hdr_log.as_deref(), path, rows.as_deref())?;
-            }
-            verdicts(&report, comparison.as_ref())
+            crate::daemon::run_to_end(plan, reload, html)
         }
         Command::Compare(args) => {
             let base = Run::load(
@@ -689,31 +665,31 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
             } else {
                 print!("{}", c.text(&opts));
             }
-            worse_error(&c)
+            c.verdict()
         }
         Command::Report(args) => {
             crate::html::check_writable(&args.html, "--html")?;
-            let report = crate::html::read_report(&args.report, "REPORT")?;
+            let report = crate::report::read(&args.report, "REPORT")?;
             let baseline = args
                 .baseline
                 .as_deref()
-                .map(|p| crate::html::read_report(p, "--baseline"))
+                .map(|p| crate::report::read(p, "--baseline"))
                 .transpose()?;
             let spectrum = args.hdr_log.as_deref().map(crate::html::spectrum_of_log).transpose()?;
             // With a baseline, the page shows `soakd compare`'s verdicts.
-            let rows = match &args.baseline {
+            let comparison = match &args.baseline {
                 Some(b) => {
                     let base = Run::load(b, None, "--baseline", "--baseline's hdr_log")?;
                     let new = Run::load(&args.report, args.hdr_log.as_deref(), "REPORT", "--hdr-log")?;
-                    Some(rows_of(&compare(&base, &new, &Options::default())))
+                    Some(compare(&base, &new, &Options::default()))
                 }
                 None => None,
             };
             let page = crate::html::render(&crate::html::Inputs {
-                report: Some(&report),
+                report: &report,
                 baseline: baseline.as_ref(),
                 spectrum,
-                verdicts: rows.as_deref(),
+                verdicts: comparison.as_ref().map(|c| c.rows.as_slice()),
             });
             crate::html::write(&args.html, &page)
         }
@@ -745,7 +721,7 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
                     out.display()
                 );
             }
-            output(&report, Some(&ReportDest::parse(&args.out)))
+            crate::daemon::output(&report, Some(&ReportDest::parse(&args.out)))
         }
         Command::Status(args) => {
             let summary = crate::statuscmd::status(&args.metrics, Duration::from_secs(1))?;
@@ -753,123 +729,6 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
             Ok(())
         }
     }
-}
-
-/// Exit code 3 when `c` has a worse row.
-fn worse_error(c: &Comparison) -> Result<(), Error> {
-    let worse: Vec<String> = c
-        .worse()
-        .map(|r| {
-            let rel = r.rel_change.map_or(String::new(), |x| format!(" {:+.0}%", x * 100.0));
-            format!("{} {}{rel}", r.workload, r.metric)
-        })
-        .collect();
-    if worse.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::Verdict(format!("worse than the baseline: {}", worse.join(", "))))
-    }
-}
-
-/// `--baseline`: this run compared with it (printed to stderr), if given.
-fn against_baseline(
-    report: &Report,
-    hdr_log: Option<&std::path::Path>,
-    baseline: Option<(Run, f64)>,
-) -> Result<Option<Comparison>, Error> {
-    let Some((base, tolerance)) = baseline else {
-        return Ok(None);
-    };
-    let samples = match hdr_log {
-        Some(p) => Some(crate::verdict::samples::read_log(p, "--hdr-log")?),
-        None => None,
-    };
-    let value: serde_json::Value = serde_json::from_str(&report.to_json()).expect("the report is JSON");
-    let new = Run::of(value, samples, "this run")?;
-    let opts = Options {
-        tolerance,
-        ..Options::default()
-    };
-    let c = compare(&base, &new, &opts);
-    eprint!("\n{}", c.text(&opts));
-    Ok(Some(c))
-}
-
-/// After `soakd run`: failed thresholds, an abort, a worse-than-baseline
-/// comparison, folded into one exit code (3).
-fn verdicts(report: &Report, comparison: Option<&Comparison>) -> Result<(), Error> {
-    let mut bad: Vec<String> = Vec::new();
-    if let Some(why) = &report.aborted {
-        bad.push(format!("aborted: {why}"));
-    }
-    let failed: Vec<String> = report
-        .failed_thresholds()
-        .map(|t| match &t.workload {
-            Some(w) => format!("{} ({w})", t.threshold),
-            None => t.threshold.clone(),
-        })
-        .collect();
-    if !failed.is_empty() {
-        bad.push(format!("threshold(s) failed: {}", failed.join(", ")));
-    }
-    if let Some(Err(e)) = comparison.map(worse_error) {
-        bad.push(e.to_string());
-    }
-    if bad.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::Verdict(bad.join("; ")))
-    }
-}
-
-fn output(report: &Report, dest: Option<&ReportDest>) -> Result<(), Error> {
-    eprint!("{}", report.summary());
-    match dest {
-        None => Ok(()),
-        Some(ReportDest::Stdout) => {
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "{}", report.to_json()).map_err(|e| Error::io("writing the report to stdout", e))
-        }
-        Some(ReportDest::File(path)) => std::fs::write(path, report.to_json() + "\n")
-            .map_err(|e| Error::io(format!("writing the report to {}", path.display()), e)),
-    }
-}
-
-/// The HTML page of a finished run, its spectrum from the run's HDR log
-/// when it wrote one.
-/// A comparison's rows as the HTML page takes them.
-fn rows_of(c: &Comparison) -> Vec<serde_json::Value> {
-    c.rows
-        .iter()
-        .map(|r| serde_json::to_value(r).expect("a row serializes"))
-        .collect()
-}
-
-fn write_html(
-    report: &Report,
-    hdr_log: Option<&std::path::Path>,
-    path: &std::path::Path,
-    verdicts: Option<&[serde_json::Value]>,
-) -> Result<(), Error> {
-    let json =
-        serde_json::to_value(report).map_err(|e| Error::io("serializing the report", std::io::Error::other(e)))?;
-    let spectrum = match hdr_log.map(crate::html::spectrum_of_log) {
-        Some(Ok(s)) => Some(s),
-        Some(Err(e)) => {
-            eprintln!("soakd: {e}; the spectrum comes from the report instead");
-            None
-        }
-        None => None,
-    };
-    let page = crate::html::render(&crate::html::Inputs {
-        report: Some(&json),
-        spectrum,
-        verdicts,
-        ..crate::html::Inputs::default()
-    });
-    crate::html::write(path, &page)?;
-    eprintln!("soakd: HTML report written to {}", path.display());
-    Ok(())
 }
 
 /// The target's TLS, when asked for: the given pair, or a certificate made
@@ -968,7 +827,7 @@ fn demo(args: DemoArgs) -> Result<(), Error> {
     let dest = plan.report.clone();
     let result = crate::run(plan);
     handle.stop();
-    output(&result?, dest.as_ref())
+    crate::daemon::output(&result?, dest.as_ref())
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | 0 parts | `error`, [`wire`], `timer`, `netio`, `stats` |
+//! | 0 parts | `error`, `fsio`, [`wire`], `timer`, `netio`, `stats` |
 //! | 1 plan | [`plan`] |
 //! | 2 | [`config`], `preflight` |
 //! | 3 | `engine`, [`report`], `observe` |
@@ -30,6 +30,7 @@ pub mod config;
 mod daemon;
 mod engine;
 mod error;
+mod fsio;
 pub mod html;
 mod merge;
 mod netio;

@@ -8,10 +8,13 @@
 //! shards' peaks (sampled at different moments, an upper bound); requests
 //! per second add, as the shards ran side by side.
 //!
-//! Reports are read with serde and fields this version does not know are
-//! ignored, so a report from a newer soakd (with more sections) still
-//! merges into the sections listed here; a section merge does not know is
-//! left out of the merged report rather than copied from one shard.
+//! Reports are read through the one reader of report files
+//! ([`report::read`]) and fields this version does not know are ignored,
+//! so a report from a newer soakd (with more sections) still merges into
+//! the sections listed here; a section merge does not know is left out of
+//! the merged report rather than copied from one shard. The merged HDR log
+//! is written whole or not at all, like every file soakd writes whole
+//! ([`crate::fsio`]).
 //!
 //! Per-request figures (a mix's `by_request`) add their counts; their
 //! quantiles, like a timeline point's, are the worst shard's.
@@ -45,14 +48,7 @@ use crate::stats::{PointJson, TimelineJson};
 pub fn merge_files(paths: &[PathBuf]) -> Result<Report, Error> {
     let mut reports = Vec::with_capacity(paths.len());
     for p in paths {
-        let json = report::read_json(p, "")?;
-        let r: Report = serde_json::from_value(json).map_err(|e| {
-            Error::Usage(format!(
-                "{}: not a soakd report this version can merge ({e}); give the JSON that `soakd run --report` wrote",
-                p.display()
-            ))
-        })?;
-        reports.push((p.display().to_string(), r));
+        reports.push((p.display().to_string(), report::read(p, "")?));
     }
     merge(&reports)
 }
@@ -479,9 +475,9 @@ pub fn merge_hdr_logs(inputs: &[PathBuf], out: &Path) -> Result<usize, Error> {
         Some((Some(first), rest)) if rest.iter().all(|s| s == &Some(*first)) => *first,
         _ => interval,
     };
-    let file = std::fs::File::create(out)
+    crate::fsio::check_writable(out)
         .map_err(|e| Error::Usage(format!("--hdr-log-out {}: cannot create it ({e})", out.display())))?;
-    let mut w = std::io::BufWriter::new(file);
+    let mut w: Vec<u8> = Vec::new();
     let mut ser = V2DeflateSerializer::new();
     let when = SystemTime::UNIX_EPOCH + origin;
     let failed = |e: String| Error::io(format!("writing {}", out.display()), std::io::Error::other(e));
@@ -503,7 +499,7 @@ pub fn merge_hdr_logs(inputs: &[PathBuf], out: &Path) -> Result<usize, Error> {
             .map_err(|e| failed(format!("{e:?}")))?;
     }
     drop(log);
-    std::io::Write::flush(&mut w).map_err(|e| Error::io(format!("writing {}", out.display()), e))?;
+    crate::fsio::write_atomic(out, &w).map_err(|e| Error::io(format!("writing {}", out.display()), e))?;
     Ok(merged.len())
 }
 

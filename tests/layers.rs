@@ -12,6 +12,7 @@ use std::path::Path;
 /// Layer of each top-level module (README, "Layout").
 const LAYERS: &[(&str, u8)] = &[
     ("error", 0),
+    ("fsio", 0),
     ("names", 0),
     ("wire", 0),
     ("timer", 0),

@@ -340,34 +340,45 @@ impl<'s> Control<'s> {
         }
     }
 
-    /// After the workers are gone: the last totals, then the sink's linger
-    /// (serving the final metrics) until it is over or a signal ends it.
-    pub(super) fn finish(&mut self) -> Result<(), Error> {
+    /// After the workers are gone: the last totals, handed to the sink;
+    /// returns how long the sink wants to linger.
+    pub(super) fn final_totals(&mut self) -> Duration {
         self.totals.collect(&self.workers.shared.mailboxes);
-        let linger = self.sink.finish(&mut self.totals, self.start.elapsed());
-        if !linger.is_zero() && !self.exit_requested() {
-            self.sink.note(&format!(
-                "run over; serving the final metrics for {} (signal to stop)",
-                humantime::format_duration(linger)
-            ));
-            let until = Instant::now() + linger;
-            loop {
-                let left = until.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    break;
-                }
-                match self.poll.poll(&mut self.events, Some(left)) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(Error::io("waiting for signals", e)),
-                }
-                if self.exit_requested() {
-                    break;
-                }
+        self.sink.finish(&mut self.totals, self.start.elapsed())
+    }
+
+    /// The sink's linger (serving the final metrics) until it is over or a
+    /// signal ends it, then the sink's close. The run's outputs are written
+    /// before this (see `engine::Ended`), so a signal here loses nothing.
+    pub(super) fn linger(&mut self, linger: Duration) -> Result<(), Error> {
+        let waited = self.wait_linger(linger);
+        self.sink.close();
+        waited
+    }
+
+    fn wait_linger(&mut self, linger: Duration) -> Result<(), Error> {
+        if linger.is_zero() || self.exit_requested() {
+            return Ok(());
+        }
+        self.sink.note(&format!(
+            "run over; serving the final metrics for {} (signal to stop)",
+            humantime::format_duration(linger)
+        ));
+        let until = Instant::now() + linger;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            match self.poll.poll(&mut self.events, Some(left)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io("waiting for signals", e)),
+            }
+            if self.exit_requested() {
+                return Ok(());
             }
         }
-        self.sink.close();
-        Ok(())
     }
 
     /// True when SIGINT or SIGTERM arrived since the last look.

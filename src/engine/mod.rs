@@ -67,22 +67,51 @@ pub trait Sink {
     }
 }
 
-/// What a finished run leaves: the plan as it ended (reloads included),
-/// the final totals, and the run time until the stop began.
-pub struct Finished {
-    /// The plan, with every reload applied.
-    pub plan: Plan,
-    /// Final totals.
-    pub totals: Totals,
-    /// Run time until the stop began.
-    pub ran: Duration,
-    /// Why the sink stopped the run early, if it did.
-    pub aborted: Option<String>,
+/// A run whose workers are gone and whose totals are final, before the
+/// linger: the moment its outputs (the report, the HTML page) are written,
+/// so a user waiting for them does not wait out `--metrics-linger`, and a
+/// signal during the linger cannot cost them. [`Ended::linger`] then keeps
+/// the final metrics up and releases the sink.
+#[must_use = "call linger() to serve the final metrics and release the sink"]
+pub struct Ended<'s> {
+    control: Control<'s>,
+    ran: Duration,
+    linger: Duration,
 }
 
-/// Runs `plan` to its end. The caller has passed preflight and set up its
-/// sink (which binds the metrics port) before anything connects.
-pub fn run(plan: Plan, reload: Option<Reload>, sink: &mut dyn Sink) -> Result<Finished, Error> {
+impl Ended<'_> {
+    /// The plan, with every reload applied.
+    pub fn plan(&self) -> &Plan {
+        &self.control.plan
+    }
+
+    /// Final totals.
+    pub fn totals(&self) -> &Totals {
+        &self.control.totals
+    }
+
+    /// Run time until the stop began.
+    pub fn ran(&self) -> Duration {
+        self.ran
+    }
+
+    /// Why the sink stopped the run early, if it did.
+    pub fn aborted(&self) -> Option<&str> {
+        self.control.aborted.as_deref()
+    }
+
+    /// Serves the final metrics for the sink's linger (a SIGINT/SIGTERM
+    /// cuts it short), then closes the sink.
+    pub fn linger(mut self) -> Result<(), Error> {
+        self.control.linger(self.linger)
+    }
+}
+
+/// Runs `plan` until it stops and its workers are gone. The caller has
+/// passed preflight and set up its sink (which binds the metrics port)
+/// before anything connects; it writes what it must from the [`Ended`]
+/// run, then calls [`Ended::linger`].
+pub fn run(plan: Plan, reload: Option<Reload>, sink: &mut dyn Sink) -> Result<Ended<'_>, Error> {
     let total = plan.total_connections().max(1);
     let threads = plan.threads.clamp(1, total as usize);
     let names: Vec<String> = plan.workloads.iter().map(|w| w.name.clone()).collect();
@@ -110,15 +139,12 @@ pub fn run(plan: Plan, reload: Option<Reload>, sink: &mut dyn Sink) -> Result<Fi
     let mut control = Control::new(plan, totals, workers, sink, poll, signals, waker, reload);
     let ran = control.run()?;
     let joined = control.workers.join();
-    control.finish()?;
-    joined?;
-    let Control {
-        plan, totals, aborted, ..
-    } = control;
-    Ok(Finished {
-        plan,
-        totals,
-        ran,
-        aborted,
-    })
+    let linger = control.final_totals();
+    if let Err(e) = joined {
+        // A worker failed: there is no report to write, but the metrics
+        // stay up for their last scrape as after any run.
+        control.linger(linger)?;
+        return Err(e);
+    }
+    Ok(Ended { control, ran, linger })
 }

@@ -9,10 +9,11 @@
 //! font and no image fetched from anywhere: inline CSS and inline SVG
 //! only (see [`svg`] for why the charts are drawn by hand).
 //!
-//! Its input is the report as JSON (`serde_json::Value`), not the report
-//! types: the page is built from files (today's run, a baseline from last
-//! week, maybe from an older soakd), so it reads fields by name and shows
-//! what is there, a dash for what is not. Its size follows the report's
+//! Its input is the typed [`Report`], read through the one reader of
+//! report files ([`crate::report::read`]): the page is built from files
+//! (today's run, a baseline from last week, maybe from an older soakd), and
+//! that reader's defaults make what an older report lacks zero, `null`
+//! (shown as a dash) or empty. Its size follows the report's
 //! timeline, which is bounded (`stats::Timeline`), so a week's page is as
 //! small as a day's.
 //!
@@ -27,11 +28,12 @@ pub mod svg;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::Error;
+use crate::report::{Counted, Figures, Report, ThresholdResult};
+use crate::stats::PointJson;
+use crate::verdict::{Row, Verdict};
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
-use serde_json::Value;
-
-use crate::Error;
 use svg::{Chart, Series, Unit, esc, label};
 
 /// Colours of the latency quantiles, the rate and the error kinds.
@@ -47,40 +49,34 @@ const PALETTE: [&str; 8] = [
 const SPECTRUM_STEPS: usize = 100;
 
 /// What a page is made of.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Inputs<'a> {
-    /// The report (JSON).
-    pub report: Option<&'a Value>,
+    /// The report.
+    pub report: &'a Report,
     /// A baseline report to overlay (dashed).
-    pub baseline: Option<&'a Value>,
+    pub baseline: Option<&'a Report>,
     /// The latency percentile spectrum from an HDR interval log, as
     /// (log10(1/(1-q)), seconds); see [`spectrum_of_log`].
     pub spectrum: Option<Vec<(f64, f64)>>,
-    /// Rows of a baseline comparison, each an object with `workload`,
-    /// `metric`, `baseline`, `new`, `abs_change`, `rel_change`, `verdict`,
-    /// `method`. `None`: no comparison was made.
-    pub verdicts: Option<&'a [Value]>,
+    /// Rows of a baseline comparison. `None`: no comparison was made.
+    pub verdicts: Option<&'a [Row]>,
 }
 
-/// Fails with a usage error (exit 2) when `path` cannot be created; run
-/// before the work whose result goes there. The file is left empty.
+/// Fails with a usage error (exit 2) when `path` cannot be written; run
+/// before the work whose result goes there. Nothing is created.
 pub fn check_writable(path: &Path, flag: &str) -> Result<(), Error> {
-    std::fs::File::create(path).map(drop).map_err(|e| {
+    crate::fsio::check_writable(path).map_err(|e| {
         Error::Usage(format!(
-            "{flag} {}: cannot create it ({e}); give a writable path",
+            "{flag} {}: cannot be written ({e}); give a writable path",
             path.display()
         ))
     })
 }
 
-/// Writes the page.
+/// Writes the page whole or not at all (see [`crate::fsio`]).
 pub fn write(path: &Path, page: &str) -> Result<(), Error> {
-    std::fs::write(path, page).map_err(|e| Error::io(format!("writing the HTML report to {}", path.display()), e))
-}
-
-/// Reads and parses a JSON report; the errors name the file and the fix.
-pub fn read_report(path: &Path, what: &str) -> Result<Value, Error> {
-    crate::report::read_json(path, what)
+    crate::fsio::write_atomic(path, page.as_bytes())
+        .map_err(|e| Error::io(format!("writing the HTML report to {}", path.display()), e))
 }
 
 /// The percentile spectrum of an HDR interval log (every interval and tag
@@ -128,14 +124,10 @@ fn spectrum(at: impl Fn(f64) -> Option<f64>) -> Vec<(f64, f64)> {
 /// The spectrum a report itself gives: from its workloads' full-run
 /// latency histograms (`workloads[].histograms.latency`) merged when it
 /// has them, else from its few percentiles (the max drawn at p99.999).
-fn report_spectrum(r: &Value) -> (Vec<(f64, f64)>, &'static str) {
+fn report_spectrum(r: &Report) -> (Vec<(f64, f64)>, &'static str) {
     let mut merged = crate::stats::histogram();
-    for w in r.get("workloads").and_then(Value::as_array).into_iter().flatten() {
-        if let Some(h) = w
-            .pointer("/histograms/latency")
-            .and_then(Value::as_str)
-            .and_then(crate::report::decode)
-        {
+    for w in &r.workloads {
+        if let Some(h) = crate::report::decode(&w.histograms.latency) {
             // A histogram past soakd's range is not soakd's: left out.
             let _ = merged.add(&h);
         }
@@ -146,22 +138,18 @@ fn report_spectrum(r: &Value) -> (Vec<(f64, f64)>, &'static str) {
             "from the report's latency histograms",
         );
     }
-    let l = &r["latency_seconds"];
+    let l = &r.all.latency_seconds;
     let pts = [
-        ("p50", 0.5f64),
-        ("p90", 0.9),
-        ("p99", 0.99),
-        ("p999", 0.999),
-        ("max", 0.999_99),
+        (l.p50, 0.5f64),
+        (l.p90, 0.9),
+        (l.p99, 0.99),
+        (l.p999, 0.999),
+        (l.max, 0.999_99),
     ]
     .iter()
-    .filter_map(|(k, q)| Some(((1.0 / (1.0 - q)).log10(), l.get(*k)?.as_f64()?)))
+    .filter_map(|(v, q)| Some(((1.0 / (1.0 - q)).log10(), (*v)?)))
     .collect();
     (pts, "from the report's percentiles (max drawn at 99.999%)")
-}
-
-fn f(v: &Value, path: &[&str]) -> Option<f64> {
-    path.iter().try_fold(v, |v, k| v.get(*k))?.as_f64()
 }
 
 fn cell_secs(v: Option<f64>) -> String {
@@ -179,37 +167,31 @@ fn cell_num(v: Option<f64>) -> String {
 }
 
 /// The timeline's points of a report (empty without one).
-fn points(r: &Value) -> &[Value] {
-    r.pointer("/timeline/points")
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice)
+fn points(r: &Report) -> &[PointJson] {
+    &r.timeline.points
 }
 
 /// One series over time: `y` of each point at its midpoint; `None` breaks
 /// the line.
-fn over_time(r: &Value, y: impl Fn(&Value) -> Option<f64>) -> Vec<(f64, f64)> {
+fn over_time(r: &Report, y: impl Fn(&PointJson) -> Option<f64>) -> Vec<(f64, f64)> {
     points(r)
         .iter()
-        .filter_map(|p| {
-            let t = p.get("t")?.as_f64()? + p.get("seconds")?.as_f64()? / 2.0;
-            Some((t, y(p).unwrap_or(f64::NAN)))
-        })
+        .map(|p| (p.t + p.seconds / 2.0, y(p).unwrap_or(f64::NAN)))
         .collect()
 }
 
 /// Per second over a point's length.
-fn rate(p: &Value, count: Option<f64>) -> Option<f64> {
-    let secs = p.get("seconds")?.as_f64()?;
-    (secs > 0.0).then(|| count.unwrap_or(0.0) / secs)
+fn rate(p: &PointJson, count: u64) -> Option<f64> {
+    (p.seconds > 0.0).then(|| count as f64 / p.seconds)
 }
 
 /// Reads one value off a timeline point.
-type Getter<'a> = &'a dyn Fn(&Value) -> Option<f64>;
+type Getter<'a> = &'a dyn Fn(&PointJson) -> Option<f64>;
 /// A line of a time chart: legend name, colour, value.
 type Line<'a> = (&'a str, &'static str, Getter<'a>);
 
 /// The series of a time chart for the report, and the baseline's dashed.
-fn both(r: &Value, base: Option<&Value>, lines: &[Line<'_>]) -> Vec<Series> {
+fn both(r: &Report, base: Option<&Report>, lines: &[Line<'_>]) -> Vec<Series> {
     let mut out = Vec::new();
     for (from, dashed, suffix) in [(Some(r), false, ""), (base, true, " (baseline)")] {
         let Some(from) = from else { continue };
@@ -238,9 +220,8 @@ fn time_chart(title: &str, y_unit: Unit, series: Vec<Series>) -> Chart {
 }
 
 /// The charts, in page order.
-fn charts(i: &Inputs<'_>, r: &Value) -> Vec<(Chart, String)> {
+fn charts(i: &Inputs<'_>, r: &Report) -> Vec<(Chart, String)> {
     let base = i.baseline;
-    let q = |k: &'static str| move |p: &Value| p.get(k).and_then(Value::as_f64);
     let mut out = Vec::new();
     out.push((
         time_chart(
@@ -250,10 +231,10 @@ fn charts(i: &Inputs<'_>, r: &Value) -> Vec<(Chart, String)> {
                 r,
                 base,
                 &[
-                    ("p50", P50, &q("p50")),
-                    ("p90", P90, &q("p90")),
-                    ("p99", P99, &q("p99")),
-                    ("max", PMAX, &q("max")),
+                    ("p50", P50, &|p: &PointJson| p.p50),
+                    ("p90", P90, &|p: &PointJson| p.p90),
+                    ("p99", P99, &|p: &PointJson| p.p99),
+                    ("max", PMAX, &|p: &PointJson| p.max),
                 ],
             ),
         ),
@@ -291,7 +272,7 @@ fn charts(i: &Inputs<'_>, r: &Value) -> Vec<(Chart, String)> {
         format!("The whole run's latency distribution, {note}."),
     ));
 
-    let completed = |p: &Value| rate(p, p.get("completed").and_then(Value::as_f64));
+    let completed = |p: &PointJson| rate(p, p.completed);
     out.push((
         time_chart(
             "Requests per second",
@@ -304,26 +285,23 @@ fn charts(i: &Inputs<'_>, r: &Value) -> Vec<(Chart, String)> {
     // Every kind seen in either run gets a line; none seen draws a zero line.
     let mut kinds: Vec<String> = Vec::new();
     for p in points(r).iter().chain(base.map_or(&[][..], points)) {
-        if let Some(m) = p.get("errors").and_then(Value::as_object) {
-            for k in m.keys() {
-                if !kinds.contains(k) {
-                    kinds.push(k.clone());
-                }
+        for k in p.errors.keys() {
+            if !kinds.contains(k) {
+                kinds.push(k.clone());
             }
         }
     }
     let errors = if kinds.is_empty() {
-        let zero = |p: &Value| rate(p, Some(0.0));
+        let zero = |p: &PointJson| rate(p, 0);
         both(r, base, &[("errors/s (none)", P90, &zero)])
     } else {
-        type Owned = Box<dyn Fn(&Value) -> Option<f64>>;
+        type Owned = Box<dyn Fn(&PointJson) -> Option<f64>>;
         let getters: Vec<(String, &'static str, Owned)> = kinds
             .iter()
             .enumerate()
             .map(|(n, k)| {
                 let k = k.clone();
-                let g: Owned =
-                    Box::new(move |p: &Value| rate(p, p.get("errors").and_then(|e| e.get(&k)).and_then(Value::as_f64)));
+                let g: Owned = Box::new(move |p: &PointJson| rate(p, p.errors.get(&k).copied().unwrap_or(0)));
                 (format!("{}/s", kinds[n]), PALETTE[n % PALETTE.len()], g)
             })
             .collect();
@@ -335,7 +313,7 @@ fn charts(i: &Inputs<'_>, r: &Value) -> Vec<(Chart, String)> {
         "Failed connects and requests per second, by kind (docs/operating.md lists them).".to_string(),
     ));
 
-    let open = |p: &Value| p.get("open").and_then(Value::as_f64);
+    let open = |p: &PointJson| Some(p.open as f64);
     out.push((
         time_chart("Connections open", Unit::Count, both(r, base, &[("open", P50, &open)])),
         "Established connections at the end of each interval, all workloads.".to_string(),
@@ -344,7 +322,7 @@ fn charts(i: &Inputs<'_>, r: &Value) -> Vec<(Chart, String)> {
         time_chart(
             "Schedule lag p99",
             Unit::Seconds,
-            both(r, base, &[("lag p99", PMAX, &q("lag_p99"))]),
+            both(r, base, &[("lag p99", PMAX, &|p: &PointJson| p.lag_p99)]),
         ),
         "Due time → written: soakd's own lateness (paced and open-loop runs; empty in closed loop).".to_string(),
     ));
@@ -360,52 +338,45 @@ pre{background:#f7f7f7;padding:8px;font-size:12px;overflow-x:auto}\
 figure{margin:12px 0}figcaption{font-size:12px;color:#555}";
 
 /// The summary row of one set of figures.
-fn summary_row(s: &mut String, name: &str, fig: &Value) {
-    let l = &fig["latency_seconds"];
-    let completed = f(fig, &["requests", "completed"]);
-    let errors: Option<f64> = fig
-        .get("errors")
-        .and_then(Value::as_object)
-        .map(|m| m.values().filter_map(Value::as_f64).sum());
-    let rate = match (errors, completed) {
-        (Some(e), Some(c)) if e + c > 0.0 => format!("{:.3}%", 100.0 * e / (e + c)),
-        _ => "-".into(),
-    };
+fn summary_row(s: &mut String, name: &str, fig: &Figures) {
+    let l = &fig.latency_seconds;
+    let errors: u64 = fig.errors.iter().map(|(_, n)| n).sum();
+    let rate = fig
+        .error_rate(Counted::Every)
+        .map_or("-".into(), |r| format!("{:.3}%", 100.0 * r));
     let _ = write!(
         s,
-        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{rate}</td><td>{}/{}</td>",
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{errors}</td><td>{rate}</td><td>{}/{}</td>",
         esc(name),
-        cell_num(completed),
-        cell_num(f(fig, &["requests", "per_second"])),
-        cell_num(errors),
-        cell_num(f(fig, &["connections", "peak_open"])),
-        cell_num(f(fig, &["connections", "desired"])),
+        fig.requests.completed,
+        cell_num(Some(fig.requests.per_second)),
+        fig.connections.peak_open,
+        fig.connections.desired,
     );
-    for k in ["p50", "p90", "p99", "p999", "max"] {
-        let _ = write!(s, "<td>{}</td>", cell_secs(l.get(k).and_then(Value::as_f64)));
+    for v in [l.p50, l.p90, l.p99, l.p999, l.max] {
+        let _ = write!(s, "<td>{}</td>", cell_secs(v));
     }
     s.push_str("</tr>");
 }
 
-fn summary(s: &mut String, r: &Value, base: Option<&Value>) {
+fn summary(s: &mut String, r: &Report, base: Option<&Report>) {
     s.push_str(
         "<h2>Summary</h2><table><tr><th>workload</th><th>completed</th><th>req/s</th><th>errors</th>\
 <th>error rate</th><th>peak open/desired</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th></tr>",
     );
     for (from, suffix) in [(Some(r), ""), (base, " (baseline)")] {
         let Some(from) = from else { continue };
-        summary_row(s, &format!("all{suffix}"), from);
-        for w in from.get("workloads").and_then(Value::as_array).into_iter().flatten() {
-            let name = w.get("name").and_then(Value::as_str).unwrap_or("?");
-            summary_row(s, &format!("{name}{suffix}"), w);
+        summary_row(s, &format!("all{suffix}"), &from.all);
+        for w in &from.workloads {
+            summary_row(s, &format!("{}{suffix}", w.name), &w.figures);
         }
     }
     s.push_str("</table>");
 }
 
 /// A measured or limit value of a threshold, in the metric's unit.
-fn threshold_value(metric: &str, v: Option<&Value>) -> String {
-    let Some(n) = v.and_then(Value::as_f64) else {
+fn threshold_value(metric: &str, v: Option<f64>) -> String {
+    let Some(n) = v else {
         return "-".into();
     };
     if metric.starts_with('p') || metric == "max" || metric == "mean" || metric.ends_with("_p99") {
@@ -417,34 +388,28 @@ fn threshold_value(metric: &str, v: Option<&Value>) -> String {
     }
 }
 
-fn thresholds(s: &mut String, r: &Value) {
+fn thresholds(s: &mut String, rows: &[ThresholdResult]) {
     s.push_str("<h2>Thresholds</h2>");
-    let Some(rows) = r.get("thresholds").and_then(Value::as_array).filter(|a| !a.is_empty()) else {
+    if rows.is_empty() {
         s.push_str("<p class=note>No thresholds were set for this run.</p>");
         return;
-    };
+    }
     s.push_str("<table><tr><th>workload</th><th>threshold</th><th>limit</th><th>measured</th><th>result</th></tr>");
     for t in rows {
-        let metric = t.get("metric").and_then(Value::as_str).unwrap_or("");
-        let pass = t.get("pass").and_then(Value::as_bool);
-        let (class, word) = match pass {
-            Some(true) => ("pass", "pass"),
-            Some(false) => ("fail", "FAIL"),
-            None => ("", "-"),
-        };
+        let (class, word) = if t.pass { ("pass", "pass") } else { ("fail", "FAIL") };
         let _ = write!(
             s,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class={class}>{word}</td></tr>",
-            esc(t.get("workload").and_then(Value::as_str).unwrap_or("all")),
-            esc(t.get("threshold").and_then(Value::as_str).unwrap_or("")),
-            threshold_value(metric, t.get("limit")),
-            threshold_value(metric, t.get("measured")),
+            esc(t.workload.as_deref().unwrap_or("all")),
+            esc(&t.threshold),
+            threshold_value(&t.metric, Some(t.limit)),
+            threshold_value(&t.metric, t.measured),
         );
     }
     s.push_str("</table>");
 }
 
-fn verdicts(s: &mut String, rows: Option<&[Value]>, has_baseline: bool) {
+fn verdicts(s: &mut String, rows: Option<&[Row]>, has_baseline: bool) {
     s.push_str("<h2>Verdicts</h2>");
     let Some(rows) = rows else {
         s.push_str(if has_baseline {
@@ -459,27 +424,22 @@ fn verdicts(s: &mut String, rows: Option<&[Value]>, has_baseline: bool) {
 <th>relative</th><th>verdict</th><th>method</th></tr>",
     );
     for v in rows {
-        let metric = v.get("metric").and_then(Value::as_str).unwrap_or("");
-        let verdict = v.get("verdict").and_then(Value::as_str).unwrap_or("-");
-        let class = match verdict {
-            "worse" => "fail",
-            "better" => "pass",
-            _ => "",
+        let class = match v.verdict {
+            Verdict::Worse => "fail",
+            Verdict::Better => "pass",
+            Verdict::Same => "",
         };
-        let rel = v
-            .get("rel_change")
-            .and_then(Value::as_f64)
-            .map_or("-".into(), |x| format!("{:+.1}%", x * 100.0));
+        let rel = v.rel_change.map_or("-".into(), |x| format!("{:+.1}%", x * 100.0));
         let _ = write!(
             s,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{rel}</td><td class={class}>{}</td><td>{}</td></tr>",
-            esc(v.get("workload").and_then(Value::as_str).unwrap_or("all")),
-            esc(metric),
-            threshold_value(metric, v.get("baseline")),
-            threshold_value(metric, v.get("new")),
-            threshold_value(metric, v.get("abs_change")),
-            esc(verdict),
-            esc(v.get("method").and_then(Value::as_str).unwrap_or("")),
+            esc(&v.workload),
+            esc(v.metric),
+            threshold_value(v.metric, Some(v.baseline)),
+            threshold_value(v.metric, Some(v.new)),
+            threshold_value(v.metric, Some(v.abs_change)),
+            v.verdict.name(),
+            v.method.name(),
         );
     }
     s.push_str("</table>");
@@ -487,10 +447,11 @@ fn verdicts(s: &mut String, rows: Option<&[Value]>, has_baseline: bool) {
 
 /// The page.
 pub fn render(i: &Inputs<'_>) -> String {
-    let empty = Value::Null;
-    let r = i.report.unwrap_or(&empty);
+    let r = i.report;
     let mut s = String::with_capacity(64 * 1024);
-    let started = r.pointer("/timeline/started_at").and_then(Value::as_str).unwrap_or("?");
+    let started = Some(r.timeline.started_at.as_str())
+        .filter(|t| !t.is_empty())
+        .unwrap_or("?");
     let _ = write!(
         s,
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>soakd report {}</title><style>{STYLE}</style></head><body>",
@@ -500,8 +461,8 @@ pub fn render(i: &Inputs<'_>) -> String {
         s,
         "<h1>soakd report</h1><p>Started {} · ran {} · {} workload(s){}</p>",
         esc(started),
-        cell_secs(f(r, &["duration_seconds"])),
-        r.get("workloads").and_then(Value::as_array).map_or(0, Vec::len),
+        cell_secs(Some(r.duration_seconds)),
+        r.workloads.len(),
         if i.baseline.is_some() {
             " · baseline overlaid (dashed)"
         } else {
@@ -509,25 +470,18 @@ pub fn render(i: &Inputs<'_>) -> String {
         }
     );
     s.push_str("<h2>Plan</h2>");
-    match r.get("plan").and_then(Value::as_str).filter(|p| !p.is_empty()) {
-        Some(p) => {
-            let _ = write!(s, "<pre>{}</pre>", esc(p));
+    if r.plan.is_empty() {
+        s.push_str("<ul>");
+        for w in &r.workloads {
+            let url = if w.url.is_empty() { "?" } else { &w.url };
+            let _ = write!(s, "<li>{} → {}</li>", esc(&w.name), esc(url));
         }
-        None => {
-            s.push_str("<ul>");
-            for w in r.get("workloads").and_then(Value::as_array).into_iter().flatten() {
-                let _ = write!(
-                    s,
-                    "<li>{} → {}</li>",
-                    esc(w.get("name").and_then(Value::as_str).unwrap_or("?")),
-                    esc(w.get("url").and_then(Value::as_str).unwrap_or("?"))
-                );
-            }
-            s.push_str("</ul>");
-        }
+        s.push_str("</ul>");
+    } else {
+        let _ = write!(s, "<pre>{}</pre>", esc(&r.plan));
     }
     summary(&mut s, r, i.baseline);
-    thresholds(&mut s, r);
+    thresholds(&mut s, &r.thresholds);
     verdicts(&mut s, i.verdicts, i.baseline.is_some());
     s.push_str("<h2>Charts</h2>");
     if points(r).is_empty() {
@@ -543,13 +497,13 @@ pub fn render(i: &Inputs<'_>) -> String {
             esc(&caption)
         );
     }
-    let interval = f(r, &["timeline", "interval_seconds"]);
+    let t = &r.timeline;
     let _ = write!(
         s,
         "<p class=note>Timeline: {} points of {} each (intervals merge pairwise past {} points).</p></body></html>",
-        points(r).len(),
-        cell_secs(interval),
-        cell_num(f(r, &["timeline", "max_points"]))
+        t.points.len(),
+        cell_secs((t.interval_seconds > 0.0).then_some(t.interval_seconds)),
+        t.max_points
     );
     s.push('\n');
     s
@@ -560,13 +514,13 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn report() -> Value {
+    fn report() -> Report {
         // 15 samples at 1 ms, 12 at 2 ms, 3 at 9 ms.
         let mut hist = crate::stats::histogram();
         hist.record_n(1000, 15).unwrap();
         hist.record_n(2000, 12).unwrap();
         hist.record_n(9000, 3).unwrap();
-        json!({
+        let r = json!({
             "duration_seconds": 3.0,
             "latency_seconds": {"p50": 0.001, "p90": 0.002, "p99": 0.004, "p999": 0.005, "max": 0.009},
             "requests": {"completed": 30, "per_second": 10.0},
@@ -574,28 +528,41 @@ mod tests {
             "connections": {"peak_open": 10, "desired": 10},
             "workloads": [{"name": "t<1>", "url": "http://127.0.0.1:1/", "latency_seconds": {},
                            "histograms": {"latency": crate::report::encode(&hist)}}],
-            "timeline": {"started_at": "2026-01-01T00:00:00.000Z", "interval_seconds": 1.0, "max_points": 1000,
+            "timeline": {"started_at": "2026-01-01T00:00:00.000Z", "started_at_unix_seconds": 1767225600.0,
+                "interval_seconds": 1.0, "max_points": 1000,
                 "points": [
-                    {"t": 0.0, "seconds": 1.0, "completed": 10, "errors": {}, "open": 10, "p50": 0.001, "p90": 0.002, "p99": 0.003, "max": 0.004, "lag_p99": null},
-                    {"t": 1.0, "seconds": 1.0, "completed": 20, "errors": {"reset": 1}, "open": 9, "p50": 0.001, "p90": 0.002, "p99": 0.003, "max": 0.004, "lag_p99": 0.0001}
+                    {"t": 0.0, "seconds": 1.0, "sent": 10, "completed": 10, "responses": {"2xx": 10}, "errors": {}, "open": 10, "open_min": 10,
+                     "p50": 0.001, "p90": 0.002, "p99": 0.003, "max": 0.004, "lag_p99": null},
+                    {"t": 1.0, "seconds": 1.0, "sent": 21, "completed": 20, "responses": {"2xx": 20}, "errors": {"reset": 1}, "open": 9, "open_min": 9,
+                     "p50": 0.001, "p90": 0.002, "p99": 0.003, "max": 0.004, "lag_p99": 0.0001}
                 ]},
             "thresholds": [{"workload": null, "threshold": "p99<50ms", "metric": "p99", "op": "<", "limit": 0.05, "measured": 0.031, "pass": true},
                            {"workload": "t<1>", "threshold": "error_rate<0.1%", "metric": "error_rate", "op": "<", "limit": 0.001, "measured": 0.03, "pass": false}]
-        })
+        });
+        serde_json::from_value(r).expect("the fixture is a report")
     }
 
     #[test]
     fn the_page_has_every_section_and_six_charts() {
         let r = report();
-        let rows = [
-            json!({"workload": "t<1>", "metric": "p99", "baseline": 0.003, "new": 0.004,
-            "abs_change": 0.001, "rel_change": 0.333, "verdict": "worse", "method": "rank test"}),
-        ];
+        let rows = [Row {
+            workload: "t<1>".into(),
+            metric: "p99",
+            baseline: 0.003,
+            new: 0.004,
+            abs_change: 0.001,
+            rel_change: Some(0.333),
+            verdict: Verdict::Worse,
+            method: crate::verdict::Method::RankTest,
+            p_value: Some(0.001),
+            samples: Some([10, 10]),
+            lag: None,
+        }];
         let page = render(&Inputs {
-            report: Some(&r),
+            report: &r,
             baseline: Some(&r),
+            spectrum: None,
             verdicts: Some(&rows),
-            ..Inputs::default()
         });
         assert_eq!(page.matches("<svg").count(), 6);
         for title in [
@@ -621,10 +588,13 @@ mod tests {
 
     #[test]
     fn an_old_report_renders_with_dashes() {
-        let r = json!({"duration_seconds": 1.0});
+        let r: Report =
+            serde_json::from_value(json!({"duration_seconds": 1.0, "workloads": [{"name": "old"}]})).unwrap();
         let page = render(&Inputs {
-            report: Some(&r),
-            ..Inputs::default()
+            report: &r,
+            baseline: None,
+            spectrum: None,
+            verdicts: None,
         });
         assert!(page.contains("no timeline"));
         assert!(page.contains("No thresholds"));

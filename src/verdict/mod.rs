@@ -25,9 +25,10 @@
 //! Errors that are limits of the soakd host (`addr_unavailable`,
 //! `fd_limit`) are left out of the compared error rate. Each row says
 //! which method judged it. docs/verdicts.md has the measured false-positive and
-//! detection rates. Reports are read as plain JSON through pointers, so
-//! reports from older or newer soakd versions compare as long as the
-//! figures are there.
+//! detection rates. Reports are read typed through the one reader
+//! ([`crate::report::read`]), whose defaults let reports from older soakd
+//! versions compare (a figure they lack is `null` and its row is left out)
+//! and which ignores fields it does not know (a newer soakd's).
 
 pub mod samples;
 
@@ -35,11 +36,10 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::Error;
 use crate::plan::defaults;
-use crate::report::human;
+use crate::report::{Counted, Figures, Percentiles, Report, human};
 use samples::{Samples, mann_whitney, median, read_log, tag_of};
 
 /// Fewest intervals per run for the rank test; with fewer, tolerance only.
@@ -48,8 +48,8 @@ pub const MIN_SAMPLES: usize = 5;
 /// One run to compare: its report and, when there is one, its interval log.
 #[derive(Clone, Debug)]
 pub struct Run {
-    /// The JSON report.
-    pub report: Value,
+    /// The report.
+    pub report: Report,
     /// Per-interval samples by log tag, from the HDR interval log.
     pub samples: Option<Samples>,
     /// Where it came from, for the output.
@@ -58,13 +58,12 @@ pub struct Run {
 
 impl Run {
     /// A run from a report already in hand (the end of `soakd run`).
-    pub fn of(report: Value, samples: Option<Samples>, label: &str) -> Result<Run, Error> {
-        check_report(&report, label)?;
-        Ok(Run {
+    pub fn of(report: Report, samples: Option<Samples>, label: &str) -> Run {
+        Run {
             report,
             samples,
             label: label.to_string(),
-        })
+        }
     }
 
     /// Reads `path` (a `--report` file) and its interval log: `hdr_log`
@@ -72,9 +71,9 @@ impl Run {
     /// the working directory or to the report's own directory) if it still
     /// exists. `what` names the argument in messages.
     pub fn load(path: &Path, hdr_log: Option<&Path>, what: &str, log_what: &str) -> Result<Run, Error> {
-        let report = crate::report::read_json(path, what)?;
+        let report = crate::report::read(path, what)?;
         let label = path.display().to_string();
-        let named = report.get("hdr_log").and_then(Value::as_str).map(PathBuf::from);
+        let named = report.hdr_log.as_deref().map(PathBuf::from);
         let log = match (hdr_log, named) {
             (Some(p), _) => Some(read_log(p, log_what)?),
             (None, Some(p)) => {
@@ -96,21 +95,6 @@ impl Run {
             samples: log,
             label,
         })
-    }
-}
-
-/// A report must have a `workloads` array of objects with names.
-fn check_report(report: &Value, what: &str) -> Result<(), Error> {
-    let ok = report
-        .get("workloads")
-        .and_then(Value::as_array)
-        .is_some_and(|ws| ws.iter().all(|w| w.get("name").and_then(Value::as_str).is_some()));
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::Usage(format!(
-            "{what}: not a soakd report (no \"workloads\" list with names); give a report written by `soakd run --report`"
-        )))
     }
 }
 
@@ -169,6 +153,29 @@ pub enum Method {
     GeneratorLag,
 }
 
+impl Verdict {
+    /// The name the JSON uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Better => "better",
+            Verdict::Same => "same",
+            Verdict::Worse => "worse",
+        }
+    }
+}
+
+impl Method {
+    /// The name the JSON uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::RankTest => "rank_test",
+            Method::Tolerance => "tolerance",
+            Method::TooFewSamples => "too_few_samples",
+            Method::GeneratorLag => "generator_lag",
+        }
+    }
+}
+
 /// Samples a quantile needs beyond it (n × (1 − q)) to be judged on the
 /// report's figure alone.
 pub const MIN_TAIL: f64 = 10.0;
@@ -224,94 +231,105 @@ enum Kind {
     ErrorRate,
 }
 
-/// Compared figures: name, JSON pointer inside a workload, kind, index in
-/// [`samples::Interval::quantiles`] (5 = requests/s) when the interval log
-/// has it, and for a quantile its sample count's pointer and q.
-#[allow(clippy::type_complexity)]
-const METRICS: [(&str, &str, Kind, Option<usize>, Option<(&str, f64)>); 9] = [
-    (
-        "p50",
-        "/latency_seconds/p50",
-        Kind::Latency,
-        Some(0),
-        Some(("/latency_seconds/count", 0.5)),
-    ),
-    (
-        "p90",
-        "/latency_seconds/p90",
-        Kind::Latency,
-        Some(1),
-        Some(("/latency_seconds/count", 0.9)),
-    ),
-    (
-        "p99",
-        "/latency_seconds/p99",
-        Kind::Latency,
-        Some(2),
-        Some(("/latency_seconds/count", 0.99)),
-    ),
-    (
-        "p99.9",
-        "/latency_seconds/p999",
-        Kind::Latency,
-        Some(3),
-        Some(("/latency_seconds/count", 0.999)),
-    ),
-    (
-        "max",
-        "/latency_seconds/max",
-        Kind::Latency,
-        Some(4),
-        Some(("/latency_seconds/count", 1.0)),
-    ),
-    ("rps", "/requests/per_second", Kind::Rate, Some(5), None),
-    ("error_rate", "", Kind::ErrorRate, None, None),
-    (
-        "connect_p99",
-        "/connect_seconds/p99",
-        Kind::Latency,
-        None,
-        Some(("/connect_seconds/count", 0.99)),
-    ),
-    (
-        "tls_handshake_p99",
-        "/tls_handshake_seconds/p99",
-        Kind::Latency,
-        None,
-        Some(("/tls_handshake_seconds/count", 0.99)),
-    ),
-];
-
-/// Kinds that are limits of the soakd host, not faults of the target: a
-/// comparison of servers leaves them out (docs/verdicts.md).
-const HOST_ERRORS: [&str; 2] = ["addr_unavailable", "fd_limit"];
-
-/// The target's errors ÷ (completed + those errors).
-fn error_rate(w: &Value) -> Option<f64> {
-    let errors: f64 = w
-        .get("errors")?
-        .as_object()?
-        .iter()
-        .filter(|(k, _)| !HOST_ERRORS.contains(&k.as_str()))
-        .filter_map(|(_, v)| v.as_f64())
-        .sum();
-    let completed = w.pointer("/requests/completed")?.as_f64()?;
-    let attempts = completed + errors;
-    Some(if attempts > 0.0 { errors / attempts } else { 0.0 })
+/// Where a compared figure comes from.
+#[derive(Clone, Copy)]
+enum Source {
+    /// A quantile `at` of the histogram `of`, at `q`; `lagged` when
+    /// soakd's schedule lag at the same quantile is part of it (request
+    /// latency counts from the due time).
+    Quantile {
+        of: fn(&Figures) -> &Percentiles,
+        at: fn(&Percentiles) -> Option<f64>,
+        q: f64,
+        lagged: bool,
+    },
+    /// Completed requests per second.
+    Rps,
+    /// The target's error rate ([`Counted::Target`]).
+    ErrorRate,
 }
 
-fn figure(w: &Value, pointer: &str, kind: Kind) -> Option<f64> {
-    match kind {
-        Kind::ErrorRate => error_rate(w),
-        _ => w.pointer(pointer).and_then(Value::as_f64),
+/// One compared figure: its row name, kind, source, and its index in
+/// [`samples::Interval::quantiles`] (5 = requests/s) when the interval log
+/// has it.
+struct Compared(&'static str, Kind, Source, Option<usize>);
+
+impl Compared {
+    fn value(&self, f: &Figures) -> Option<f64> {
+        match self.2 {
+            Source::Quantile { of, at, .. } => at(of(f)),
+            Source::Rps => Some(f.requests.per_second),
+            // Nothing attempted compares as 0%, not as missing.
+            Source::ErrorRate => Some(f.error_rate(Counted::Target).unwrap_or(0.0)),
+        }
+    }
+
+    /// Samples beyond the quantile (infinite for a figure that is no
+    /// quantile). A quantile with a value but no count comes from a report
+    /// without counts, which is taken at its word.
+    fn tail(&self, f: &Figures) -> f64 {
+        match self.2 {
+            Source::Quantile { of, q, .. } => match of(f).count {
+                0 => f64::INFINITY,
+                c => c as f64 * (1.0 - q),
+            },
+            _ => f64::INFINITY,
+        }
+    }
+
+    /// soakd's own schedule lag at the same quantile, for latency rows.
+    fn lag(&self, f: &Figures) -> Option<f64> {
+        match self.2 {
+            Source::Quantile { at, lagged: true, .. } => Some(at(&f.schedule_lag_seconds).unwrap_or(0.0)),
+            _ => None,
+        }
     }
 }
 
-fn workloads(r: &Value) -> Vec<(&str, &Value)> {
-    r.get("workloads")
-        .and_then(Value::as_array)
-        .map(|ws| ws.iter().filter_map(|w| Some((w.get("name")?.as_str()?, w))).collect())
-        .unwrap_or_default()
+const fn latency(at: fn(&Percentiles) -> Option<f64>, q: f64) -> Source {
+    Source::Quantile {
+        of: |f| &f.latency_seconds,
+        at,
+        q,
+        lagged: true,
+    }
+}
+
+/// The compared figures, in row order.
+const METRICS: [Compared; 9] = [
+    Compared("p50", Kind::Latency, latency(|p| p.p50, 0.5), Some(0)),
+    Compared("p90", Kind::Latency, latency(|p| p.p90, 0.9), Some(1)),
+    Compared("p99", Kind::Latency, latency(|p| p.p99, 0.99), Some(2)),
+    Compared("p99.9", Kind::Latency, latency(|p| p.p999, 0.999), Some(3)),
+    Compared("max", Kind::Latency, latency(|p| p.max, 1.0), Some(4)),
+    Compared("rps", Kind::Rate, Source::Rps, Some(5)),
+    Compared("error_rate", Kind::ErrorRate, Source::ErrorRate, None),
+    Compared(
+        "connect_p99",
+        Kind::Latency,
+        Source::Quantile {
+            of: |f| &f.connect_seconds,
+            at: |p| p.p99,
+            q: 0.99,
+            lagged: false,
+        },
+        None,
+    ),
+    Compared(
+        "tls_handshake_p99",
+        Kind::Latency,
+        Source::Quantile {
+            of: |f| &f.tls_handshake_seconds,
+            at: |p| p.p99,
+            q: 0.99,
+            lagged: false,
+        },
+        None,
+    ),
+];
+
+fn workloads(r: &Report) -> Vec<(&str, &Figures)> {
+    r.workloads.iter().map(|w| (w.name.as_str(), &w.figures)).collect()
 }
 
 fn series(run: &Run, name: &str, index: usize) -> Option<Vec<f64>> {
@@ -328,7 +346,7 @@ fn series(run: &Run, name: &str, index: usize) -> Option<Vec<f64>> {
 /// same soak against a server on another port).
 pub fn compare(base: &Run, new: &Run, opts: &Options) -> Comparison {
     let (bw, nw) = (workloads(&base.report), workloads(&new.report));
-    let mut pairs: Vec<(&str, &Value, &str, &Value)> = Vec::new();
+    let mut pairs: Vec<(&str, &Figures, &str, &Figures)> = Vec::new();
     let mut unmatched = Vec::new();
     if bw.len() == 1 && nw.len() == 1 {
         pairs.push((bw[0].0, bw[0].1, nw[0].0, nw[0].1));
@@ -347,27 +365,16 @@ pub fn compare(base: &Run, new: &Run, opts: &Options) -> Comparison {
     }
     let mut rows = Vec::new();
     for (bname, bv, nname, nv) in pairs {
-        for (metric, pointer, kind, index, quantile) in METRICS {
-            let (Some(b), Some(n)) = (figure(bv, pointer, kind), figure(nv, pointer, kind)) else {
+        for m in &METRICS {
+            let (Some(b), Some(n)) = (m.value(bv), m.value(nv)) else {
                 continue;
             };
-            let samples = index.and_then(|i| Some((series(base, bname, i)?, series(new, nname, i)?)));
-            // Samples beyond the quantile in the smaller run (a report
-            // without counts is taken at its word).
-            let tail = quantile.map_or(f64::INFINITY, |(count, q)| {
-                let n = |w: &Value| w.pointer(count).and_then(Value::as_f64).unwrap_or(f64::INFINITY);
-                n(bv).min(n(nv)) * (1.0 - q)
-            });
-            let mut row = judge(nname, metric, kind, b, n, samples, opts);
-            // The generator's lateness at the same quantile, in either run
-            // (latency counts from the due time, so it includes it).
-            let lag = pointer
-                .strip_prefix("/latency_seconds/")
-                .map(|q| format!("/schedule_lag_seconds/{q}"))
-                .map(|lp| {
-                    let l = |w: &Value| w.pointer(&lp).and_then(Value::as_f64).unwrap_or(0.0);
-                    l(bv).max(l(nv))
-                });
+            let samples =
+                m.3.and_then(|i| Some((series(base, bname, i)?, series(new, nname, i)?)));
+            let tail = m.tail(bv).min(m.tail(nv));
+            let mut row = judge(nname, m.0, m.1, b, n, samples, opts);
+            // The generator's lateness at the same quantile, in either run.
+            let lag = m.lag(bv).zip(m.lag(nv)).map(|(a, b)| a.max(b));
             if row.verdict != Verdict::Same {
                 if lag.is_some_and(|l| l >= row.abs_change.abs() / 2.0) {
                     row.method = Method::GeneratorLag;
@@ -449,6 +456,22 @@ impl Comparison {
     /// Rows judged worse.
     pub fn worse(&self) -> impl Iterator<Item = &Row> {
         self.rows.iter().filter(|r| r.verdict == Verdict::Worse)
+    }
+
+    /// The verdict as an error (exit code 3) when a row is worse.
+    pub fn verdict(&self) -> Result<(), Error> {
+        let worse: Vec<String> = self
+            .worse()
+            .map(|r| {
+                let rel = r.rel_change.map_or(String::new(), |x| format!(" {:+.0}%", x * 100.0));
+                format!("{} {}{rel}", r.workload, r.metric)
+            })
+            .collect();
+        if worse.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Verdict(format!("worse than the baseline: {}", worse.join(", "))))
+        }
     }
 
     /// The JSON form (pretty-printed).
@@ -537,6 +560,7 @@ impl Comparison {
 mod tests {
     use super::samples::Interval;
     use super::*;
+    use serde_json::Value;
 
     fn report(name: &str, p50: f64, rps: f64, errors: u64) -> Value {
         serde_json::json!({"workloads": [{
@@ -550,7 +574,7 @@ mod tests {
     }
 
     fn run(r: Value, samples: Option<Samples>) -> Run {
-        Run::of(r, samples, "x.json").unwrap()
+        Run::of(serde_json::from_value(r).unwrap(), samples, "x.json")
     }
 
     fn row<'a>(c: &'a Comparison, metric: &str) -> &'a Row {
@@ -690,6 +714,17 @@ mod tests {
         let json: Value = serde_json::from_str(&c.to_json()).unwrap();
         assert_eq!(json["rows"][0]["verdict"], "worse");
         assert_eq!(json["rows"][0]["method"], "rank_test");
+        for m in [
+            Method::RankTest,
+            Method::Tolerance,
+            Method::TooFewSamples,
+            Method::GeneratorLag,
+        ] {
+            assert_eq!(serde_json::to_value(m).unwrap(), m.name());
+        }
+        for v in [Verdict::Better, Verdict::Same, Verdict::Worse] {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.name());
+        }
     }
 
     #[test]
@@ -706,6 +741,5 @@ mod tests {
         let c = compare(&run(two(0.0002), None), &run(other, None), &Options::default());
         assert!(c.rows.iter().all(|r| r.workload == "api"));
         assert_eq!(c.unmatched.len(), 2, "{:?}", c.unmatched);
-        assert!(Run::of(serde_json::json!({"x": 1}), None, "y.json").is_err());
     }
 }

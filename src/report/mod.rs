@@ -6,42 +6,23 @@
 //! precision) and are `null` when nothing was measured, so "no data" can
 //! never be mistaken for "zero latency".
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+mod read;
+mod text;
+
+pub use read::{Counted, HOST_ERRORS, error_rate, read};
+pub use text::{human, threshold_value};
+
 use crate::plan::{Metric, Plan, Threshold};
 use crate::stats::{CheckKind, CloseReason, ErrorKind, Gauges, StatusClass, TimelineJson, Totals, WorkloadStats};
 
-/// Reads a report file as JSON for the commands that take one (`compare`,
-/// `report`, `merge`): unreadable, not JSON, or not a soakd report
-/// (an object with `duration_seconds` and a `workloads` list with names)
-/// is a usage error naming `what` (the argument) and the file.
-pub fn read_json(path: &std::path::Path, what: &str) -> Result<serde_json::Value, crate::Error> {
-    let name = format!("{what} {}", path.display()).trim().to_string();
-    let bad =
-        |why: String| crate::Error::Usage(format!("{name}: {why}; give the JSON file `soakd run --report` wrote"));
-    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON ({e})")))?;
-    let named_workloads = v
-        .get("workloads")
-        .and_then(serde_json::Value::as_array)
-        .is_some_and(|ws| {
-            ws.iter()
-                .all(|w| w.get("name").and_then(serde_json::Value::as_str).is_some())
-        });
-    if v.get("duration_seconds").is_none() || !named_workloads {
-        return Err(bad(
-            "not a soakd report (no duration_seconds or no \"workloads\" list with names)".into(),
-        ));
-    }
-    Ok(v)
-}
-
 /// Percentiles of one histogram, in seconds.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct Percentiles {
     /// Number of samples.
     pub count: u64,
@@ -83,6 +64,7 @@ impl Percentiles {
 
 /// Connection figures.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Connections {
     /// Connections the plan holds.
     pub desired: u64,
@@ -104,6 +86,7 @@ pub struct Connections {
 
 /// Request figures. `sent = completed + failed + in_flight_at_end`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Requests {
     /// Requests issued on a connection.
     pub sent: u64,
@@ -217,6 +200,72 @@ fn no_check_failures() -> CheckFailures {
     check_failures([0; CheckKind::COUNT])
 }
 
+// Zero tables by name, for reports that lack them (the four tables are
+// told apart by their names, not their sizes: two have four names).
+fn no_responses() -> Responses {
+    Responses {
+        names: StatusClass::ALL.map(StatusClass::name),
+        counts: [0; StatusClass::COUNT],
+    }
+}
+
+fn no_errors() -> Errors {
+    Errors {
+        names: ErrorKind::ALL.map(ErrorKind::name),
+        counts: [0; ErrorKind::COUNT],
+    }
+}
+
+impl Errors {
+    /// Counts in [`ErrorKind`] order.
+    pub fn counts(&self) -> &[u64; ErrorKind::COUNT] {
+        &self.counts
+    }
+}
+
+impl Default for Connections {
+    fn default() -> Connections {
+        Connections {
+            desired: 0,
+            peak_open: 0,
+            open_at_end: 0,
+            opened: 0,
+            closed: 0,
+            ramp_seconds: None,
+            closed_by_reason: Closes {
+                names: CloseReason::ALL.map(CloseReason::name),
+                counts: [0; CloseReason::COUNT],
+            },
+        }
+    }
+}
+
+impl Default for Figures {
+    fn default() -> Figures {
+        Figures {
+            connections: Connections::default(),
+            requests: Requests::default(),
+            requests_per_connection: 0.0,
+            responses: no_responses(),
+            errors: no_errors(),
+            latency_seconds: Percentiles::default(),
+            schedule_lag_seconds: Percentiles::default(),
+            connect_seconds: Percentiles::default(),
+            tls_handshake_seconds: Percentiles::default(),
+            tls: None,
+            bytes: Bytes::default(),
+            checks: no_check_failures(),
+        }
+    }
+}
+
+impl Figures {
+    /// This figure set's error rate (see [`error_rate`]).
+    pub fn error_rate(&self, counted: Counted) -> Option<f64> {
+        error_rate(self.requests.completed, &self.errors.counts, counted)
+    }
+}
+
 fn check_failures(counts: [u64; CheckKind::COUNT]) -> CheckFailures {
     CheckFailures {
         names: CheckKind::ALL.map(CheckKind::name),
@@ -230,15 +279,20 @@ pub struct RequestReport {
     /// The `request` label.
     pub name: String,
     /// Its weight in the mix.
+    #[serde(default)]
     pub weight: u32,
     /// Complete responses.
+    #[serde(default)]
     pub count: u64,
     /// Complete responses per second of run time.
+    #[serde(default)]
     pub per_second: f64,
     /// Latency (1% precision for a mix's requests; the workload's own
     /// histogram for a single request).
+    #[serde(default)]
     pub latency_seconds: Percentiles,
     /// Responses by class.
+    #[serde(default = "no_responses")]
     pub responses: Responses,
     /// Failed checks by kind (all 0 when the request has no checks).
     #[serde(default = "no_check_failures")]
@@ -247,6 +301,7 @@ pub struct RequestReport {
 
 /// Bytes on the wire.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Bytes {
     /// Written.
     pub sent: u64,
@@ -254,8 +309,10 @@ pub struct Bytes {
     pub received: u64,
 }
 
-/// Every figure of one workload (or of all of them summed).
+/// Every figure of one workload (or of all of them summed). A figure a
+/// report lacks (one from an older soakd) reads as zero or `null`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Figures {
     /// Connection figures.
     pub connections: Connections,
@@ -283,12 +340,12 @@ pub struct Figures {
     pub bytes: Bytes,
     /// Responses that failed a configured check, by kind (a response may
     /// fail several); they are completed responses, not errors.
-    #[serde(default = "no_check_failures")]
     pub checks: CheckFailures,
 }
 
 /// What the TLS handshakes of a workload came to.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TlsFigures {
     /// Completed handshakes.
     pub handshakes: u64,
@@ -330,12 +387,15 @@ pub struct WorkloadReport {
     /// Workload name (the metrics' `target` label).
     pub name: String,
     /// Target URL.
+    #[serde(default)]
     pub url: String,
     /// Its figures.
     #[serde(flatten)]
     pub figures: Figures,
     /// The full-run histograms behind its percentiles, so shard reports can
-    /// be merged without loss (`soakd merge`).
+    /// be merged without loss (`soakd merge`); empty in a report from a
+    /// soakd before them.
+    #[serde(default)]
     pub histograms: Histograms,
     /// Per request (one entry for a single-URL workload), in the plan's
     /// order. (`requests` holds the workload's request counters.)
@@ -347,6 +407,7 @@ pub struct WorkloadReport {
 /// base64: the same encoding as an HdrHistogram interval log's lines, so
 /// the standard tools decode them too.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct Histograms {
     /// Request latency.
     pub latency: String,
@@ -393,7 +454,8 @@ pub fn decode(text: &str) -> Option<Histogram<u64>> {
 }
 
 /// Which share of a sharded plan a report covers.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
 pub struct ShardReport {
     /// The shard (`--shard I/N`); `null` in a merged report.
     pub index: Option<u32>,
@@ -404,17 +466,33 @@ pub struct ShardReport {
     pub merged: Vec<u32>,
 }
 
-/// The final report.
+impl Default for ShardReport {
+    /// Shard 0 of 1: an unsharded run (what a report before shards was).
+    fn default() -> ShardReport {
+        ShardReport {
+            index: Some(0),
+            count: 1,
+            merged: Vec::new(),
+        }
+    }
+}
+
+/// The final report. Every field but the workloads' names has a default,
+/// so a report from an older soakd (or a hand-made one in a test) reads
+/// through [`read`]; what it lacks reads as zero, `null` or empty.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     /// Run time until the stop began.
+    #[serde(default)]
     pub duration_seconds: f64,
     /// The share of the plan this report covers (0 of 1 unsharded).
+    #[serde(default)]
     pub shard: ShardReport,
     /// Figures over all workloads.
     #[serde(flatten)]
     pub all: Figures,
     /// Per-workload figures.
+    #[serde(default)]
     pub workloads: Vec<WorkloadReport>,
     /// Every threshold, evaluated at the end (empty without thresholds).
     #[serde(default)]
@@ -492,12 +570,7 @@ pub fn measure(metric: Metric, stats: &WorkloadStats, secs: f64, open_min: Optio
         Metric::Mean => (!stats.latency.is_empty()).then(|| stats.latency.mean() / 1e6),
         Metric::LagP99 => q(&stats.lag, 0.99),
         Metric::TlsHandshakeP99 => q(&stats.tls_handshake, 0.99),
-        // Per attempt: a failed connect owes no request but is a failure,
-        // so a dead target is 100%, not a division by zero.
-        Metric::ErrorRate => {
-            let attempts = c.completed + c.total_errors();
-            (attempts > 0).then(|| c.total_errors() as f64 / attempts as f64)
-        }
+        Metric::ErrorRate => error_rate(c.completed, &c.errors, Counted::Every),
         Metric::Errors => Some(c.total_errors() as f64),
         Metric::Rps => (secs > 0.0).then(|| c.completed as f64 / secs),
         Metric::OpenMin => open_min.map(|m| m as f64),
@@ -662,188 +735,6 @@ impl Report {
     pub fn to_json(&self) -> String {
         // Serializing plain structs of numbers and strings cannot fail.
         serde_json::to_string_pretty(self).expect("report serializes")
-    }
-
-    /// The human-readable summary printed to stderr at exit.
-    pub fn summary(&self) -> String {
-        let f = &self.all;
-        let c = &f.connections;
-        let r = &f.requests;
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "\nsoakd: {:.1} s, {} workload(s)",
-            self.duration_seconds,
-            self.workloads.len()
-        );
-        let _ = writeln!(
-            s,
-            "  connections   desired {}  peak open {}  open at end {}  opened {}  closed {}  ramp {}",
-            c.desired,
-            c.peak_open,
-            c.open_at_end,
-            c.opened,
-            c.closed,
-            c.ramp_seconds
-                .map_or("never complete".to_string(), |v| format!("{v:.2} s"))
-        );
-        let b = &c.closed_by_reason;
-        let _ = writeln!(
-            s,
-            "  closes        server {}  error {}  churn {}  shutdown {}",
-            b.get("server_close"),
-            b.get("error"),
-            b.get("churn"),
-            b.get("shutdown")
-        );
-        let _ = writeln!(
-            s,
-            "  requests      sent {}  completed {}  failed {}  missed {}  in flight {}  {:.1}/s  {:.1} per connection",
-            r.sent, r.completed, r.failed, r.missed, r.in_flight_at_end, r.per_second, f.requests_per_connection
-        );
-        let classes: Vec<String> = f.responses.iter().map(|(k, n)| format!("{k} {n}")).collect();
-        let _ = writeln!(s, "  responses     {}", classes.join("  "));
-        if let Some(tls) = &f.tls {
-            let _ = writeln!(
-                s,
-                "  tls           {} {}  handshakes {} (resumed {})  {}",
-                tls.version.as_deref().unwrap_or("-"),
-                tls.cipher.as_deref().unwrap_or("-"),
-                tls.handshakes,
-                tls.resumed,
-                if tls.verified {
-                    "certificates verified"
-                } else {
-                    "CERTIFICATES NOT VERIFIED (--insecure)"
-                }
-            );
-        }
-        let failed = f.checks.nonzero();
-        if !failed.is_empty() {
-            let _ = writeln!(s, "  check failures {}", failed.join("  "));
-        }
-        let listed = f.errors.nonzero();
-        let _ = writeln!(
-            s,
-            "  errors        {}",
-            if listed.is_empty() {
-                "none".to_string()
-            } else {
-                listed.join("  ")
-            }
-        );
-        let _ = writeln!(
-            s,
-            "  {:<14}{:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-            "", "min", "mean", "p50", "p90", "p99", "p99.9", "max"
-        );
-        for (name, p) in [
-            ("latency", &f.latency_seconds),
-            ("schedule lag", &f.schedule_lag_seconds),
-            ("connect", &f.connect_seconds),
-            ("tls handshake", &f.tls_handshake_seconds),
-        ] {
-            if name == "tls handshake" && f.tls.is_none() {
-                continue;
-            }
-            if p.count == 0 {
-                let _ = writeln!(s, "  {name:<14}{:>9}", "-");
-                continue;
-            }
-            let _ = writeln!(
-                s,
-                "  {name:<14}{:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-                human(p.min),
-                human(p.mean),
-                human(p.p50),
-                human(p.p90),
-                human(p.p99),
-                human(p.p999),
-                human(p.max)
-            );
-        }
-        self.request_table(&mut s);
-        if let Some(why) = &self.aborted {
-            let _ = writeln!(s, "  ABORTED       {why}");
-        }
-        if !self.thresholds.is_empty() {
-            let _ = writeln!(s, "  thresholds");
-            for t in &self.thresholds {
-                let _ = writeln!(
-                    s,
-                    "    {:<4}  {:<28} {:<20} measured {}",
-                    if t.pass { "PASS" } else { "FAIL" },
-                    t.threshold,
-                    t.workload.as_deref().unwrap_or("(all workloads)"),
-                    threshold_value(&t.metric, t.measured)
-                );
-            }
-        }
-        s
-    }
-
-    /// Per workload with a mix (or checks that failed): its requests,
-    /// slowest p99 first, so the endpoint that degrades leads.
-    fn request_table(&self, s: &mut String) {
-        for w in &self.workloads {
-            let any_failed = w.by_request.iter().any(|r| r.checks.iter().any(|(_, n)| n > 0));
-            if w.by_request.len() < 2 && !any_failed {
-                continue;
-            }
-            let mut rows: Vec<&RequestReport> = w.by_request.iter().collect();
-            rows.sort_by(|a, b| {
-                b.latency_seconds
-                    .p99
-                    .unwrap_or(-1.0)
-                    .total_cmp(&a.latency_seconds.p99.unwrap_or(-1.0))
-            });
-            let _ = writeln!(s, "  requests of {} (slowest p99 first)", w.name);
-            let _ = writeln!(
-                s,
-                "    {:<28}{:>10} {:>9} {:>9} {:>9} {:>8} {:>8}  check failures",
-                "", "count", "/s", "p50", "p99", "4xx", "5xx"
-            );
-            for r in rows {
-                let failed = r.checks.nonzero();
-                let _ = writeln!(
-                    s,
-                    "    {:<28}{:>10} {:>9.1} {:>9} {:>9} {:>8} {:>8}  {}",
-                    r.name,
-                    r.count,
-                    r.per_second,
-                    human(r.latency_seconds.p50),
-                    human(r.latency_seconds.p99),
-                    r.responses.get("4xx"),
-                    r.responses.get("5xx"),
-                    if failed.is_empty() {
-                        "-".to_string()
-                    } else {
-                        failed.join("  ")
-                    }
-                );
-            }
-        }
-    }
-}
-
-/// A measured threshold value in the metric's own unit.
-pub fn threshold_value(metric: &str, v: Option<f64>) -> String {
-    match (Metric::from_name(metric).map(|m| m.unit()), v) {
-        (_, None) => "nothing".into(),
-        (Some(crate::plan::threshold::Unit::Seconds), v) => human(v),
-        (Some(crate::plan::threshold::Unit::Ratio), Some(v)) => format!("{:.3}%", v * 100.0),
-        (_, Some(v)) if v.fract() == 0.0 => format!("{v:.0}"),
-        (_, Some(v)) => format!("{v:.1}"),
-    }
-}
-
-/// Formats seconds with a unit that keeps 3 significant figures readable.
-pub fn human(v: Option<f64>) -> String {
-    match v {
-        None => "-".into(),
-        Some(v) if v < 1e-3 => format!("{:.0}µs", v * 1e6),
-        Some(v) if v < 1.0 => format!("{:.2}ms", v * 1e3),
-        Some(v) => format!("{v:.2}s"),
     }
 }
 

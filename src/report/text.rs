@@ -1,0 +1,191 @@
+//! The report as text for people: the summary printed at the end of a run
+//! (and on SIGUSR1), and the units figures are shown in.
+
+use std::fmt::Write as _;
+
+use super::{Report, RequestReport};
+use crate::plan::Metric;
+
+impl Report {
+    /// The human-readable summary printed to stderr at exit.
+    pub fn summary(&self) -> String {
+        let f = &self.all;
+        let c = &f.connections;
+        let r = &f.requests;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "\nsoakd: {:.1} s, {} workload(s)",
+            self.duration_seconds,
+            self.workloads.len()
+        );
+        let _ = writeln!(
+            s,
+            "  connections   desired {}  peak open {}  open at end {}  opened {}  closed {}  ramp {}",
+            c.desired,
+            c.peak_open,
+            c.open_at_end,
+            c.opened,
+            c.closed,
+            c.ramp_seconds
+                .map_or("never complete".to_string(), |v| format!("{v:.2} s"))
+        );
+        let b = &c.closed_by_reason;
+        let _ = writeln!(
+            s,
+            "  closes        server {}  error {}  churn {}  shutdown {}",
+            b.get("server_close"),
+            b.get("error"),
+            b.get("churn"),
+            b.get("shutdown")
+        );
+        let _ = writeln!(
+            s,
+            "  requests      sent {}  completed {}  failed {}  missed {}  in flight {}  {:.1}/s  {:.1} per connection",
+            r.sent, r.completed, r.failed, r.missed, r.in_flight_at_end, r.per_second, f.requests_per_connection
+        );
+        let classes: Vec<String> = f.responses.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let _ = writeln!(s, "  responses     {}", classes.join("  "));
+        if let Some(tls) = &f.tls {
+            let _ = writeln!(
+                s,
+                "  tls           {} {}  handshakes {} (resumed {})  {}",
+                tls.version.as_deref().unwrap_or("-"),
+                tls.cipher.as_deref().unwrap_or("-"),
+                tls.handshakes,
+                tls.resumed,
+                if tls.verified {
+                    "certificates verified"
+                } else {
+                    "CERTIFICATES NOT VERIFIED (--insecure)"
+                }
+            );
+        }
+        let failed = f.checks.nonzero();
+        if !failed.is_empty() {
+            let _ = writeln!(s, "  check failures {}", failed.join("  "));
+        }
+        let listed = f.errors.nonzero();
+        let _ = writeln!(
+            s,
+            "  errors        {}",
+            if listed.is_empty() {
+                "none".to_string()
+            } else {
+                listed.join("  ")
+            }
+        );
+        let _ = writeln!(
+            s,
+            "  {:<14}{:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "", "min", "mean", "p50", "p90", "p99", "p99.9", "max"
+        );
+        for (name, p) in [
+            ("latency", &f.latency_seconds),
+            ("schedule lag", &f.schedule_lag_seconds),
+            ("connect", &f.connect_seconds),
+            ("tls handshake", &f.tls_handshake_seconds),
+        ] {
+            if name == "tls handshake" && f.tls.is_none() {
+                continue;
+            }
+            if p.count == 0 {
+                let _ = writeln!(s, "  {name:<14}{:>9}", "-");
+                continue;
+            }
+            let _ = writeln!(
+                s,
+                "  {name:<14}{:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+                human(p.min),
+                human(p.mean),
+                human(p.p50),
+                human(p.p90),
+                human(p.p99),
+                human(p.p999),
+                human(p.max)
+            );
+        }
+        self.request_table(&mut s);
+        if let Some(why) = &self.aborted {
+            let _ = writeln!(s, "  ABORTED       {why}");
+        }
+        if !self.thresholds.is_empty() {
+            let _ = writeln!(s, "  thresholds");
+            for t in &self.thresholds {
+                let _ = writeln!(
+                    s,
+                    "    {:<4}  {:<28} {:<20} measured {}",
+                    if t.pass { "PASS" } else { "FAIL" },
+                    t.threshold,
+                    t.workload.as_deref().unwrap_or("(all workloads)"),
+                    threshold_value(&t.metric, t.measured)
+                );
+            }
+        }
+        s
+    }
+
+    /// Per workload with a mix (or checks that failed): its requests,
+    /// slowest p99 first, so the endpoint that degrades leads.
+    fn request_table(&self, s: &mut String) {
+        for w in &self.workloads {
+            let any_failed = w.by_request.iter().any(|r| r.checks.iter().any(|(_, n)| n > 0));
+            if w.by_request.len() < 2 && !any_failed {
+                continue;
+            }
+            let mut rows: Vec<&RequestReport> = w.by_request.iter().collect();
+            rows.sort_by(|a, b| {
+                b.latency_seconds
+                    .p99
+                    .unwrap_or(-1.0)
+                    .total_cmp(&a.latency_seconds.p99.unwrap_or(-1.0))
+            });
+            let _ = writeln!(s, "  requests of {} (slowest p99 first)", w.name);
+            let _ = writeln!(
+                s,
+                "    {:<28}{:>10} {:>9} {:>9} {:>9} {:>8} {:>8}  check failures",
+                "", "count", "/s", "p50", "p99", "4xx", "5xx"
+            );
+            for r in rows {
+                let failed = r.checks.nonzero();
+                let _ = writeln!(
+                    s,
+                    "    {:<28}{:>10} {:>9.1} {:>9} {:>9} {:>8} {:>8}  {}",
+                    r.name,
+                    r.count,
+                    r.per_second,
+                    human(r.latency_seconds.p50),
+                    human(r.latency_seconds.p99),
+                    r.responses.get("4xx"),
+                    r.responses.get("5xx"),
+                    if failed.is_empty() {
+                        "-".to_string()
+                    } else {
+                        failed.join("  ")
+                    }
+                );
+            }
+        }
+    }
+}
+
+/// A measured threshold value in the metric's own unit.
+pub fn threshold_value(metric: &str, v: Option<f64>) -> String {
+    match (Metric::from_name(metric).map(|m| m.unit()), v) {
+        (_, None) => "nothing".into(),
+        (Some(crate::plan::threshold::Unit::Seconds), v) => human(v),
+        (Some(crate::plan::threshold::Unit::Ratio), Some(v)) => format!("{:.3}%", v * 100.0),
+        (_, Some(v)) if v.fract() == 0.0 => format!("{v:.0}"),
+        (_, Some(v)) => format!("{v:.1}"),
+    }
+}
+
+/// Formats seconds with a unit that keeps 3 significant figures readable.
+pub fn human(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(v) if v < 1e-3 => format!("{:.0}µs", v * 1e6),
+        Some(v) if v < 1.0 => format!("{:.2}ms", v * 1e3),
+        Some(v) => format!("{v:.2}s"),
+    }
+}
