@@ -140,7 +140,7 @@ pub fn parse(path: &Path, text: &str, over: Overrides) -> Result<Plan, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::LoadModel;
+    use crate::plan::{LoadModel, ReportDest};
 
     fn parse_text(text: &str) -> Result<Plan, String> {
         parse(Path::new("soak.toml"), text, Overrides::default()).map_err(|e| e.to_string())
@@ -250,6 +250,38 @@ expect_status = [201]
             let e = parse_text(file).unwrap_err();
             assert!(e.contains(says), "expected {says:?} in {e}");
         }
+    }
+
+    /// A relative path in the file is relative to the file's directory;
+    /// a flag's stays as given (relative to the working directory).
+    #[test]
+    fn relative_paths_follow_the_file() {
+        let text = "report = \"out/r.json\"\nhdr_log = \"l.hlog\"\n[[workload]]\nurl = \"http://127.0.0.1:1/\"\n";
+        let plan = parse(Path::new("/srv/soak/x.toml"), text, Overrides::default()).unwrap();
+        assert_eq!(plan.report, Some(ReportDest::File("/srv/soak/out/r.json".into())));
+        assert_eq!(plan.hdr_log.as_deref(), Some(Path::new("/srv/soak/l.hlog")));
+        let over = Overrides {
+            report: Some("r.json".into()),
+            ..Overrides::default()
+        };
+        let plan = parse(Path::new("/srv/soak/x.toml"), text, over).unwrap();
+        assert_eq!(plan.report, Some(ReportDest::File("r.json".into())));
+        let e = parse_text_at(
+            "/srv/soak/x.toml",
+            "[[workload]]\nurl = \"http://127.0.0.1:1/\"\nbody_file = \"p.json\"\n",
+        );
+        assert!(e.contains("/srv/soak/p.json: cannot read it"), "{e}");
+        let e = parse_text_at(
+            "/srv/soak/x.toml",
+            "[[workload]]\nurl = \"http://127.0.0.1:1\"\n[[workload.request]]\npath = \"/\"\nbody_file = \"q.json\"\n",
+        );
+        assert!(e.contains("/srv/soak/q.json"), "{e}");
+    }
+
+    fn parse_text_at(path: &str, text: &str) -> String {
+        parse(Path::new(path), text, Overrides::default())
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]

@@ -325,3 +325,115 @@ impl IntoSpec<Option<Vec<u8>>> for Option<String> {
         self.map(String::into_bytes)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/config.md's `[[workload]]` table: each row's keys (`a` / `b`)
+    /// with its default cell (split the same way when it has as many parts).
+    fn documented() -> Vec<(String, String)> {
+        let doc = include_str!("../../docs/config.md");
+        let table = doc.split("## `[[workload]]`").nth(1).expect("the [[workload]] section");
+        let mut out = Vec::new();
+        for row in table
+            .lines()
+            .skip_while(|l| !l.starts_with('|'))
+            .take_while(|l| l.starts_with('|'))
+            .skip(2)
+        {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let keys: Vec<&str> = cells[1].split(" / ").map(|k| k.trim_matches('`')).collect();
+            let defaults: Vec<&str> = cells[3].split(" / ").collect();
+            for (i, k) in keys.iter().enumerate() {
+                let d = if defaults.len() == keys.len() {
+                    defaults[i]
+                } else {
+                    cells[3]
+                };
+                out.push((k.to_string(), d.to_string()));
+            }
+        }
+        out
+    }
+
+    /// The docs' key table and the declarations agree: the same keys, and
+    /// each declared default written in its row.
+    #[test]
+    fn docs_table_matches_the_declarations() {
+        let docs = documented();
+        let declared = declared();
+        for d in &declared {
+            let Some((_, cell)) = docs.iter().find(|(k, _)| k == d.key) else {
+                panic!("docs/config.md's [[workload]] table has no row for `{}`", d.key);
+            };
+            if let Some(default) = &d.default {
+                let words: Vec<&str> = cell.split(|c: char| !(c.is_alphanumeric() || c == '.')).collect();
+                assert!(
+                    words.contains(&default.as_str()),
+                    "docs/config.md: `{}` defaults to {default} (plan/defaults.rs), the table says {cell}",
+                    d.key
+                );
+            }
+        }
+        for (k, _) in &docs {
+            assert!(
+                declared.iter().any(|d| d.key == k) || FILE_ONLY.contains(&k.as_str()),
+                "docs/config.md documents `{k}`, which no [[workload]] takes"
+            );
+        }
+        assert!(docs.len() >= declared.len() + 4, "{docs:?}");
+    }
+
+    /// Each declaration's flag parses and lands in the spec: one command
+    /// line setting every value-taking setting is read back from the spec.
+    #[test]
+    fn flags_reach_the_spec() {
+        use clap::Parser as _;
+        #[derive(clap::Parser)]
+        struct Probe {
+            #[command(flatten)]
+            w: WorkloadSettings,
+        }
+        let p = Probe::try_parse_from([
+            "probe",
+            "-c",
+            "7",
+            "--ramp",
+            "9",
+            "--pipeline",
+            "3",
+            "-m",
+            "POST",
+            "-H",
+            "A: b",
+            "--body",
+            "x",
+            "--connect-timeout",
+            "2s",
+            "--source-addr",
+            "127.0.0.2",
+            "--tls-min",
+            "1.3",
+            "--tls-resumption",
+            "off",
+        ])
+        .unwrap();
+        assert_eq!(p.w.first_given(), Some("--connections"));
+        let mut spec = WorkloadSpec::default();
+        p.w.apply(&mut spec);
+        assert_eq!((spec.connections, spec.ramp, spec.pipeline), (7, 9, 3));
+        assert_eq!((spec.method.as_str(), spec.body.as_deref()), ("POST", Some(&b"x"[..])));
+        assert_eq!(spec.headers, [("A".to_string(), "b".to_string())]);
+        assert_eq!(spec.connect_timeout, std::time::Duration::from_secs(2));
+        assert_eq!(spec.request_timeout, defaults::REQUEST_TIMEOUT);
+        assert_eq!(spec.source_addrs.len(), 1);
+        assert_eq!(
+            (spec.tls.min, spec.tls.max, spec.tls.resumption),
+            (Some(TlsVersion::V13), None, Some(false))
+        );
+        let none = Probe::try_parse_from(["probe"]).unwrap();
+        assert_eq!(none.w.first_given(), None);
+        assert_eq!(flag_of("source_addrs"), "source-addr");
+    }
+}

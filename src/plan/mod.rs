@@ -174,7 +174,8 @@ pub struct Plan {
     pub metrics_listen: Option<SocketAddr>,
     /// Time allowed for responses in flight after a stop.
     pub drain_timeout: Duration,
-    /// HdrHistogram interval log of latencies, one interval per 10 s.
+    /// HdrHistogram interval log of latencies, one interval per
+    /// `hdr_log_interval`.
     pub hdr_log: Option<PathBuf>,
     /// Keep serving the final metrics this long after the run, so the last
     /// scrape sees the final counters.
