@@ -8,17 +8,17 @@
 //! [`RunArgs::into_plan`].
 
 use std::io::Write as _;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::config::kinds::{duration, positive_duration};
+use crate::config::settings::WorkloadSettings;
 use crate::engine::Reload;
-use crate::plan::{
-    self, Baseline, LoadModel, Plan, ReportDest, Threshold, TlsSpec, TlsVersion, WorkloadSpec, defaults,
-};
+use crate::plan::{self, Baseline, Plan, ReportDest, Threshold, WorkloadSpec, defaults};
 use crate::verdict::{Options, Run, compare};
 use crate::{Error, target};
 
@@ -144,36 +144,12 @@ fn with_default(text: &str, value: impl std::fmt::Display) -> String {
     format!("{text} [default: {value}]")
 }
 
-fn duration(v: &str) -> Result<Duration, String> {
-    if v.trim_start().starts_with('-') {
-        return Err("durations cannot be negative; expected e.g. 250ms, 5s, 10m".into());
-    }
-    plan::parse_duration("duration", v)
-        .map_err(|_| "expected a duration with a unit: ms, s, m, h or d (e.g. 250ms, 5s, 10m)".into())
-}
-
-fn positive_duration(v: &str) -> Result<Duration, String> {
-    let d = duration(v)?;
-    if d.is_zero() {
-        Err("expected a duration greater than 0".into())
-    } else {
-        Ok(d)
-    }
-}
-
 fn threshold(v: &str) -> Result<Threshold, String> {
     Threshold::parse("threshold", v).map_err(|e| e.to_string())
 }
 
 fn tolerance(v: &str) -> Result<f64, String> {
     plan::parse_tolerance("tolerance", v).map_err(|e| e.to_string())
-}
-
-fn rate(v: &str) -> Result<f64, String> {
-    match v.parse::<f64>() {
-        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
-        _ => Err("expected a number of requests per second greater than 0 (e.g. 500 or 0.5)".into()),
-    }
 }
 
 /// A listen address or `off`.
@@ -189,32 +165,6 @@ fn metrics_addr(v: &str) -> Result<Listen, String> {
         .map_err(|_| "expected ADDRESS:PORT (e.g. 127.0.0.1:9469) or \"off\"".into())
 }
 
-fn header(v: &str) -> Result<(String, String), String> {
-    let Some((name, value)) = v.split_once(':') else {
-        return Err("expected \"Name: value\"".into());
-    };
-    let (name, value) = (name.trim(), value.trim());
-    crate::wire::check_header(name, value).map_err(|e| format!("{e}; expected \"Name: value\""))?;
-    Ok((name.to_string(), value.to_string()))
-}
-
-fn tls_version(v: &str) -> Result<TlsVersion, String> {
-    TlsVersion::parse(v).ok_or_else(|| "expected 1.2 or 1.3".into())
-}
-
-fn on_off(v: &str) -> Result<bool, String> {
-    match v {
-        "on" => Ok(true),
-        "off" => Ok(false),
-        _ => Err("expected on or off".into()),
-    }
-}
-
-fn method(v: &str) -> Result<String, String> {
-    crate::wire::check_method(v)?;
-    Ok(v.to_string())
-}
-
 /// Flags of `soakd run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -225,29 +175,15 @@ pub struct RunArgs {
     /// override the file.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Connections to open and hold.
-    #[arg(help = with_default("Connections to open and hold", defaults::CONNECTIONS), short = 'c', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_hyphen_values = true)]
-    pub connections: Option<u32>,
-    /// At most N new connections per second while ramping up.
-    #[arg(help = with_default("At most N new connections per second while ramping up", defaults::RAMP), long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_hyphen_values = true)]
-    pub ramp: Option<u32>,
-    /// Paced: each connection sends one request every DUR (e.g. 5s, 250ms).
-    #[arg(short = 'i', long, value_name = "DUR", value_parser = positive_duration, conflicts_with = "rate", allow_hyphen_values = true)]
-    pub interval: Option<Duration>,
-    /// Open loop: N requests/s in total, spread evenly over the connections.
-    #[arg(short = 'r', long, value_name = "N", value_parser = rate, allow_hyphen_values = true)]
-    pub rate: Option<f64>,
-    /// Requests in flight per connection (HTTP/1.1 pipelining when > 1).
-    #[arg(help = with_default("Requests in flight per connection (HTTP/1.1 pipelining when > 1)", defaults::PIPELINE), long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=defaults::MAX_PIPELINE as i64), allow_hyphen_values = true)]
-    pub pipeline: Option<u16>,
-    /// One request per connection, then close (HTTP/1.0 style churn).
-    #[arg(long, conflicts_with = "max_requests_per_conn")]
-    pub close: bool,
-    /// Close soakd's connections with a TCP reset (SO_LINGER 0) at churn and
-    /// shutdown: no TIME_WAIT is left, so back-to-back runs find their ports
-    /// free; the server sees resets instead of FINs.
-    #[arg(long)]
-    pub close_with_reset: bool,
+    /// The workload: connections, pace, request, timeouts, churn, TLS
+    /// (declared once in `config::settings`, the same as a file's keys).
+    #[command(flatten)]
+    pub workload: WorkloadSettings,
+    /// A weighted mix of requests, one block per request: `[WEIGHT] METHOD
+    /// URL-or-path`, `Header: value` lines, `@body-file`; blank line
+    /// between (see docs/config.md). The URL is then the origin.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["body", "body_file", "method"])]
+    pub requests_file: Option<PathBuf>,
     /// Stop after DUR (default: until SIGINT/SIGTERM).
     #[arg(short = 'd', long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
@@ -257,50 +193,14 @@ pub struct RunArgs {
     /// Worker threads (default: available CPUs).
     #[arg(short = 't', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024), allow_hyphen_values = true)]
     pub threads: Option<u16>,
-    /// Request method.
-    #[arg(help = with_default("Request method", defaults::METHOD), short = 'm', long, value_name = "M", value_parser = method)]
-    pub method: Option<String>,
-    /// Extra request header "Name: value" (repeatable).
-    #[arg(short = 'H', long = "header", value_name = "HEADER", value_parser = header)]
-    pub headers: Vec<(String, String)>,
-    /// Request body.
-    #[arg(long, value_name = "STRING", conflicts_with = "body_file")]
-    pub body: Option<String>,
-    /// Request body read from FILE.
-    #[arg(long, value_name = "FILE")]
-    pub body_file: Option<PathBuf>,
-    /// A weighted mix of requests, one block per request: `[WEIGHT] METHOD
-    /// URL-or-path`, `Header: value` lines, `@body-file`; blank line
-    /// between (see docs/config.md). The URL is then the origin.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["body", "body_file", "method"])]
-    pub requests_file: Option<PathBuf>,
-    /// Connect timeout (and, for https, the TLS handshake's own deadline).
-    #[arg(help = with_default("Connect timeout (and, for https, the TLS handshake's)", humantime::format_duration(defaults::CONNECT_TIMEOUT)), long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
-    pub connect_timeout: Option<Duration>,
-    /// Time a request may wait for its complete response.
-    #[arg(help = with_default("Time a request may wait for its complete response", humantime::format_duration(defaults::REQUEST_TIMEOUT)), long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
-    pub request_timeout: Option<Duration>,
-    /// Local address to bind (repeatable); spreads connections over several
-    /// addresses to go past the ephemeral-port limit per target.
-    #[arg(long = "source-addr", value_name = "ADDR")]
-    pub source_addrs: Vec<IpAddr>,
-    /// Planned churn: close a connection after about N requests (±10%).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_hyphen_values = true)]
-    pub max_requests_per_conn: Option<u32>,
-    /// Planned churn: close a connection after about DUR (±10%).
-    #[arg(long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
-    pub max_conn_lifetime: Option<Duration>,
     /// Write the final JSON report to FILE ("-" = stdout).
     #[arg(long, value_name = "FILE")]
     pub report: Option<String>,
     /// Prometheus endpoint address, or "off".
     #[arg(help = with_default("Prometheus endpoint address, or \"off\"", defaults::METRICS_LISTEN), long, value_name = "ADDR", value_parser = metrics_addr)]
     pub metrics_listen: Option<Listen>,
-    /// PID of the server under test (repeatable, e.g. nginx master and
-    /// workers): its memory, CPU and open files join the metrics.
-    #[arg(long = "target-pid", value_name = "PID", value_parser = clap::value_parser!(u32).range(1..))]
-    pub target_pids: Vec<u32>,
-    /// Write latency as an HdrHistogram interval log (one interval per 10 s).
+    /// Write latency as an HdrHistogram interval log (one interval per
+    /// --hdr-log-interval, tagged by workload).
     #[arg(long, value_name = "FILE")]
     pub hdr_log: Option<PathBuf>,
     /// Length of one --hdr-log interval (short ones give `soakd compare`
@@ -339,33 +239,6 @@ pub struct RunArgs {
     /// scrapes the final counters (e.g. 2 × the scrape interval).
     #[arg(long, value_name = "DUR", default_value = "0s", value_parser = duration, allow_hyphen_values = true)]
     pub metrics_linger: Duration,
-    /// https: the name sent (SNI) and verified instead of the URL's host
-    /// (e.g. a URL with an IP address and a certificate for a name).
-    #[arg(long, value_name = "NAME")]
-    pub servername: Option<String>,
-    /// https: trust the CAs in this PEM file instead of the system's roots
-    /// (repeatable).
-    #[arg(long, value_name = "FILE")]
-    pub cacert: Vec<PathBuf>,
-    /// https: do not verify the server's certificate (the report says so).
-    #[arg(long)]
-    pub insecure: bool,
-    /// https: client certificate chain, PEM (mutual TLS; needs --key).
-    #[arg(long, value_name = "FILE")]
-    pub cert: Option<PathBuf>,
-    /// https: the client certificate's private key, PEM.
-    #[arg(long, value_name = "FILE")]
-    pub key: Option<PathBuf>,
-    /// https: lowest TLS version offered, 1.2 or 1.3 [default: 1.2].
-    #[arg(long, value_name = "V", value_parser = tls_version)]
-    pub tls_min: Option<TlsVersion>,
-    /// https: highest TLS version offered, 1.2 or 1.3 [default: 1.3].
-    #[arg(long, value_name = "V", value_parser = tls_version)]
-    pub tls_max: Option<TlsVersion>,
-    /// https: resume TLS sessions when a slot reconnects, on or off
-    /// [default: on].
-    #[arg(long, value_name = "on|off", value_parser = on_off)]
-    pub tls_resumption: Option<bool>,
     /// Sharding: which share of the plan this process runs.
     #[command(flatten)]
     pub shard: ShardArgs,
@@ -434,51 +307,16 @@ impl RunArgs {
                 crate::plan::mix::parse_requests_file(path, &text)?
             }
         };
-        let model = match (self.interval, self.rate) {
-            (Some(i), _) => LoadModel::Interval(i),
-            (None, Some(r)) => LoadModel::Rate(r),
-            (None, None) => LoadModel::Closed,
-        };
-        let spec = WorkloadSpec {
-            name: None,
+        let mut spec = WorkloadSpec {
             url,
-            connections: self.connections.unwrap_or(defaults::CONNECTIONS),
-            ramp: self.ramp.unwrap_or(defaults::RAMP),
-            model,
-            pipeline: self.pipeline.unwrap_or(defaults::PIPELINE),
-            close: self.close,
-            close_with_reset: self.close_with_reset,
-            method: self.method.clone().unwrap_or_else(|| defaults::METHOD.into()),
-            headers: self.headers.clone(),
-            body: self.body.clone().map(String::into_bytes),
-            body_file: self.body_file.clone(),
+            model: self.workload.model(),
             requests,
-            checks: Default::default(),
-            connect_timeout: self.connect_timeout.unwrap_or(defaults::CONNECT_TIMEOUT),
-            request_timeout: self.request_timeout.unwrap_or(defaults::REQUEST_TIMEOUT),
-            source_addrs: self.source_addrs.clone(),
-            max_requests_per_conn: self.max_requests_per_conn,
-            max_conn_lifetime: self.max_conn_lifetime,
-            target_pids: self.target_pids.clone(),
-            stages: Vec::new(),
-            then_stop: false,
-            thresholds: Vec::new(),
-            tls: TlsSpec {
-                servername: self.servername.clone(),
-                cacert: self.cacert.clone(),
-                insecure: self.insecure,
-                cert: self.cert.clone(),
-                key: self.key.clone(),
-                min: self.tls_min,
-                max: self.tls_max,
-                resumption: self.tls_resumption,
-            },
+            ..WorkloadSpec::default()
         };
+        self.workload.clone().apply(&mut spec);
         let workload = spec.build(&|k| match k {
             "url" => String::new(),
-            "body" => "--body".into(),
-            "body_file" => "--body-file".into(),
-            other => format!("--{}", other.replace('_', "-")),
+            other => format!("--{}", crate::config::settings::flag_of(other)),
         })?;
         let plan = Plan {
             workloads: vec![workload],
@@ -518,36 +356,12 @@ impl RunArgs {
     /// With `--config`: the file's workloads, the flags' globals. A flag
     /// that describes a workload is refused rather than silently ignored.
     fn into_config_plan(self, path: PathBuf) -> Result<(Plan, Option<Reload>), Error> {
-        let workload_flags: [(&str, bool); 27] = [
-            ("URL", self.url.is_some()),
-            ("--connections", self.connections.is_some()),
-            ("--ramp", self.ramp.is_some()),
-            ("--interval", self.interval.is_some()),
-            ("--rate", self.rate.is_some()),
-            ("--pipeline", self.pipeline.is_some()),
-            ("--close", self.close),
-            ("--close-with-reset", self.close_with_reset),
-            ("--method", self.method.is_some()),
-            ("--header", !self.headers.is_empty()),
-            ("--body", self.body.is_some()),
-            ("--body-file", self.body_file.is_some()),
-            ("--requests-file", self.requests_file.is_some()),
-            ("--connect-timeout", self.connect_timeout.is_some()),
-            ("--request-timeout", self.request_timeout.is_some()),
-            ("--source-addr", !self.source_addrs.is_empty()),
-            ("--max-requests-per-conn", self.max_requests_per_conn.is_some()),
-            ("--max-conn-lifetime", self.max_conn_lifetime.is_some()),
-            ("--target-pid", !self.target_pids.is_empty()),
-            ("--servername", self.servername.is_some()),
-            ("--cacert", !self.cacert.is_empty()),
-            ("--insecure", self.insecure),
-            ("--cert", self.cert.is_some()),
-            ("--key", self.key.is_some()),
-            ("--tls-min", self.tls_min.is_some()),
-            ("--tls-max", self.tls_max.is_some()),
-            ("--tls-resumption", self.tls_resumption.is_some()),
-        ];
-        if let Some((flag, _)) = workload_flags.iter().find(|(_, given)| *given) {
+        let workload_flag = match (&self.url, &self.requests_file) {
+            (Some(_), _) => Some("URL"),
+            (None, Some(_)) => Some("--requests-file"),
+            (None, None) => self.workload.first_given(),
+        };
+        if let Some(flag) = workload_flag {
             return Err(Error::Usage(format!(
                 "{flag} describes a workload, but --config {} defines the workloads; set it in the file's [[workload]] table",
                 path.display()
@@ -833,6 +647,7 @@ fn demo(args: DemoArgs) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::LoadModel;
 
     fn parse(args: &[&str]) -> Result<Plan, String> {
         let mut argv = vec!["soakd", "run"];

@@ -6,7 +6,7 @@
 //!
 //! Paths are relative to the repository root, which is where cargo runs
 //! integration tests; `examples/soak.toml` names its `body_file` relative
-//! to it too.
+//! to itself, so it also works from any other directory.
 
 mod util;
 
@@ -86,6 +86,36 @@ fn soakd_check_accepts_every_example_and_names_its_workloads() {
             described,
             names.len(),
             "{path}: the plan has other workloads:\n{stdout}"
+        );
+    }
+}
+
+/// Regression: `soakd check --config examples/soak.toml` worked from the
+/// repository root only (`body_file examples/payload.json: cannot read
+/// it` anywhere else), because a config file's relative paths were resolved
+/// from the working directory. They are relative to the file now, as a
+/// requests file's `@body-file` is: every example checks from another
+/// directory too, and the plan shows the payload's size.
+#[test]
+fn examples_check_from_any_working_directory() {
+    let elsewhere = TempDir::new("examples-cwd");
+    for file in example_configs() {
+        let abs = fs::canonicalize(&file).unwrap();
+        let child = std::process::Command::new(util::soakd_bin())
+            .args(["check", "--config", abs.to_str().unwrap()])
+            .current_dir(elsewhere.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn soakd");
+        let out = util::wait_output(child, 30);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "soakd check --config {} from {}: {stderr}",
+            abs.display(),
+            elsewhere.path().display()
         );
     }
 }

@@ -7,6 +7,8 @@
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
+use super::tls::TlsVersion;
+
 /// Connections per workload.
 pub const CONNECTIONS: u32 = 100;
 /// New connections per second while ramping up.
@@ -21,6 +23,14 @@ pub const MAX_PIPELINE: u16 = 1024;
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time a request may wait for its complete response.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Lowest TLS version offered: 1.2, which every server still speaking
+/// TLS accepts; 1.0 and 1.1 are not offered at all (rustls has neither).
+pub const TLS_MIN: TlsVersion = TlsVersion::V12;
+/// Highest TLS version offered.
+pub const TLS_MAX: TlsVersion = TlsVersion::V13;
+/// Resume TLS sessions when a slot reconnects: what real clients do, so a
+/// churning soak measures the handshakes a server really sees.
+pub const TLS_RESUMPTION: bool = true;
 /// Time allowed for responses in flight after a stop.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest request body. Request bytes are kept once per workload and

@@ -34,9 +34,10 @@ pub use url::{ParsedUrl, parse_url, resolve};
 use crate::Error;
 
 /// How requests are paced on each connection.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub enum LoadModel {
     /// Next request as soon as a response is in (latency from write).
+    #[default]
     Closed,
     /// Each connection sends one request every interval (latency from the
     /// time the request was due).
@@ -276,7 +277,9 @@ impl Workload {
 
 /// One workload as given (flags or a config file), before the URL is
 /// resolved and the request rendered. [`WorkloadSpec::build`] checks it.
-#[derive(Clone, Debug)]
+/// `Default` is the blank the declared settings are applied to
+/// (`config::settings`), not a set of defaults: those are in [`defaults`].
+#[derive(Clone, Debug, Default)]
 pub struct WorkloadSpec {
     /// Name (the `target` label); `host:port` when absent.
     pub name: Option<String>,

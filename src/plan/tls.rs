@@ -66,7 +66,7 @@ pub struct TlsSpec {
     pub min: Option<TlsVersion>,
     /// Highest version offered.
     pub max: Option<TlsVersion>,
-    /// Resume sessions on reconnect (default on).
+    /// Resume sessions on reconnect (default [`super::defaults::TLS_RESUMPTION`]).
     pub resumption: Option<bool>,
 }
 
@@ -116,7 +116,7 @@ impl Tls {
 
     /// Sessions are resumed on reconnect.
     pub fn resumption(&self) -> bool {
-        self.spec.resumption.unwrap_or(true)
+        self.spec.resumption.unwrap_or(super::defaults::TLS_RESUMPTION)
     }
 }
 
@@ -154,8 +154,8 @@ pub fn build(spec: &TlsSpec, host: &str, key: &dyn Fn(&str) -> String) -> Result
     };
 
     let versions: Vec<&'static rustls::SupportedProtocolVersion> = {
-        let min = spec.min.unwrap_or(TlsVersion::V12);
-        let max = spec.max.unwrap_or(TlsVersion::V13);
+        let min = spec.min.unwrap_or(super::defaults::TLS_MIN);
+        let max = spec.max.unwrap_or(super::defaults::TLS_MAX);
         if min > max {
             return Err(Error::Usage(format!(
                 "{} {} is above {} {}; the lowest version must not exceed the highest",
@@ -270,7 +270,7 @@ pub fn build(spec: &TlsSpec, host: &str, key: &dyn Fn(&str) -> String) -> Result
         }
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    config.resumption = if spec.resumption.unwrap_or(true) {
+    config.resumption = if spec.resumption.unwrap_or(super::defaults::TLS_RESUMPTION) {
         Resumption::default()
     } else {
         Resumption::disabled()

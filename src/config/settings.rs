@@ -1,0 +1,439 @@
+//! Every workload setting, declared once: its flag, its config key, its
+//! kind of value (which holds the flag's parser and the key's check), its
+//! default (from [`defaults`]), its help text and where it goes in the
+//! [`WorkloadSpec`].
+//!
+//! Before this table a setting was written six times (the flag struct, its
+//! spec literal, the list of flags refused with `--config`, the file struct,
+//! its spec literal and the key→line table), and the copies drifted. The
+//! [`workload_settings!`] macro generates all of them from one line each,
+//! in the spirit of ripgrep's `Flag` definitions:
+//!
+//! - [`WorkloadSettings`]: the clap arguments of `soakd run` (flattened into
+//!   its flags), which a file's `[[workload]]` also becomes;
+//! - `FileWorkload`: the serde struct of a `[[workload]]` table (unknown
+//!   keys refused), with the file-only keys listed after the table;
+//! - [`WorkloadSettings::apply`]: the values into a [`WorkloadSpec`], each
+//!   default applied once;
+//! - [`WorkloadSettings::first_given`]: the flag refused next to `--config`;
+//! - `FileWorkload::span_of`: where a key is written, for messages;
+//! - [`declared`]: the table itself, which the tests hold docs/config.md
+//!   against.
+//!
+//! **To add a workload setting:** add its field to `WorkloadSpec` and
+//! `Workload` (plan) and use it; add one line below (doc comment = help
+//! text; kind from `kinds`, or a new kind there; `default` from
+//! `plan/defaults.rs` when the spec wants a value, `shown` when the
+//! default is applied later; `into` the spec field); add its row to
+//! docs/config.md's `[[workload]]` table (a unit test fails until it is
+//! there) and use it in `examples/soak.toml` (tests/examples.rs checks).
+//! Nothing else: the flag, the key, `--help`, the `--config` refusal and
+//! the error locations follow.
+
+use std::ops::Range;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::Locator;
+use super::kinds::{self, Count, Depth, Dur, File, FileCx, Files, Headers, Ips, Kind, Method, OnOff, Pids, Rate, Slot};
+use super::kinds::{Switch, Text, Version};
+use super::stages::FileStage;
+use super::workload::FileRequest;
+use crate::Error;
+use crate::plan::{LoadModel, TlsVersion, WorkloadSpec, defaults};
+
+/// A setting's default as `--help` shows it (none when not declared).
+macro_rules! default_text {
+    ($K:ty, [], []) => {
+        None
+    };
+    ($K:ty, [$d:expr], []) => {
+        Some(<$K as Kind>::show(&$d.into()))
+    };
+    ($K:ty, [], [$d:expr]) => {
+        Some(<$K as Kind>::show(&$d.into()))
+    };
+}
+
+/// Stores a setting in the spec: as given, or with its default applied.
+macro_rules! store {
+    ($spec:ident, $v:expr, [], [$($d:expr)?]) => {};
+    ($spec:ident, $v:expr, [$($p:ident).+], []) => {
+        $spec.$($p).+ = IntoSpec::into_spec($v);
+    };
+    ($spec:ident, $v:expr, [$($p:ident).+], [$d:expr]) => {
+        $spec.$($p).+ = $v.unwrap_or_else(|| $d.into());
+    };
+}
+
+/// Generates the flags, the file struct and their glue from the table
+/// (see the module doc).
+macro_rules! workload_settings {
+    (
+        $(
+            $(#[doc = $doc:literal])+
+            $name:ident: $ty:ty as $K:ty
+                $(, default $default:expr)?
+                $(, shown $shown:expr)?
+                , flag $flag:literal
+                $(, short $short:literal)?
+                $(, clap($($extra:tt)*))?
+                $(, into $($path:ident).+)?
+            ;
+        )+
+        file_only {
+            $( $(#[$fmeta:meta])+ $fname:ident: $fty:ty, )+
+        }
+    ) => {
+        /// The settings of one workload: `soakd run`'s flags, or what a
+        /// `[[workload]]` table's keys become.
+        #[derive(Clone, Debug, Default, clap::Args)]
+        pub struct WorkloadSettings {
+            $(
+                $(#[doc = $doc])+
+                #[arg(
+                    long = $flag,
+                    value_name = <$K as Kind>::NAME,
+                    value_parser = <$K as Kind>::parser(),
+                    allow_hyphen_values = <$K as Kind>::HYPHEN,
+                    help = kinds::help(
+                        concat!($($doc, "\n"),+),
+                        default_text!($K, [$($default)?], [$($shown)?]),
+                    ),
+                )]
+                $(#[arg(short = $short)])?
+                $(#[arg($($extra)*)])?
+                pub $name: $ty,
+            )+
+        }
+
+        impl WorkloadSettings {
+            /// The first setting given, as its flag (`--connections`).
+            pub fn first_given(&self) -> Option<&'static str> {
+                $(
+                    if Slot::given(&self.$name) {
+                        return Some(concat!("--", $flag));
+                    }
+                )+
+                None
+            }
+
+            /// Moves the settings into `spec`, each default applied here
+            /// (the load model, `interval` and `rate`, is the caller's).
+            pub fn apply(self, spec: &mut WorkloadSpec) {
+                $( store!(spec, self.$name, [$($($path).+)?], [$($default)?]); )+
+            }
+        }
+
+        /// One `[[workload]]` table as written.
+        #[derive(Debug, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub(super) struct FileWorkload {
+            $(
+                $(#[doc = $doc])+
+                pub(super) $name: Option<Spanned<<$K as Kind>::Raw>>,
+            )+
+            $(
+                $(#[$fmeta])+
+                pub(super) $fname: $fty,
+            )+
+        }
+
+        impl FileWorkload {
+            /// The declared keys' values, each checked by its kind; an
+            /// error names the file, the line and the key.
+            pub(super) fn settings(&self, loc: &Locator<'_>, cx: &FileCx<'_>) -> Result<WorkloadSettings, Error> {
+                let mut out = WorkloadSettings::default();
+                $(
+                    if let Some(v) = &self.$name {
+                        let value = <$K as Kind>::file(v.get_ref().clone(), cx)
+                            .map_err(|e| loc.err(v, stringify!($name), e))?;
+                        out.$name = Slot::wrap(value);
+                    }
+                )+
+                Ok(out)
+            }
+
+            /// Where a declared key is written (`None`: not in this table).
+            pub(super) fn span_of(&self, key: &str) -> Option<Range<usize>> {
+                match key {
+                    $( stringify!($name) => self.$name.as_ref().map(Spanned::span), )+
+                    _ => None,
+                }
+            }
+        }
+
+        /// The declared settings, in table order.
+        pub fn declared() -> Vec<Declared> {
+            vec![$(
+                Declared {
+                    key: stringify!($name),
+                    flag: $flag,
+                    default: default_text!($K, [$($default)?], [$($shown)?]),
+                },
+            )+]
+        }
+
+        /// The keys a `[[workload]]` table takes besides the declared
+        /// settings (the file has no flag for them).
+        pub const FILE_ONLY: &[&str] = &[$(stringify!($fname)),+];
+    };
+}
+
+/// One declared setting, as docs and tests see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Declared {
+    /// The config key.
+    pub key: &'static str,
+    /// The long flag, without `--`.
+    pub flag: &'static str,
+    /// The default as `--help` shows it.
+    pub default: Option<String>,
+}
+
+workload_settings! {
+    /// Connections to open and hold.
+    connections: Option<u32> as Count, default defaults::CONNECTIONS, flag "connections", short 'c',
+        into connections;
+    /// At most N new connections per second while ramping up.
+    ramp: Option<u32> as Count, default defaults::RAMP, flag "ramp", into ramp;
+    /// Paced: each connection sends one request every DUR (e.g. 5s, 250ms).
+    interval: Option<std::time::Duration> as Dur, flag "interval", short 'i', clap(conflicts_with = "rate");
+    /// Open loop: N requests/s in total, spread evenly over the connections.
+    rate: Option<f64> as Rate, flag "rate", short 'r';
+    /// Requests in flight per connection (HTTP/1.1 pipelining when > 1).
+    pipeline: Option<u16> as Depth, default defaults::PIPELINE, flag "pipeline", into pipeline;
+    /// One request per connection, then close (HTTP/1.0 style churn).
+    close: bool as Switch, flag "close", clap(conflicts_with = "max_requests_per_conn"), into close;
+    /// Close soakd's connections with a TCP reset (SO_LINGER 0) at churn and
+    /// shutdown: no TIME_WAIT is left, so back-to-back runs find their ports
+    /// free; the server sees resets instead of FINs.
+    close_with_reset: bool as Switch, flag "close-with-reset", into close_with_reset;
+    /// Request method.
+    method: Option<String> as Method, default defaults::METHOD, flag "method", short 'm', into method;
+    /// Extra request header "Name: value" (repeatable).
+    headers: Vec<(String, String)> as Headers, flag "header", short 'H', into headers;
+    /// Request body.
+    body: Option<String> as Text, flag "body", clap(conflicts_with = "body_file"), into body;
+    /// Request body read from FILE.
+    body_file: Option<std::path::PathBuf> as File, flag "body-file", into body_file;
+    /// Connect timeout (and, for https, the TLS handshake's).
+    connect_timeout: Option<std::time::Duration> as Dur, default defaults::CONNECT_TIMEOUT,
+        flag "connect-timeout", into connect_timeout;
+    /// Time a request may wait for its complete response.
+    request_timeout: Option<std::time::Duration> as Dur, default defaults::REQUEST_TIMEOUT,
+        flag "request-timeout", into request_timeout;
+    /// Local address to bind (repeatable); spreads connections over several
+    /// addresses to go past the ephemeral-port limit per target.
+    source_addrs: Vec<std::net::IpAddr> as Ips, flag "source-addr", into source_addrs;
+    /// Planned churn: close a connection after about N requests (±10%).
+    max_requests_per_conn: Option<u32> as Count, flag "max-requests-per-conn", into max_requests_per_conn;
+    /// Planned churn: close a connection after about DUR (±10%).
+    max_conn_lifetime: Option<std::time::Duration> as Dur, flag "max-conn-lifetime", into max_conn_lifetime;
+    /// PID of the server under test (repeatable, e.g. nginx master and
+    /// workers): its memory, CPU and open files join the metrics.
+    target_pids: Vec<u32> as Pids, flag "target-pid", into target_pids;
+    /// https: the name sent (SNI) and verified instead of the URL's host
+    /// (e.g. a URL with an IP address and a certificate for a name).
+    servername: Option<String> as Text, flag "servername", clap(value_name = "NAME"), into tls.servername;
+    /// https: trust the CAs in this PEM file instead of the system's roots
+    /// (repeatable).
+    cacert: Vec<std::path::PathBuf> as Files, flag "cacert", into tls.cacert;
+    /// https: do not verify the server's certificate (the report says so).
+    insecure: bool as Switch, flag "insecure", into tls.insecure;
+    /// https: client certificate chain, PEM (mutual TLS; needs --key).
+    cert: Option<std::path::PathBuf> as File, flag "cert", into tls.cert;
+    /// https: the client certificate's private key, PEM.
+    key: Option<std::path::PathBuf> as File, flag "key", into tls.key;
+    /// https: lowest TLS version offered, 1.2 or 1.3.
+    tls_min: Option<TlsVersion> as Version, shown defaults::TLS_MIN, flag "tls-min", into tls.min;
+    /// https: highest TLS version offered, 1.2 or 1.3.
+    tls_max: Option<TlsVersion> as Version, shown defaults::TLS_MAX, flag "tls-max", into tls.max;
+    /// https: resume TLS sessions when a slot reconnects, on or off.
+    tls_resumption: Option<bool> as OnOff, shown defaults::TLS_RESUMPTION, flag "tls-resumption",
+        into tls.resumption;
+
+    file_only {
+        /// The `target` label; `host:port` when absent.
+        name: Option<Spanned<String>>,
+        /// The target URL (on the command line, the positional argument).
+        url: Spanned<String>,
+        /// Closed loop, stated explicitly.
+        closed: Option<Spanned<bool>>,
+        /// Steps of connections and pace.
+        #[serde(default)]
+        stages: Vec<Spanned<FileStage>>,
+        /// After the last stage: "hold" or "stop".
+        then: Option<Spanned<String>>,
+        /// A request mix (`[[workload.request]]`).
+        #[serde(default)]
+        request: Vec<Spanned<FileRequest>>,
+        /// This workload's thresholds.
+        #[serde(default)]
+        thresholds: Vec<Spanned<String>>,
+        /// Accepted statuses.
+        expect_status: Option<Spanned<Vec<u16>>>,
+        /// Fields the response must carry.
+        expect_header: Option<Spanned<std::collections::BTreeMap<String, String>>>,
+        /// Text the body must contain.
+        expect_body_contains: Option<Spanned<String>>,
+        /// Bytes of the body searched.
+        check_body_limit: Option<Spanned<u64>>,
+        /// Longest body accepted.
+        max_body_bytes: Option<Spanned<u64>>,
+    }
+}
+
+impl WorkloadSettings {
+    /// The load model `interval` and `rate` give (closed loop without
+    /// either; the two together are refused by the caller, which knows how
+    /// they were written).
+    pub fn model(&self) -> LoadModel {
+        match (self.interval, self.rate) {
+            (Some(i), _) => LoadModel::Interval(i),
+            (None, Some(r)) => LoadModel::Rate(r),
+            (None, None) => LoadModel::Closed,
+        }
+    }
+}
+
+/// The flag (without `--`) of a setting's key, for messages about a
+/// command line: declared (`source_addrs` → `source-addr`), or the key
+/// with dashes.
+pub fn flag_of(key: &str) -> String {
+    match declared().into_iter().find(|d| d.key == key) {
+        Some(d) => d.flag.to_string(),
+        None => key.replace('_', "-"),
+    }
+}
+
+/// A setting's value as the spec holds it: the same, or (a body) as bytes.
+trait IntoSpec<T> {
+    /// The spec's value.
+    fn into_spec(self) -> T;
+}
+
+impl<T> IntoSpec<T> for T {
+    fn into_spec(self) -> T {
+        self
+    }
+}
+
+impl IntoSpec<Option<Vec<u8>>> for Option<String> {
+    fn into_spec(self) -> Option<Vec<u8>> {
+        self.map(String::into_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/config.md's `[[workload]]` table: each row's keys (`a` / `b`)
+    /// with its default cell (split the same way when it has as many parts).
+    fn documented() -> Vec<(String, String)> {
+        let doc = include_str!("../../docs/config.md");
+        let table = doc.split("## `[[workload]]`").nth(1).expect("the [[workload]] section");
+        let mut out = Vec::new();
+        for row in table
+            .lines()
+            .skip_while(|l| !l.starts_with('|'))
+            .take_while(|l| l.starts_with('|'))
+            .skip(2)
+        {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let keys: Vec<&str> = cells[1].split(" / ").map(|k| k.trim_matches('`')).collect();
+            let defaults: Vec<&str> = cells[3].split(" / ").collect();
+            for (i, k) in keys.iter().enumerate() {
+                let d = if defaults.len() == keys.len() {
+                    defaults[i]
+                } else {
+                    cells[3]
+                };
+                out.push((k.to_string(), d.to_string()));
+            }
+        }
+        out
+    }
+
+    /// The docs' key table and the declarations agree: the same keys, and
+    /// each declared default written in its row.
+    #[test]
+    fn docs_table_matches_the_declarations() {
+        let docs = documented();
+        let declared = declared();
+        for d in &declared {
+            let Some((_, cell)) = docs.iter().find(|(k, _)| k == d.key) else {
+                panic!("docs/config.md's [[workload]] table has no row for `{}`", d.key);
+            };
+            if let Some(default) = &d.default {
+                let words: Vec<&str> = cell.split(|c: char| !(c.is_alphanumeric() || c == '.')).collect();
+                assert!(
+                    words.contains(&default.as_str()),
+                    "docs/config.md: `{}` defaults to {default} (plan/defaults.rs), the table says {cell}",
+                    d.key
+                );
+            }
+        }
+        for (k, _) in &docs {
+            assert!(
+                declared.iter().any(|d| d.key == k) || FILE_ONLY.contains(&k.as_str()),
+                "docs/config.md documents `{k}`, which no [[workload]] takes"
+            );
+        }
+        assert!(docs.len() >= declared.len() + 4, "{docs:?}");
+    }
+
+    /// Each declaration's flag parses and lands in the spec: one command
+    /// line setting every value-taking setting is read back from the spec.
+    #[test]
+    fn flags_reach_the_spec() {
+        use clap::Parser as _;
+        #[derive(clap::Parser)]
+        struct Probe {
+            #[command(flatten)]
+            w: WorkloadSettings,
+        }
+        let p = Probe::try_parse_from([
+            "probe",
+            "-c",
+            "7",
+            "--ramp",
+            "9",
+            "--pipeline",
+            "3",
+            "-m",
+            "POST",
+            "-H",
+            "A: b",
+            "--body",
+            "x",
+            "--connect-timeout",
+            "2s",
+            "--source-addr",
+            "127.0.0.2",
+            "--tls-min",
+            "1.3",
+            "--tls-resumption",
+            "off",
+        ])
+        .unwrap();
+        assert_eq!(p.w.first_given(), Some("--connections"));
+        let mut spec = WorkloadSpec::default();
+        p.w.apply(&mut spec);
+        assert_eq!((spec.connections, spec.ramp, spec.pipeline), (7, 9, 3));
+        assert_eq!((spec.method.as_str(), spec.body.as_deref()), ("POST", Some(&b"x"[..])));
+        assert_eq!(spec.headers, [("A".to_string(), "b".to_string())]);
+        assert_eq!(spec.connect_timeout, std::time::Duration::from_secs(2));
+        assert_eq!(spec.request_timeout, defaults::REQUEST_TIMEOUT);
+        assert_eq!(spec.source_addrs.len(), 1);
+        assert_eq!(
+            (spec.tls.min, spec.tls.max, spec.tls.resumption),
+            (Some(TlsVersion::V13), None, Some(false))
+        );
+        let none = Probe::try_parse_from(["probe"]).unwrap();
+        assert_eq!(none.w.first_given(), None);
+        assert_eq!(flag_of("source_addrs"), "source-addr");
+    }
+}

@@ -1,0 +1,160 @@
+//! A `[[workload]]` table → a built [`Workload`]: the declared settings
+//! (read by [`settings`](super::settings)), then what only a file has: a
+//! name, the load model's `closed`, a request mix, checks, stages,
+//! thresholds.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::Locator;
+use super::kinds::{FileCx, Headers, Kind, Method};
+use super::settings::FileWorkload;
+use crate::Error;
+use crate::plan::{self, LoadModel, Workload, WorkloadSpec, defaults};
+
+/// One `[[workload.request]]` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileRequest {
+    name: Option<String>,
+    method: Option<Spanned<String>>,
+    path: Spanned<String>,
+    headers: Option<Spanned<BTreeMap<String, String>>>,
+    body: Option<String>,
+    body_file: Option<PathBuf>,
+    weight: Option<u32>,
+    expect_status: Option<Spanned<Vec<u16>>>,
+    expect_header: Option<Spanned<BTreeMap<String, String>>>,
+    expect_body_contains: Option<Spanned<String>>,
+    check_body_limit: Option<Spanned<u64>>,
+    max_body_bytes: Option<Spanned<u64>>,
+}
+
+/// The check keys, which a workload (inherited) and a request both take
+/// (serde's `flatten` cannot be combined with `deny_unknown_fields`, so
+/// both structs list them and this macro reads them the same way).
+macro_rules! check_spec {
+    ($t:expr) => {
+        plan::CheckSpec {
+            expect_status: $t.expect_status.as_ref().map(|v| v.get_ref().clone()),
+            expect_header: $t
+                .expect_header
+                .as_ref()
+                .map(|h| h.get_ref().iter().map(|(n, v)| (n.clone(), v.clone())).collect()),
+            expect_body_contains: $t.expect_body_contains.as_ref().map(|v| v.get_ref().clone()),
+            check_body_limit: $t.check_body_limit.as_ref().map(|v| *v.get_ref()),
+            max_body_bytes: $t.max_body_bytes.as_ref().map(|v| *v.get_ref()),
+        }
+    };
+}
+
+/// Every workload of the file, names unique.
+pub(super) fn build_all(
+    list: &[Spanned<FileWorkload>],
+    loc: &Locator<'_>,
+    cx: &FileCx<'_>,
+) -> Result<Vec<Workload>, Error> {
+    let mut names = HashSet::new();
+    let mut out = Vec::with_capacity(list.len());
+    for w in list {
+        let ww = w.get_ref();
+        claim_name(ww, &mut names, loc)?;
+        let built = build(w, loc, cx)?;
+        if ww.name.is_none() && !names.insert(built.name.clone()) {
+            return Err(Error::Usage(format!(
+                "{}: two workloads are both named {:?} (from their URLs); give them distinct `name`s",
+                loc.at(&ww.url, "url"),
+                built.name
+            )));
+        }
+        out.push(built);
+    }
+    Ok(out)
+}
+
+/// A given `name`: not empty, not taken.
+fn claim_name(ww: &FileWorkload, names: &mut HashSet<String>, loc: &Locator<'_>) -> Result<(), Error> {
+    let Some(n) = &ww.name else { return Ok(()) };
+    if n.get_ref().is_empty() {
+        return Err(loc.err(n, "name", "must not be empty"));
+    }
+    if !names.insert(n.get_ref().clone()) {
+        return Err(loc.err(
+            n,
+            "name",
+            format!("{:?} is used by two workloads; names must differ", n.get_ref()),
+        ));
+    }
+    Ok(())
+}
+
+/// One workload: its settings into a spec, then built (URL resolved,
+/// requests rendered), errors located at the key that caused them.
+fn build(w: &Spanned<FileWorkload>, loc: &Locator<'_>, cx: &FileCx<'_>) -> Result<Workload, Error> {
+    let ww = w.get_ref();
+    let settings = ww.settings(loc, cx)?;
+    let model = load_model(ww, settings.model(), loc)?;
+    let mut spec = WorkloadSpec {
+        name: ww.name.as_ref().map(|n| n.get_ref().clone()),
+        url: ww.url.get_ref().clone(),
+        model,
+        requests: requests(ww, loc, cx)?,
+        checks: check_spec!(ww),
+        thresholds: loc.thresholds(&ww.thresholds)?,
+        ..WorkloadSpec::default()
+    };
+    settings.apply(&mut spec);
+    let key_at = |k: &str| format!("{}: workload key {k}", loc.place(w.span()));
+    super::stages::apply(ww, &mut spec, loc, cx, &key_at)?;
+    // Cross-field errors from `build` name each key where it is written.
+    let at = |k: &str| -> String {
+        let found = match k {
+            "url" => Some(format!("{}: ", loc.at(&ww.url, "url"))),
+            "thresholds" => ww.thresholds.first().map(|v| loc.at(v, k)),
+            _ => ww.span_of(k).map(|sp| loc.at_span(sp, k)),
+        };
+        found.unwrap_or_else(|| key_at(k))
+    };
+    spec.build(&at)
+}
+
+/// `interval`, `rate` or `closed = true`: at most one of them.
+fn load_model(ww: &FileWorkload, model: LoadModel, loc: &Locator<'_>) -> Result<LoadModel, Error> {
+    let closed = ww.closed.as_ref().is_some_and(|c| *c.get_ref());
+    match (&ww.interval, &ww.rate) {
+        (Some(_), Some(r)) => Err(loc.err(r, "rate", "cannot be used with interval; keep one")),
+        (Some(i), None) if closed => Err(loc.err(i, "interval", "cannot be used with closed = true")),
+        (None, Some(r)) if closed => Err(loc.err(r, "rate", "cannot be used with closed = true")),
+        _ => Ok(model),
+    }
+}
+
+/// The `[[workload.request]]` tables, each named by its line.
+fn requests(ww: &FileWorkload, loc: &Locator<'_>, cx: &FileCx<'_>) -> Result<Vec<plan::RequestEntry>, Error> {
+    let mut out = Vec::with_capacity(ww.request.len());
+    for (i, r) in ww.request.iter().enumerate() {
+        let rr = r.get_ref();
+        if let Some(m) = &rr.method {
+            Method::file(m.get_ref().clone(), cx).map_err(|e| loc.err(m, "request.method", e))?;
+        }
+        let headers = match &rr.headers {
+            Some(h) => Headers::file(h.get_ref().clone(), cx).map_err(|e| loc.err(h, "request.headers", e))?,
+            None => Vec::new(),
+        };
+        out.push(plan::RequestEntry {
+            name: rr.name.clone(),
+            method: rr.method.as_ref().map(|m| m.get_ref().clone()),
+            path: rr.path.get_ref().clone(),
+            headers,
+            body: rr.body.clone().map(String::into_bytes),
+            body_file: rr.body_file.as_deref().map(|p| cx.path(p)),
+            weight: rr.weight.unwrap_or(defaults::WEIGHT),
+            checks: check_spec!(rr),
+            origin: format!("{}: workload.request {}", loc.place(r.span()), i + 1),
+        });
+    }
+    Ok(out)
+}
