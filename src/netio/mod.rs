@@ -1,33 +1,53 @@
 //! Plumbing every epoll server and client in the crate shares: the byte
 //! stream of a connection (plain or TLS, [`Stream`]), connection tokens
-//! that carry a generation, and pausing `accept` when descriptors run out.
+//! that carry a generation, pausing `accept` when descriptors run out, the
+//! one write-until-`WouldBlock` loop, and the core of the two HTTP/1
+//! servers (connection table and listener, [`ConnTable`], [`Acceptor`]).
 //!
 //! Slab keys are reused at once, so an event for a connection closed
 //! earlier in the same batch (or a delayed response queued for it) must
 //! not reach the connection that took its slot: a token holds the key in
 //! its low 32 bits and a generation in the high 32, and a stale one no
 //! longer matches. The two tokens at the very top (every key bit set, or
-//! all but the lowest) are left for a listener and a waker.
+//! all but the lowest) are left for the event loop's own sources: the
+//! [`WAKER`] every loop has, and [`LISTENER`] (a server's listening
+//! socket, or another source of a loop that has none, such as the
+//! engine's timerfd).
 //!
 //! An `accept` that fails for lack of descriptors fails again at once, so
 //! retrying would spin; [`AcceptPause`] holds accepts off for a moment and
 //! tells the event loop when to look again.
+//!
+//! Files: `stream.rs` (the plain/TLS enum) over `tls_client.rs` and
+//! `tls_server.rs`, which share only `tls.rs`; `write.rs` (the write loop
+//! and pending output); `server.rs` (the HTTP/1 servers' core).
 
+mod server;
 mod stream;
+#[cfg(test)]
+pub mod testing;
+mod tls;
 mod tls_client;
+mod tls_server;
+mod write;
 
 use std::io;
 use std::time::{Duration, Instant};
 
-pub use stream::{Session, Stream, TlsStream, tls_error};
+pub use server::{Accepted, Acceptor, ConnTable, Slot};
+pub use stream::Stream;
+pub use tls::{Session, tls_error};
 pub use tls_client::ClientTls;
+pub use tls_server::TlsStream;
+pub use write::Pending;
 
 use mio::Token;
 
-/// Token reserved for a listening socket.
-pub const LISTENER: Token = Token(usize::MAX);
-/// Token reserved for a waker.
-pub const WAKER: Token = Token(usize::MAX - 1);
+/// Token reserved for an event loop's waker (every loop in the crate has
+/// one; this is the only definition).
+pub const WAKER: Token = Token(usize::MAX);
+/// Token reserved for a listening socket (or a loop's other own source).
+pub const LISTENER: Token = Token(usize::MAX - 1);
 /// Keys at or above this cannot be told from the reserved tokens.
 pub const KEY_LIMIT: usize = (1 << 32) - 2;
 

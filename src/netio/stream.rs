@@ -2,11 +2,9 @@
 //!
 //! The engine's client connections and the built-in target's server
 //! connections both read into a buffer and write from one; [`Stream`] is
-//! that seam. The server side ([`TlsStream`]) runs rustls's buffered API
-//! over readiness the way rustls's own mio examples do: `read_tls` →
-//! `process_new_packets` → `reader()` on the way in, `writer()` →
-//! `write_tls` on the way out; the client side ([`ClientTls`]) drives the
-//! unbuffered API over the same readiness.
+//! that seam. The server side ([`TlsStream`], `tls_server.rs`) runs rustls's
+//! buffered API over readiness; the client side ([`ClientTls`],
+//! `tls_client.rs`) drives the unbuffered API over the same readiness.
 //!
 //! Two things differ from a plain socket and every caller must honour them:
 //! a short read does not mean the socket is drained (rustls may hold
@@ -20,13 +18,12 @@
 //! idle on the unbuffered API.
 
 use std::io::{self, Read, Write};
-use std::sync::Arc;
 
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
-use rustls::{ServerConfig, ServerConnection};
 
-use super::tls_client::{ClientTls, MAX_PLAINTEXT_PER_WRITE};
+use super::tls_client::ClientTls;
+use super::tls_server::TlsStream;
 
 /// A connection's byte stream.
 #[derive(Debug)]
@@ -40,23 +37,12 @@ pub enum Stream {
     Client(Box<ClientTls>),
 }
 
-/// What a finished handshake agreed on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Session {
-    /// The session was resumed (a ticket or session ID was accepted).
-    pub resumed: bool,
-    /// The protocol version (`0x0303` TLS 1.2, `0x0304` TLS 1.3).
-    pub version: u16,
-    /// The cipher suite's IANA number.
-    pub suite: u16,
-}
-
 impl Stream {
     /// The TCP socket underneath.
     pub fn tcp(&self) -> &TcpStream {
         match self {
             Stream::Plain(s) => s,
-            Stream::Tls(t) => &t.tcp,
+            Stream::Tls(t) => t.tcp(),
             Stream::Client(c) => c.sock(),
         }
     }
@@ -64,7 +50,7 @@ impl Stream {
     fn tcp_mut(&mut self) -> &mut TcpStream {
         match self {
             Stream::Plain(s) => s,
-            Stream::Tls(t) => &mut t.tcp,
+            Stream::Tls(t) => t.tcp_mut(),
             Stream::Client(c) => c.sock_mut(),
         }
     }
@@ -112,7 +98,7 @@ impl Stream {
     pub fn wants_write(&self) -> bool {
         match self {
             Stream::Plain(_) => false,
-            Stream::Tls(t) => t.conn.wants_write(),
+            Stream::Tls(t) => t.wants_write(),
             Stream::Client(c) => c.wants_write(),
         }
     }
@@ -127,106 +113,16 @@ impl Stream {
     }
 }
 
-/// rustls (buffered) over a non-blocking TCP socket: the server side.
-#[derive(Debug)]
-pub struct TlsStream {
-    tcp: TcpStream,
-    conn: ServerConnection,
-}
-
-impl TlsStream {
-    /// A server connection, waiting for the client's hello.
-    pub fn server(tcp: TcpStream, config: Arc<ServerConfig>) -> Result<TlsStream, rustls::Error> {
-        Ok(TlsStream {
-            tcp,
-            conn: ServerConnection::new(config)?,
-        })
-    }
-
-    /// Hands TLS records read so far to rustls; sends any alert it queued.
-    fn process(&mut self) -> io::Result<()> {
-        if let Err(e) = self.conn.process_new_packets() {
-            // Tell the peer why (the alert rustls queued), best effort.
-            let _ = self.conn.write_tls(&mut self.tcp);
-            return Err(io::Error::new(io::ErrorKind::InvalidData, e));
-        }
-        Ok(())
-    }
-
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        loop {
-            match self.conn.reader().read(buf) {
-                Ok(n) => return Ok(n),
-                // The peer closed without close_notify: for HTTP that is an
-                // ordinary close (the framer decides whether a response
-                // was cut short).
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
-            }
-            match self.conn.read_tls(&mut self.tcp) {
-                Ok(0) => {
-                    // EOF on the socket: let rustls see it, then the reader
-                    // says whether the close was clean.
-                    self.process()?;
-                    return match self.conn.reader().read(buf) {
-                        Ok(n) => Ok(n),
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
-                        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(0),
-                        Err(e) => Err(e),
-                    };
-                }
-                Ok(_) => {
-                    self.process()?;
-                    // Post-handshake messages (key updates) may want an
-                    // answer; it goes out with the next flush if the socket
-                    // is full now.
-                    if self.conn.wants_write() {
-                        match self.flush() {
-                            Ok(()) => {}
-                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                            Err(e) => return Err(e),
-                        }
-                    }
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
+/// For code written against `io::Write` (such as [`super::Pending`]):
+/// `flush` sends TLS records that wait, `WouldBlock` while the socket is
+/// full, like [`Stream::flush`].
+impl Write for Stream {
+    #[inline]
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        // Records still waiting come first: handing rustls more plaintext
-        // while the socket is full would only grow its buffer.
-        self.flush()?;
-        let take = bytes.len().min(MAX_PLAINTEXT_PER_WRITE);
-        let n = self.conn.writer().write(&bytes[..take])?;
-        match self.flush() {
-            Ok(()) => Ok(n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(n),
-            Err(e) => Err(e),
-        }
+        Stream::write(self, bytes)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        while self.conn.wants_write() {
-            match self.conn.write_tls(&mut self.tcp) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
+        Stream::flush(self)
     }
-
-    /// Queues a close_notify and sends it if the socket takes it.
-    pub fn close_notify(&mut self) {
-        self.conn.send_close_notify();
-        let _ = self.flush();
-    }
-}
-
-/// The rustls error inside an I/O error from a [`Stream`], if there is one.
-pub fn tls_error(e: &io::Error) -> Option<&rustls::Error> {
-    e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>())
 }

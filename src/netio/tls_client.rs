@@ -32,11 +32,8 @@ use rustls::pki_types::ServerName;
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError};
 use rustls::{ClientConfig, HandshakeKind};
 
-use super::stream::Session;
-
-/// Most plaintext encrypted in one write: four full records, so a large
-/// body goes out as the socket takes it rather than all at once.
-pub const MAX_PLAINTEXT_PER_WRITE: usize = 64 * 1024;
+use super::tls::{MAX_PLAINTEXT_PER_WRITE, Session};
+use super::write::write_until_blocked;
 
 /// Room for the ciphertext of [`MAX_PLAINTEXT_PER_WRITE`]: each record
 /// adds a 5-byte header, the content type and a tag of at most 16 bytes;
@@ -249,24 +246,14 @@ impl<S: Read + Write> ClientTls<S> {
 
     /// Sends what waits (`WouldBlock` when the socket is still full).
     pub fn flush(&mut self) -> io::Result<()> {
-        let mut sent = 0;
-        let result = loop {
-            if sent == self.carry_out.len() {
-                break Ok(());
-            }
-            match self.sock.write(&self.carry_out[sent..]) {
-                Ok(0) => break Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => sent += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => break Err(e),
-            }
-        };
+        let sent = write_until_blocked(&mut self.sock, &self.carry_out)?;
         if sent == self.carry_out.len() {
             self.carry_out = Vec::new();
+            Ok(())
         } else {
             self.carry_out.drain(..sent);
+            Err(io::ErrorKind::WouldBlock.into())
         }
-        result
     }
 
     /// Queues a close_notify and sends it if the socket takes it (best
@@ -433,16 +420,7 @@ impl<S: Read + Write> ClientTls<S> {
             self.carry_out.extend_from_slice(bytes);
             return Ok(());
         }
-        let mut sent = 0;
-        while sent < bytes.len() {
-            match self.sock.write(&bytes[sent..]) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => sent += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) => return Err(e),
-            }
-        }
+        let sent = write_until_blocked(&mut self.sock, bytes)?;
         self.carry_out.extend_from_slice(&bytes[sent..]);
         Ok(())
     }

@@ -8,9 +8,11 @@
 //! One mio `Poll`, edge-triggered: every readiness edge is drained until
 //! `WouldBlock`, and a connection remembers that its socket may still hold
 //! unread bytes while it is busy writing a response, so no edge is lost.
-//! Connections live in a slab; their tokens carry a generation as well as the
-//! slot, so an event queued for a connection that was closed earlier in the
-//! same batch is recognised and ignored even if the slot was reused.
+//! Connections live in `netio`'s [`ConnTable`], whose tokens carry a
+//! generation as well as the slot, so an event queued for a connection that
+//! was closed earlier in the same batch is recognised and ignored even if
+//! the slot was reused. The listener, the keep-alive rule and the pending
+//! output are the same ones the built-in target uses (`netio`, `wire`).
 //!
 //! HTTP/1.1 with keep-alive and HTTP/1.0 (keep-alive on request) are spoken,
 //! with pipelined requests answered in order, one response in flight per
@@ -27,7 +29,7 @@
 //! constants) are checked on every loop turn; with at most
 //! [`MAX_CONNECTIONS`] connections a linear sweep is cheap.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::net::{Shutdown, SocketAddr};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -37,11 +39,10 @@ use std::time::{Duration, Instant};
 use mio::event::Event;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
-use slab::Slab;
 
 use crate::Error;
-use crate::netio::{self, AcceptFailure, AcceptPause, Generations, LISTENER, WAKER};
-use crate::wire::headers;
+use crate::netio::{Accepted, Acceptor, ConnTable, LISTENER, Pending, Slot, WAKER};
+use crate::wire::headers::{self, Persist};
 
 /// Largest request head accepted (request line plus headers). Prometheus
 /// sends a few hundred bytes; anything past this gets `431` and is closed.
@@ -131,28 +132,26 @@ impl Exporter {
     /// A bind failure is an [`Error::Preflight`] naming `--metrics-listen`;
     /// failing to create the poll or the thread is an [`Error::Io`].
     pub fn start(addr: SocketAddr, handler: Handler) -> Result<Exporter, Error> {
-        let mut listener = TcpListener::bind(addr).map_err(|err| {
+        let listener = TcpListener::bind(addr).map_err(|err| {
             Error::Preflight(format!(
                 "--metrics-listen {addr}: cannot listen ({err}); pick a free address or use --metrics-listen off"
             ))
         })?;
-        let local = listener
+        let mut acceptor = Acceptor::new(listener);
+        let local = acceptor
             .local_addr()
             .map_err(|e| Error::io("metrics exporter: reading the listening address", e))?;
         let poll = Poll::new().map_err(|e| Error::io("metrics exporter: creating a poll", e))?;
-        poll.registry()
-            .register(&mut listener, LISTENER, Interest::READABLE)
+        acceptor
+            .register(poll.registry(), LISTENER)
             .map_err(|e| Error::io("metrics exporter: registering the listener", e))?;
         let waker =
             Waker::new(poll.registry(), WAKER).map_err(|e| Error::io("metrics exporter: creating a waker", e))?;
         let server = Server {
             poll,
-            listener,
+            acceptor,
             handler,
-            conns: Slab::with_capacity(MAX_CONNECTIONS),
-            generations: Generations::default(),
-            accept_ready: true,
-            accept_pause: AcceptPause::default(),
+            conns: ConnTable::with_capacity(MAX_CONNECTIONS),
         };
         let thread = std::thread::Builder::new()
             .name("soakd-exporter".into())
@@ -200,15 +199,9 @@ impl Drop for Exporter {
 /// The exporter thread's state.
 struct Server {
     poll: Poll,
-    listener: TcpListener,
+    acceptor: Acceptor,
     handler: Handler,
-    conns: Slab<Conn>,
-    /// A generation per admitted connection, carried in its token.
-    generations: Generations,
-    /// The listener may have connections waiting (edge-triggered).
-    accept_ready: bool,
-    /// Accepting is paused for a moment after an accept error.
-    accept_pause: AcceptPause,
+    conns: ConnTable<Conn>,
 }
 
 impl Server {
@@ -227,7 +220,7 @@ impl Server {
             for event in events.iter() {
                 match event.token() {
                     WAKER => return,
-                    LISTENER => self.accept_ready = true,
+                    LISTENER => self.acceptor.readable(),
                     token => self.connection_event(token, event, now),
                 }
             }
@@ -241,131 +234,96 @@ impl Server {
     /// when connections are known to be waiting in the backlog.
     fn poll_timeout(&self, now: Instant) -> Duration {
         let mut nearest = now + MAX_POLL_WAIT;
-        match self.accept_pause.deadline() {
-            Some(until) => nearest = nearest.min(until),
-            None if self.accept_ready => return Duration::ZERO,
-            None => {}
+        if let Some(at) = self.acceptor.wake_at(now) {
+            nearest = nearest.min(at);
         }
-        for (_, conn) in &self.conns {
+        for conn in self.conns.iter() {
             nearest = nearest.min(conn.deadline());
         }
         nearest.saturating_duration_since(now)
     }
 
     fn connection_event(&mut self, token: Token, event: &Event, now: Instant) {
-        let (slot, _) = netio::split(token);
-        let Some(conn) = self.conns.get_mut(slot) else {
-            return;
-        };
-        if conn.token != token {
+        let Some(conn) = self.conns.get_mut(token) else {
             return; // stale: the connection it was for is gone
-        }
+        };
         if event.is_readable() || event.is_read_closed() || event.is_error() {
             conn.readable = true;
         }
         if !conn.drive(&self.handler, now) {
-            self.conns.remove(slot);
+            self.conns.remove(token);
         }
     }
 
     /// Closes every connection whose deadline has passed.
     fn expire(&mut self, now: Instant) {
-        self.conns.retain(|_, conn| now < conn.deadline());
+        self.conns.retain(|conn| now < conn.deadline());
     }
 
-    /// Accepts waiting connections unless paused.
+    /// Accepts waiting connections unless paused, at most
+    /// [`MAX_ACCEPTS_PER_TURN`] at a time.
     fn accept(&mut self, now: Instant) {
-        if !self.accept_ready {
-            return;
-        }
-        if self.accept_pause.active(now) {
-            return;
-        }
-        // True right after closing a connection to free a descriptor.
-        let mut freed_fd = false;
-        for _ in 0..MAX_ACCEPTS_PER_TURN {
-            match self.listener.accept() {
-                Ok((stream, _)) => {
-                    freed_fd = false;
-                    self.admit(stream, now);
+        let (conns, poll, handler) = (&mut self.conns, &self.poll, &self.handler);
+        self.acceptor
+            .accept(now, MAX_ACCEPTS_PER_TURN, |accepted| match accepted {
+                Accepted::Conn(stream) => {
+                    admit(conns, poll, handler, stream, now);
+                    true
                 }
-                Err(err) => {
-                    let failure = netio::accept_failure(&err);
-                    if failure == AcceptFailure::Drained {
-                        self.accept_ready = false;
-                        return;
-                    }
-                    if failure == AcceptFailure::Retry {
-                        continue;
-                    }
-                    // Out of descriptors (the workers share the process
-                    // limit): give up an idle or slow connection for the
-                    // newcomer, as when over MAX_CONNECTIONS. If accepting
-                    // fails again right after, another thread took the
-                    // descriptor: pause as below.
-                    if !freed_fd
-                        && failure == AcceptFailure::OutOfFds
-                        && let Some(slot) = self.eviction_candidate()
-                    {
-                        drop(self.conns.remove(slot));
-                        freed_fd = true;
-                        continue;
-                    }
-                    // The connection stays in the backlog; retry later
-                    // instead of spinning.
-                    self.accept_pause.pause(now);
-                    return;
-                }
-            }
+                // Out of descriptors (the workers share the process limit):
+                // give up an idle or slow connection for the newcomer, as when
+                // over MAX_CONNECTIONS; with none to give up, the acceptor
+                // pauses.
+                Accepted::OutOfFds => match eviction_candidate(conns) {
+                    Some(token) => conns.remove(token).is_some(),
+                    None => false,
+                },
+            });
+    }
+}
+
+/// Takes a newly accepted connection in, making room if needed.
+fn admit(conns: &mut ConnTable<Conn>, poll: &Poll, handler: &Handler, mut stream: TcpStream, now: Instant) {
+    if conns.len() >= MAX_CONNECTIONS {
+        match eviction_candidate(conns) {
+            Some(token) => drop(conns.remove(token)),
+            None => return, // everyone is busy: close the newcomer
         }
     }
-
-    /// Takes a newly accepted connection in, making room if needed.
-    fn admit(&mut self, mut stream: TcpStream, now: Instant) {
-        if self.conns.len() >= MAX_CONNECTIONS {
-            match self.eviction_candidate() {
-                Some(slot) => drop(self.conns.remove(slot)),
-                None => return, // everyone is busy: close the newcomer
-            }
-        }
-        let _ = stream.set_nodelay(true);
-        let entry = self.conns.vacant_entry();
-        let slot = entry.key();
-        let token = netio::token(slot, self.generations.next());
-        if self
-            .poll
-            .registry()
+    let _ = stream.set_nodelay(true);
+    let admitted = conns.admit(|token| {
+        poll.registry()
             .register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)
-            .is_err()
-        {
-            return;
-        }
-        let conn = entry.insert(Conn::new(stream, token, now));
-        // The request is often there already; registration reports it too,
-        // but there is no need to wait for that.
-        if !conn.drive(&self.handler, now) {
-            self.conns.remove(slot);
-        }
+            .ok()?;
+        Some(Conn::new(stream, token, now))
+    });
+    // The request is often there already; registration reports it too,
+    // but there is no need to wait for that.
+    if let Some(conn) = admitted
+        && !conn.drive(handler, now)
+    {
+        let token = conn.token;
+        conns.remove(token);
     }
+}
 
-    /// The connection to close to make room: the one that has waited
-    /// longest among those not writing a response, preferring those closing
-    /// anyway, then those that never completed a request.
-    fn eviction_candidate(&self) -> Option<usize> {
-        self.conns
-            .iter()
-            .filter_map(|(slot, conn)| {
-                let class = match conn.phase {
-                    Phase::Write => return None,
-                    Phase::Linger => 0,
-                    Phase::Head if !conn.served => 1,
-                    Phase::Head | Phase::Idle => 2,
-                };
-                Some(((class, conn.since), slot))
-            })
-            .min()
-            .map(|(_, slot)| slot)
-    }
+/// The connection to close to make room: the one that has waited longest
+/// among those not writing a response, preferring those closing anyway,
+/// then those that never completed a request.
+fn eviction_candidate(conns: &ConnTable<Conn>) -> Option<Token> {
+    conns
+        .iter()
+        .filter_map(|conn| {
+            let class = match conn.phase {
+                Phase::Write => return None,
+                Phase::Linger => 0,
+                Phase::Head if !conn.served => 1,
+                Phase::Head | Phase::Idle => 2,
+            };
+            Some(((class, conn.since), conn.token))
+        })
+        .min()
+        .map(|(_, token)| token)
 }
 
 /// Where a connection is in its life; each phase has its own deadline.
@@ -392,10 +350,9 @@ struct Conn {
     served: bool,
     /// Request bytes received and not yet handled; at most [`MAX_HEAD`].
     input: Vec<u8>,
-    /// The response being written, and how much of it is written.
-    output: Vec<u8>,
-    written: usize,
-    /// Close once `output` is written.
+    /// The response being written (what the socket has not taken yet).
+    out: Pending,
+    /// Close once `out` is written.
     close_after: bool,
     /// The socket may hold unread bytes (a readable edge not yet drained).
     readable: bool,
@@ -403,6 +360,12 @@ struct Conn {
     peer_closed: bool,
     /// Bytes discarded while lingering.
     discarded: usize,
+}
+
+impl Slot for Conn {
+    fn token(&self) -> Token {
+        self.token
+    }
 }
 
 impl Conn {
@@ -414,8 +377,7 @@ impl Conn {
             since: now,
             served: false,
             input: Vec::new(),
-            output: Vec::new(),
-            written: 0,
+            out: Pending::default(),
             close_after: false,
             readable: true,
             peer_closed: false,
@@ -441,7 +403,7 @@ impl Conn {
             match self.phase {
                 Phase::Linger => return self.linger(),
                 Phase::Write => {
-                    match self.flush() {
+                    match self.out.flush(&mut self.stream) {
                         Ok(true) => self.response_done(now),
                         Ok(false) => return true,
                         Err(_) => return false,
@@ -463,17 +425,9 @@ impl Conn {
                     }
                     Parsed::Request(request) => {
                         self.input.drain(..request.len);
-                        self.close_after = !request.keep_alive;
-                        let connection = if request.keep_alive {
-                            if request.http10 {
-                                Connection::KeepAlive
-                            } else {
-                                Connection::Default
-                            }
-                        } else {
-                            Connection::Close
-                        };
-                        self.output = match request.method {
+                        let connection = request.persist;
+                        self.close_after = !connection.keeps();
+                        let response = match request.method {
                             Method::Get | Method::Head => {
                                 let reply = call(handler, &request.path);
                                 render(&reply, request.method == Method::Head, connection, "")
@@ -485,7 +439,7 @@ impl Conn {
                                 "Allow: GET, HEAD\r\n",
                             ),
                         };
-                        self.start_write(now);
+                        self.start_write(response, now);
                         continue;
                     }
                 }
@@ -521,34 +475,19 @@ impl Conn {
     fn queue_error(&mut self, status: u16, message: &'static str, now: Instant) {
         self.input = Vec::new();
         self.close_after = true;
-        self.output = render(&text_reply(status, message), false, Connection::Close, "");
-        self.start_write(now);
+        let response = render(&text_reply(status, message), false, Persist::Close, "");
+        self.start_write(response, now);
     }
 
-    fn start_write(&mut self, now: Instant) {
-        self.written = 0;
+    /// Queues `response`; the write phase sends it.
+    fn start_write(&mut self, response: Vec<u8>, now: Instant) {
+        self.out.queue(response);
         self.phase = Phase::Write;
         self.since = now;
     }
 
-    /// Writes pending output; `Ok(true)` once all of it is written.
-    fn flush(&mut self) -> io::Result<bool> {
-        while self.written < self.output.len() {
-            match self.stream.write(&self.output[self.written..]) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.written += n,
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-                Err(err) => return Err(err),
-            }
-        }
-        Ok(true)
-    }
-
-    /// A response has been written in full.
+    /// A response has been written in full (and its buffer given back).
     fn response_done(&mut self, now: Instant) {
-        self.output = Vec::new(); // do not keep a large body around while idle
-        self.written = 0;
         self.since = now;
         if self.close_after {
             let _ = self.stream.shutdown(Shutdown::Write);
@@ -610,25 +549,10 @@ fn text_reply(status: u16, message: &str) -> Reply {
     }
 }
 
-/// The `Connection` header a response carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Connection {
-    /// HTTP/1.1 keep-alive: no header needed.
-    Default,
-    /// HTTP/1.0 client that asked for keep-alive.
-    KeepAlive,
-    /// The connection closes after this response.
-    Close,
-}
-
 /// Serialises a response; `head_only` leaves the body out but keeps its
 /// `Content-Length`. `extra` is more header lines, each ending in CRLF.
-fn render(reply: &Reply, head_only: bool, connection: Connection, extra: &str) -> Vec<u8> {
-    let connection = match connection {
-        Connection::Default => "",
-        Connection::KeepAlive => "Connection: keep-alive\r\n",
-        Connection::Close => "Connection: close\r\n",
-    };
+fn render(reply: &Reply, head_only: bool, connection: Persist, extra: &str) -> Vec<u8> {
+    let connection = connection.header();
     let head = format!(
         "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{extra}{connection}\r\n",
         reply.status,
@@ -659,8 +583,8 @@ struct Request {
     method: Method,
     /// The path, query string stripped.
     path: String,
-    http10: bool,
-    keep_alive: bool,
+    /// What the connection does after the answer.
+    persist: Persist,
 }
 
 /// The outcome of parsing the start of a connection's input.
@@ -704,10 +628,6 @@ fn parse(input: &[u8]) -> Parsed {
     if f.chunked || f.other_coding || f.content_length.is_some_and(|n| n > 0) {
         return bad("request bodies are not accepted\n");
     }
-    let (close, keep_alive) = (f.close, f.keep_alive);
-    // HTTP/1.1 keeps the connection unless told to close; HTTP/1.0 closes
-    // unless asked to keep it.
-    let keep_alive = !close && (!http10 || keep_alive);
     let method = match method {
         "GET" => Method::Get,
         "HEAD" => Method::Head,
@@ -717,8 +637,7 @@ fn parse(input: &[u8]) -> Parsed {
         len,
         method,
         path: request_path(target).to_owned(),
-        http10,
-        keep_alive,
+        persist: f.persist(http10),
     })
 }
 
@@ -739,8 +658,8 @@ fn request_path(target: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::{BufRead, BufReader};
-    use std::net::TcpStream as StdStream;
+    use crate::netio::testing::{Client, PORT_WAIT, Response, connect, with_port};
+    use std::io::Write;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     const METRICS: &[u8] =
@@ -777,11 +696,6 @@ mod tests {
         start_with(handler())
     }
 
-    /// How long to wait for a free ephemeral port. Binding port 0 and
-    /// connecting fail while other tests on the machine hold every
-    /// ephemeral port (a big soak, then its TIME_WAIT sockets for 60 s).
-    const PORT_WAIT: Duration = Duration::from_secs(90);
-
     /// Starts an exporter on 127.0.0.1:0, waiting for a free port if needed.
     fn start_with(handler: Handler) -> Exporter {
         let deadline = Instant::now() + PORT_WAIT;
@@ -790,113 +704,6 @@ mod tests {
                 Ok(exporter) => return exporter,
                 Err(Error::Preflight(_)) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),
                 Err(err) => panic!("cannot start the exporter: {err}"),
-            }
-        }
-    }
-
-    #[derive(Debug)]
-    struct Response {
-        status: u16,
-        headers: Vec<(String, String)>,
-        body: Vec<u8>,
-    }
-
-    impl Response {
-        fn header(&self, name: &str) -> Option<&str> {
-            self.headers
-                .iter()
-                .find(|(n, _)| n.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.as_str())
-        }
-    }
-
-    /// Runs `f` until it does not fail for want of an ephemeral port.
-    fn with_port<T>(what: &str, mut f: impl FnMut() -> io::Result<T>) -> T {
-        let deadline = Instant::now() + PORT_WAIT;
-        loop {
-            match f() {
-                Ok(value) => return value,
-                Err(err)
-                    if matches!(err.kind(), io::ErrorKind::AddrNotAvailable | io::ErrorKind::AddrInUse)
-                        && Instant::now() < deadline =>
-                {
-                    std::thread::sleep(Duration::from_millis(200))
-                }
-                Err(err) => panic!("{what}: {err}"),
-            }
-        }
-    }
-
-    /// Connects to `addr`, waiting for a free ephemeral port if needed.
-    fn connect(addr: SocketAddr) -> StdStream {
-        with_port("connect", || StdStream::connect(addr))
-    }
-
-    struct Client {
-        reader: BufReader<StdStream>,
-    }
-
-    impl Client {
-        fn connect(addr: SocketAddr) -> Client {
-            let stream = connect(addr);
-            stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            stream.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
-            Client {
-                reader: BufReader::new(stream),
-            }
-        }
-
-        fn send(&mut self, bytes: &[u8]) {
-            self.reader.get_mut().write_all(bytes).unwrap();
-        }
-
-        /// Reads one response; `head_only` for a response to HEAD.
-        fn response(&mut self, head_only: bool) -> io::Result<Response> {
-            let mut line = String::new();
-            if self.reader.read_line(&mut line)? == 0 {
-                return Err(io::ErrorKind::UnexpectedEof.into());
-            }
-            let mut parts = line.trim_end().splitn(3, ' ');
-            assert_eq!(parts.next(), Some("HTTP/1.1"), "status line {line:?}");
-            let status = parts.next().unwrap().parse().unwrap();
-            let mut headers = Vec::new();
-            loop {
-                let mut line = String::new();
-                if self.reader.read_line(&mut line)? == 0 {
-                    return Err(io::ErrorKind::UnexpectedEof.into());
-                }
-                let line = line.trim_end();
-                if line.is_empty() {
-                    break;
-                }
-                let (name, value) = line.split_once(':').unwrap();
-                headers.push((name.trim().to_owned(), value.trim().to_owned()));
-            }
-            let mut response = Response {
-                status,
-                headers,
-                body: Vec::new(),
-            };
-            let len: usize = response.header("content-length").unwrap().parse().unwrap();
-            if !head_only {
-                response.body = vec![0; len];
-                self.reader.read_exact(&mut response.body)?;
-            }
-            Ok(response)
-        }
-
-        /// True once the server has closed: EOF or a reset.
-        fn closed(&mut self) -> bool {
-            let mut buf = [0u8; 1024];
-            loop {
-                match self.reader.read(&mut buf) {
-                    Ok(0) => return true,
-                    Ok(_) => {}
-                    Err(err) if matches!(err.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                        return false;
-                    }
-                    Err(_) => return true,
-                }
             }
         }
     }
@@ -1077,7 +884,7 @@ mod tests {
             let _ = writer.write_all(&head); // may fail once the server closes
         });
         let mut client = Client {
-            reader: BufReader::new(stream),
+            reader: std::io::BufReader::new(stream),
         };
         match client.response(false) {
             Ok(response) => assert_eq!(response.status, 431),
@@ -1117,7 +924,7 @@ mod tests {
         let mut scraper = Client::connect(addr);
         scraper.send(b"GET /metrics HTTP/1.1\r\n\r\n");
         assert_metrics(&scraper.response(false).unwrap());
-        let idle: Vec<StdStream> = (0..200).map(|_| connect(addr)).collect();
+        let idle: Vec<std::net::TcpStream> = (0..200).map(|_| connect(addr)).collect();
         let began = Instant::now();
         let mut client = Client::connect(addr);
         client

@@ -3,6 +3,7 @@
 
 use super::FaultMode;
 use crate::wire::headers;
+pub(super) use crate::wire::headers::Persist;
 
 /// What the target can answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,18 +79,8 @@ impl Route {
     }
 }
 
-/// How the response treats the connection, from the request's version and
-/// `Connection` header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Persist {
-    /// HTTP/1.1 keep-alive: no `Connection` header needed.
-    Default = 0,
-    /// HTTP/1.0 client asking for keep-alive: must be told it got it.
-    KeepAlive = 1,
-    /// `Connection: close`, then close.
-    Close = 2,
-}
-
+/// The table index of `route`'s response for a method and a [`Persist`]
+/// variant (the request's keep-alive rule, `wire`'s one definition).
 pub(super) fn response_id(route: Route, head: bool, persist: Persist) -> u16 {
     (route.index() * VARIANTS + usize::from(head) * 3 + persist as usize) as u16
 }
@@ -262,12 +253,9 @@ pub(super) fn render(route: Route, head: bool, persist: Persist) -> Response {
     if !matches!(route, Route::Status(204 | 304)) {
         text.push_str("Content-Type: text/plain\r\n");
     }
-    match persist {
-        Persist::Default => {}
-        Persist::KeepAlive => text.push_str("Connection: keep-alive\r\n"),
-        // HTTP/1.0 responses close by default; the header would be noise.
-        Persist::Close if route == Route::Http10 => {}
-        Persist::Close => text.push_str("Connection: close\r\n"),
+    // HTTP/1.0 responses close by default; the header would be noise.
+    if route != Route::Http10 {
+        text.push_str(persist.header());
     }
     text.push_str("\r\n");
     let mut bytes = text.into_bytes();

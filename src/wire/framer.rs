@@ -280,7 +280,7 @@ impl Framer {
             let http10 = resp.version == Some(0);
             let f = super::headers::scan(resp.headers).map_err(|_| ProtocolError::BadContentLength)?;
             inspect.head(resp.headers);
-            let keep_alive = !f.close && (!http10 || f.keep_alive);
+            let keep_alive = f.persist(http10).keeps();
             let (length, chunked, other_coding) = (f.content_length, f.chunked, f.other_coding);
             self.status = status;
             self.keep_alive = keep_alive;

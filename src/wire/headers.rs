@@ -1,5 +1,6 @@
 //! The one set of HTTP header helpers: Content-Length, Transfer-Encoding,
-//! Connection and reason phrases.
+//! Connection (and the keep-alive rule it feeds, [`Persist`]) and reason
+//! phrases.
 //!
 //! The response framer, the built-in target and the metrics endpoint all
 //! read the same few header fields. Reading them in one place means a
@@ -19,6 +20,50 @@ pub struct Framing {
     pub close: bool,
     /// `Connection: keep-alive` was among the options (HTTP/1.0).
     pub keep_alive: bool,
+}
+
+impl Framing {
+    /// The keep-alive rule (RFC 9112 9.3), for requests and responses
+    /// alike: HTTP/1.1 keeps the connection unless told to close; HTTP/1.0
+    /// closes unless asked to keep it (and not told to close as well).
+    pub fn persist(&self, http10: bool) -> Persist {
+        match (self.close, http10, self.keep_alive) {
+            (true, _, _) => Persist::Close,
+            (false, false, _) => Persist::Default,
+            (false, true, true) => Persist::KeepAlive,
+            (false, true, false) => Persist::Close,
+        }
+    }
+}
+
+/// What happens to the connection after a message, and so what a server's
+/// answer says about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Persist {
+    /// HTTP/1.1 keep-alive: no `Connection` header needed.
+    Default = 0,
+    /// HTTP/1.0 asking for keep-alive: the answer must say it was granted.
+    KeepAlive = 1,
+    /// The connection closes after the answer.
+    Close = 2,
+}
+
+impl Persist {
+    /// True unless the connection closes.
+    #[inline]
+    pub fn keeps(self) -> bool {
+        self != Persist::Close
+    }
+
+    /// The `Connection` header line an answer carries (empty for
+    /// HTTP/1.1's default), ending in CRLF.
+    pub fn header(self) -> &'static str {
+        match self {
+            Persist::Default => "",
+            Persist::KeepAlive => "Connection: keep-alive\r\n",
+            Persist::Close => "Connection: close\r\n",
+        }
+    }
 }
 
 /// A Content-Length that is not a plain decimal number, or several that
@@ -136,6 +181,27 @@ mod tests {
         ] {
             assert_eq!(content_length(text.as_bytes()), want, "{text:?}");
         }
+    }
+
+    #[test]
+    fn keep_alive_rule_table() {
+        // (Connection header, HTTP/1.0?, what follows)
+        for (connection, http10, want) in [
+            ("", false, Persist::Default),
+            ("keep-alive", false, Persist::Default),
+            ("close", false, Persist::Close),
+            ("", true, Persist::Close),
+            ("Keep-Alive", true, Persist::KeepAlive),
+            ("keep-alive, close", true, Persist::Close),
+            ("close, keep-alive", false, Persist::Close),
+        ] {
+            let f = scan(&[h("Connection", connection)]).unwrap();
+            assert_eq!(f.persist(http10), want, "{connection:?} http10={http10}");
+            assert_eq!(want.keeps(), want != Persist::Close);
+        }
+        assert_eq!(Persist::Default.header(), "");
+        assert_eq!(Persist::KeepAlive.header(), "Connection: keep-alive\r\n");
+        assert_eq!(Persist::Close.header(), "Connection: close\r\n");
     }
 
     #[test]

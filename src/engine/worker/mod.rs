@@ -45,7 +45,7 @@ pub const PHASE_DRAIN: u8 = 1;
 pub const PHASE_EXIT: u8 = 2;
 
 /// The waker's token; connection tokens never reach it (keys are < 2^32).
-pub const WAKER: Token = Token(usize::MAX);
+pub use crate::netio::WAKER;
 /// The timerfd's token.
 const TIMER: Token = Token(usize::MAX - 1);
 

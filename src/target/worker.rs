@@ -1,0 +1,217 @@
+//! One target server thread: its poll, listener and connections, and the
+//! event loop that hands readiness and due times to the [`Responder`].
+//!
+//! The listener and the connection table are `netio`'s server core, the
+//! same the metrics exporter runs on; what is the target's own is here:
+//! stopping on the shared flag, the delay queue and trickles as the only
+//! timers (so an idle target sleeps), and the faults that act on accept.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use mio::net::TcpListener;
+use mio::{Events, Poll, Token, Waker};
+
+use super::conn::{Conn, ConnFault};
+use super::responder::Responder;
+use super::responses::Responses;
+use super::{EVENTS, FaultMode, READ_BUF, TargetConfig};
+use crate::Error;
+use crate::netio::{Accepted, Acceptor, ConnTable, LISTENER, Stream, TlsStream, WAKER};
+
+/// Creates a thread's poll and waker and starts the thread.
+pub(super) fn start(
+    index: usize,
+    listener: TcpListener,
+    cfg: &TargetConfig,
+    responses: &Arc<Responses>,
+    stop: &Arc<AtomicBool>,
+) -> Result<(Waker, JoinHandle<()>), Error> {
+    let poll = Poll::new().map_err(|e| Error::io("creating the target's poll", e))?;
+    let waker = Waker::new(poll.registry(), WAKER).map_err(|e| Error::io("creating the target's waker", e))?;
+    let mut acceptor = Acceptor::new(listener);
+    // The stop-accepting fault keeps the listener (its backlog fills) but
+    // never polls it, so no edge comes and nothing is ever accepted.
+    if !cfg.fault.is_some_and(|f| f.mode == FaultMode::StopAccepting) {
+        acceptor
+            .register(poll.registry(), LISTENER)
+            .map_err(|e| Error::io("registering the target's listener", e))?;
+    }
+    let worker = Worker {
+        poll,
+        acceptor,
+        conns: ConnTable::with_capacity(0),
+        buf: vec![0; READ_BUF].into_boxed_slice(),
+        responder: Responder::new(Arc::clone(responses), cfg.delay, cfg.fault),
+        tls: cfg.tls.clone(),
+        stop: Arc::clone(stop),
+    };
+    std::thread::Builder::new()
+        .name(format!("soakd-target-{index}"))
+        .spawn(move || {
+            // Nobody joins a target that is never stopped, so an error here
+            // can only be reported where an operator will see it.
+            if let Err(err) = worker.run() {
+                eprintln!("soakd target: thread {index} stopped: {err}");
+            }
+        })
+        .map(|thread| (waker, thread))
+        .map_err(|e| Error::io("starting a target thread", e))
+}
+
+/// One server thread: its poll, listener and connections.
+struct Worker {
+    poll: Poll,
+    /// The listener, paused for a moment after running out of file
+    /// descriptors (accepting again at once would only fail again).
+    acceptor: Acceptor,
+    conns: ConnTable<Conn>,
+    /// The one buffer every read of this thread goes through.
+    buf: Box<[u8]>,
+    responder: Responder,
+    /// `--tls`: every accepted connection speaks TLS with this.
+    tls: Option<Arc<rustls::ServerConfig>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Worker {
+    fn run(mut self) -> Result<(), Error> {
+        let mut events = Events::with_capacity(EVENTS);
+        loop {
+            let timeout = self.timeout(Instant::now());
+            if let Err(err) = self.poll.poll(&mut events, timeout) {
+                if err.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(Error::io("waiting for target events", err));
+            }
+            for event in events.iter() {
+                match event.token() {
+                    WAKER => {
+                        if self.stop.load(Ordering::Acquire) {
+                            return Ok(());
+                        }
+                    }
+                    LISTENER => self.acceptor.readable(),
+                    token => {
+                        let Some(conn) = self.conns.get_mut(token) else {
+                            continue; // stale: the slot belongs to a newer connection
+                        };
+                        let result = self.responder.on_event(conn, &mut self.buf, event);
+                        self.settle(token, result);
+                    }
+                }
+            }
+            let now = Instant::now();
+            // Also after a pause: edge-triggered, connections that queued
+            // up meanwhile bring no new event.
+            self.accept(now);
+            self.deliver_due(now);
+            if !self.responder.trickles.is_empty() {
+                self.trickle_due(now);
+            }
+        }
+    }
+
+    /// How long the poll may sleep: until the next delayed response (or
+    /// trickled byte) or the end of an accept pause, or forever, so idle
+    /// connections cost no CPU.
+    fn timeout(&self, now: Instant) -> Option<Duration> {
+        [
+            self.responder.queue.front().map(|d| d.due),
+            self.responder.trickles.front().map(|t| t.due),
+            self.acceptor.wake_at(now),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .map(|d| d.saturating_duration_since(now))
+    }
+
+    /// Accepts every waiting connection (unless paused).
+    fn accept(&mut self, now: Instant) {
+        let (conns, responder, poll, tls) = (&mut self.conns, &mut self.responder, &self.poll, &self.tls);
+        self.acceptor.accept(now, usize::MAX, |accepted| {
+            let Accepted::Conn(stream) = accepted else {
+                // Out of descriptors: every connection here is a client's
+                // own, so none is given up; the acceptor pauses.
+                return false;
+            };
+            if responder.fault_hits(FaultMode::CloseAfterAccept) {
+                return true; // dropping it closes it
+            }
+            // Responses are written whole; Nagle would only hold back the
+            // next one until the previous one is acknowledged.
+            let _ = stream.set_nodelay(true);
+            let mut stream = match tls {
+                None => Stream::Plain(stream),
+                Some(config) => match TlsStream::server(stream, config.clone()) {
+                    Ok(t) => Stream::Tls(Box::new(t)),
+                    Err(_) => return true,
+                },
+            };
+            conns.admit(|token| {
+                // Registered for both directions once: with edge
+                // triggering a spare writable edge is cheaper than a
+                // reregister syscall each time a write would block.
+                stream.register(poll.registry(), token).ok()?;
+                let mut conn = Conn::new(stream, token);
+                if tls.is_some() && responder.fault_hits(FaultMode::HandshakeStall) {
+                    conn.fault = ConnFault::Stalled;
+                }
+                Some(conn)
+            });
+            true
+        });
+    }
+
+    /// After the responder worked on `token`'s connection: drops it on an
+    /// error, ends it once it has nothing left to do.
+    fn settle(&mut self, token: Token, result: io::Result<()>) {
+        // On error the batch may hold output for this connection only.
+        self.responder.batch.clear();
+        if result.is_err() {
+            self.conns.remove(token);
+        } else if self.conns.get_mut(token).is_some_and(|c| c.finished())
+            && let Some(conn) = self.conns.remove(token)
+        {
+            conn.end();
+        }
+    }
+
+    /// Sends the next byte of every trickled response that is due.
+    fn trickle_due(&mut self, now: Instant) {
+        while let Some(front) = self.responder.trickles.front() {
+            if front.due > now {
+                break;
+            }
+            let token = front.token;
+            self.responder.trickles.pop_front();
+            let Some(conn) = self.conns.get_mut(token) else {
+                continue; // the connection is gone
+            };
+            let result = self.responder.trickle(conn, now, &mut self.buf);
+            self.settle(token, result);
+        }
+    }
+
+    /// Sends every delayed response that is due.
+    fn deliver_due(&mut self, now: Instant) {
+        while let Some(front) = self.responder.queue.front() {
+            if front.due > now {
+                break;
+            }
+            let token = front.token;
+            let Some(conn) = self.conns.get_mut(token) else {
+                // The connection is gone; its responses go with it.
+                self.responder.queue.pop_front();
+                continue;
+            };
+            let result = self.responder.deliver(conn, now, &mut self.buf);
+            self.settle(token, result);
+        }
+    }
+}
