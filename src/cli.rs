@@ -405,6 +405,17 @@ pub struct TargetArgs {
     /// Misbehave on purpose (the help text lists the modes).
     #[arg(long, value_name = "MODE[@N]", help = target::fault_help())]
     pub fault: Option<target::Fault>,
+    /// Grow resident memory at RATE (e.g. 1MiB/min): pages touched and
+    /// kept, as a leaking server would (for trend verdicts and demos).
+    #[arg(long, value_name = "RATE", value_parser = target::parse_leak)]
+    pub leak: Option<f64>,
+    /// Open and keep descriptors at RATE (e.g. 60/min).
+    #[arg(long, value_name = "RATE", value_parser = target::parse_fd_leak)]
+    pub fd_leak: Option<f64>,
+    /// Grow the response delay by RATE of its starting value (e.g. 5%/min;
+    /// needs --delay).
+    #[arg(long, value_name = "RATE", value_parser = target::parse_slowdown)]
+    pub slowdown: Option<f64>,
     /// Serve HTTPS with a certificate made at start (its PEM path and
     /// SHA-256 fingerprint are printed before `listening on`).
     #[arg(long)]
@@ -575,6 +586,11 @@ fn serve_target(args: TargetArgs) -> Result<(), Error> {
         delay: args.delay,
         fault: args.fault,
         tls: tls.as_ref().map(|t| t.config.clone()),
+        degrade: target::Degrade {
+            leak_bytes_per_s: args.leak.unwrap_or(0.0),
+            fds_per_s: args.fd_leak.unwrap_or(0.0),
+            slowdown_per_s: args.slowdown.unwrap_or(0.0),
+        },
     })?;
     if let Some(t) = &tls {
         println!("certificate {} sha256 {}", t.cert_path.display(), t.fingerprint);
@@ -597,6 +613,7 @@ fn demo(args: DemoArgs) -> Result<(), Error> {
         delay: Duration::ZERO,
         fault: None,
         tls: tls.as_ref().map(|t| t.config.clone()),
+        degrade: target::Degrade::default(),
     })?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let url = format!("{scheme}://{}/", handle.local_addr());

@@ -45,12 +45,14 @@ use mio::net::TcpListener;
 use socket2::{Domain, Socket, Type};
 
 mod conn;
+mod degrade;
 mod fault;
 mod responder;
 mod responses;
 pub mod tls;
 mod worker;
 
+pub use degrade::{Degrade, parse_fd_leak, parse_leak, parse_slowdown};
 pub use fault::{Fault, FaultMode, fault_help};
 use responses::*;
 
@@ -71,6 +73,9 @@ pub struct TargetConfig {
     /// Misbehave on purpose (see [`Fault`]); `None`, the default, serves
     /// every request correctly.
     pub fault: Option<Fault>,
+    /// Get worse with time on purpose (`--leak`, `--fd-leak`,
+    /// `--slowdown`); the default degrades nothing.
+    pub degrade: Degrade,
     /// Serve TLS with this configuration (`--tls`).
     pub tls: Option<Arc<rustls::ServerConfig>>,
 }
@@ -81,6 +86,8 @@ pub struct TargetHandle {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
     threads: Vec<(Waker, JoinHandle<()>)>,
+    /// The thread growing memory and descriptors (`--leak`, `--fd-leak`).
+    leak: Option<JoinHandle<()>>,
 }
 
 impl TargetHandle {
@@ -102,7 +109,7 @@ impl TargetHandle {
             let _ = waker.wake();
         }
         let mut panic = None;
-        for (_, thread) in self.threads {
+        for thread in self.threads.into_iter().map(|(_, t)| t).chain(self.leak) {
             if let Err(payload) = thread.join() {
                 panic.get_or_insert(payload);
             }
@@ -134,6 +141,12 @@ pub fn spawn(cfg: &TargetConfig) -> Result<TargetHandle, Error> {
             ));
         }
     }
+    if cfg.degrade.slowdown_per_s > 0.0 && cfg.delay.is_zero() {
+        return Err(Error::Usage(
+            "--slowdown grows the response delay: give the delay it starts from with --delay (e.g. --delay 5ms)"
+                .to_string(),
+        ));
+    }
     let stop_accepting = cfg.fault.is_some_and(|f| f.mode == FaultMode::StopAccepting);
     // A listener that is never accepted from: the smallest backlog, so that
     // it fills after a connection or two.
@@ -156,6 +169,7 @@ pub fn spawn(cfg: &TargetConfig) -> Result<TargetHandle, Error> {
         addr,
         stop: Arc::new(AtomicBool::new(false)),
         threads: Vec::with_capacity(cfg.threads),
+        leak: None,
     };
     for (index, listener) in listeners.into_iter().enumerate() {
         match worker::start(index, listener, cfg, &responses, &handle.stop) {
@@ -164,6 +178,13 @@ pub fn spawn(cfg: &TargetConfig) -> Result<TargetHandle, Error> {
                 handle.stop();
                 return Err(err);
             }
+        }
+    }
+    match cfg.degrade.spawn_leaks(Arc::clone(&handle.stop)) {
+        Ok(leak) => handle.leak = leak,
+        Err(e) => {
+            handle.stop();
+            return Err(Error::io("starting the target's leak thread", e));
         }
     }
     Ok(handle)
@@ -227,6 +248,7 @@ mod tests {
             delay,
             fault: None,
             tls: None,
+            degrade: Degrade::default(),
         })
         .expect("target starts")
     }
@@ -651,6 +673,7 @@ mod tests {
             delay: Duration::ZERO,
             fault: None,
             tls: None,
+            degrade: Degrade::default(),
         })
         .expect("rebinds the same port");
         let mut s = connect(&again);
@@ -666,6 +689,7 @@ mod tests {
             delay,
             fault: Some(fault.parse().expect("a valid fault")),
             tls: None,
+            degrade: Degrade::default(),
         })
         .expect("target starts")
     }
@@ -718,6 +742,7 @@ mod tests {
                 every: 0,
             }),
             tls: None,
+            degrade: Degrade::default(),
         })
         .unwrap_err();
         assert!(matches!(err, Error::Usage(_)), "{err:?}");
@@ -927,6 +952,7 @@ mod tests {
             delay: Duration::ZERO,
             fault: None,
             tls: None,
+            degrade: Degrade::default(),
         })
         .unwrap_err();
         assert!(matches!(err, Error::Usage(_)), "{err:?}");
@@ -943,6 +969,7 @@ mod tests {
                 delay: Duration::ZERO,
                 fault: None,
                 tls: None,
+                degrade: Degrade::default(),
             })
             .unwrap_err();
             let Error::Preflight(message) = err else {

@@ -15,7 +15,7 @@ use mio::event::Event;
 
 use super::conn::{Conn, ConnFault};
 use super::responses::*;
-use super::{FLUSH_AT, Fault, FaultMode, MAX_HEAD, MAX_HEADERS};
+use super::{Degrade, FLUSH_AT, Fault, FaultMode, MAX_HEAD, MAX_HEADERS};
 use crate::wire::headers;
 
 /// Why [`Responder::consume`] stopped.
@@ -49,10 +49,13 @@ pub(super) const TRICKLE_STEP: Duration = Duration::from_millis(100);
 pub(super) struct Responder {
     responses: Arc<Responses>,
     delay: Duration,
+    /// How the delay grows with time (`--slowdown`), from `started`.
+    degrade: Degrade,
+    started: Instant,
     /// Responses produced by one read, written with one syscall.
     pub(super) batch: Vec<u8>,
-    /// Delayed responses in arrival order. All delays are equal, so arrival
-    /// order is due order and a FIFO is all the timer this needs.
+    /// Delayed responses in arrival order. All delays are equal (or grow
+    /// with time, under `--slowdown`), so arrival order is due order and a FIFO is all the timer this needs.
     pub(super) queue: VecDeque<Delayed>,
     /// The fault to act out, if any.
     fault: Option<Fault>,
@@ -65,10 +68,12 @@ pub(super) struct Responder {
 }
 
 impl Responder {
-    pub(super) fn new(responses: Arc<Responses>, delay: Duration, fault: Option<Fault>) -> Responder {
+    pub(super) fn new(responses: Arc<Responses>, delay: Duration, degrade: Degrade, fault: Option<Fault>) -> Responder {
         Responder {
             responses,
             delay,
+            degrade,
+            started: Instant::now(),
             batch: Vec::new(),
             queue: VecDeque::new(),
             fault,
@@ -361,7 +366,7 @@ impl Responder {
             }
         } else {
             self.queue.push_back(Delayed {
-                due: now + self.delay,
+                due: now + self.degrade.delay_at(self.delay, now - self.started),
                 token: conn.token,
                 id,
             });

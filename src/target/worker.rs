@@ -45,7 +45,7 @@ pub(super) fn start(
         acceptor,
         conns: ConnTable::with_capacity(0),
         buf: vec![0; READ_BUF].into_boxed_slice(),
-        responder: Responder::new(Arc::clone(responses), cfg.delay, cfg.fault),
+        responder: Responder::new(Arc::clone(responses), cfg.delay, cfg.degrade, cfg.fault),
         tls: cfg.tls.clone(),
         stop: Arc::clone(stop),
     };
