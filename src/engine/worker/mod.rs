@@ -61,6 +61,12 @@ const READ_BUF: usize = 64 * 1024;
 /// success for the backoff.
 const HEALTHY_NS: u64 = 1_000_000_000;
 
+/// Bytes of one connection slot ([`Conn`]) and of one in-flight request
+/// entry, pinned by `tests/size.rs`: tens of thousands of slots live at
+/// once, and "kept small" should stay true by test, not by comment.
+#[doc(hidden)]
+pub const SIZES: (usize, usize) = (std::mem::size_of::<Conn>(), std::mem::size_of::<Inflight>());
+
 /// State shared between the control thread and the workers. Workers read
 /// `phase` once per loop iteration and touch their mailbox once per flush.
 pub struct Shared {
