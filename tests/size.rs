@@ -9,7 +9,10 @@
 fn conn_slot_size() {
     let (conn, _) = soakd::CONN_SIZES;
     println!("size_of::<Conn>() = {conn}");
-    assert_eq!(conn, 144, "Conn changed size");
+    // 144 bytes before the protocol seam; 136 since: the protocol state
+    // moved into one `Protocol` value and the split-head buffer, rarely
+    // used, is boxed (8 bytes in the slot instead of a `Vec`'s 24).
+    assert_eq!(conn, 136, "Conn changed size");
 }
 
 #[test]

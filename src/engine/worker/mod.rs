@@ -17,8 +17,10 @@
 
 mod commands;
 mod conn;
+mod http1;
 mod io;
 mod lifecycle;
+mod protocol;
 pub(super) mod socket;
 mod transport;
 
@@ -292,7 +294,7 @@ impl Worker {
             .collect();
         let mut gauges = vec![Gauges::default(); n];
         for &(w, slot) in &spec.slots {
-            let key = conns.insert(Conn::new(w, slot, wl[w as usize].head));
+            let key = conns.insert(Conn::new(w, slot, &wl[w as usize]));
             ramp[w as usize].queue.push_back(key as u32);
             gauges[w as usize].desired += 1;
             gauges[w as usize].backoff += 1;
