@@ -1,13 +1,21 @@
-//! The hot path, in one file: readiness in, requests out, responses framed
-//! and counted.
+//! The hot path, in one file: readiness in, requests out, responses
+//! counted.
 //!
-//! Everything a request costs happens here: issuing due requests and
-//! writing their pre-rendered bytes (`pump`, `write_out`), reading until
-//! the socket is drained (`on_readable`), framing (`on_bytes`) and
-//! accounting each response (`on_response`). No allocation, lock or shared
-//! atomic per request: counters are plain fields of the worker, the bytes
-//! written are one shared buffer, and only a split response head is ever
-//! copied (into the slot, capped by the framer).
+//! Everything a request costs happens here or in the connection's protocol
+//! (`protocol.rs`, the seam; `http1.rs` today): issuing due requests and
+//! writing the bytes owed (`pump`, `write_out`), reading until the socket
+//! is drained (`on_readable`), handing the bytes to the protocol
+//! (`on_bytes`) and accounting each response it completes (`on_response`).
+//! No allocation, lock or shared atomic per request: counters are plain
+//! fields of the worker, the bytes written are one shared buffer, and only
+//! a split response head is ever copied (into the slot, capped by the
+//! framer).
+//!
+//! Per response the clock is read once, after the read that brought it in
+//! (that time ends its latency and starts the next request's timeout). A
+//! read stops at the first one that leaves the socket drained, TLS
+//! included (`Transport::drained`), so a response costs one read, not a
+//! second that only says `WouldBlock`.
 //!
 //! A workload of one request pays nothing for mixes and checks beyond a
 //! branch on `cycle` and one on the request's `checks`. A mix picks its
