@@ -45,6 +45,9 @@ mod timer;
 pub mod verdict;
 pub mod wire;
 
+/// Sizes of the per-connection types, for `tests/size.rs` only.
+#[doc(hidden)]
+pub use engine::SIZES as CONN_SIZES;
 pub use error::Error;
 pub use plan::Plan;
 pub use report::Report;

@@ -29,6 +29,7 @@ use crate::Error;
 use crate::plan::{Plan, Workload};
 use crate::stats::{Delta, Totals};
 use control::{Control, WAKE};
+pub use worker::SIZES;
 use worker::{PHASE_RUN, Shared};
 use workers::Workers;
 

@@ -98,6 +98,8 @@ pub struct ClientTls<S = TcpStream> {
     carry_plain_at: usize,
     /// The server's close_notify has been seen.
     peer_closed: bool,
+    /// The last read from the socket came back short of its room.
+    short_fill: bool,
 }
 
 impl<S> std::fmt::Debug for ClientTls<S> {
@@ -123,6 +125,7 @@ impl<S: Read + Write> ClientTls<S> {
             carry_plain: Vec::new(),
             carry_plain_at: 0,
             peer_closed: false,
+            short_fill: false,
         })
     }
 
@@ -143,6 +146,12 @@ impl<S: Read + Write> ClientTls<S> {
             version: self.conn.protocol_version().map_or(0, u16::from),
             suite: self.conn.negotiated_cipher_suite().map_or(0, |s| u16::from(s.suite())),
         }
+    }
+
+    /// True when reading on would only find the socket empty: its last
+    /// read came back short and no decrypted bytes wait for the reader.
+    pub fn drained(&self) -> bool {
+        self.short_fill && self.carry_plain_at == self.carry_plain.len()
     }
 
     /// True when encrypted bytes wait for the socket.
@@ -303,6 +312,7 @@ impl<S: Read + Write> ClientTls<S> {
             match self.sock.read(&mut scratch.incoming[*len..end]) {
                 Ok(0) => return Ok(Fill::Eof),
                 Ok(n) => {
+                    self.short_fill = n < end - *len;
                     *len += n;
                     return Ok(Fill::Got);
                 }

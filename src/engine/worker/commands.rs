@@ -61,7 +61,7 @@ impl Worker {
         for key in keys {
             let c = &mut self.conns[key];
             c.draining = true;
-            if c.inflight == 0 {
+            if c.proto.in_flight() == 0 {
                 self.close(key, CloseReason::Churn, now);
                 self.reconnect(key, now);
             }
@@ -76,10 +76,10 @@ impl Worker {
         let old_depth = self.max_pipeline;
         let mut ring = vec![Inflight::default(); self.conns.capacity().max(1) * depth];
         for (key, c) in self.conns.iter_mut() {
-            for i in 0..c.inflight as usize {
-                ring[key * depth + i] = self.inflight[key * old_depth + (c.inflight_head as usize + i) % old_depth];
-            }
-            c.inflight_head = 0;
+            c.proto.relayout(
+                &self.inflight[key * old_depth..(key + 1) * old_depth],
+                &mut ring[key * depth..(key + 1) * depth],
+            );
         }
         self.max_pipeline = depth;
         self.inflight = ring;
@@ -149,13 +149,12 @@ impl Worker {
                 }
             }
         }
-        let head = self.wl[wi].head;
         for slot in old..cmd.connections {
             if crate::engine::deal::worker_of(self.shard, slot, self.threads) != Some(self.index) {
                 continue;
             }
             mine += 1;
-            let key = self.conns.insert(Conn::new(cmd.workload, slot, head));
+            let key = self.conns.insert(Conn::new(cmd.workload, slot, &self.wl[wi]));
             self.ramp[wi].queue.push_back(key as u32);
             self.gauges[wi].desired += 1;
             self.gauges[wi].backoff += 1;

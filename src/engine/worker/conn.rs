@@ -1,15 +1,16 @@
 //! A connection slot and the small pure helpers its schedule uses.
 //!
 //! A slot holds at most one connection at a time and keeps its place in
-//! the schedule across reconnects. It is kept small: tens of thousands
-//! live at once, and only a split response head is ever stored in one.
+//! the schedule across reconnects. It is kept small (`tests/size.rs` pins
+//! its size): tens of thousands live at once, and only a split response
+//! head is ever stored in one.
 
 use std::collections::VecDeque;
 
 use super::TICK_NS;
+use super::WorkloadRt;
+use super::protocol::Protocol;
 use super::transport::Transport;
-use crate::plan::CheckState;
-use crate::wire::Framer;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum State {
@@ -42,17 +43,9 @@ pub(super) struct Conn {
     /// The slot is gone from the plan (a stage lowered the connections): it
     /// closes after its requests in flight and is removed.
     pub(super) retiring: bool,
-    pub(super) inflight: u16,
-    pub(super) inflight_head: u16,
     pub(super) backoff_ms: u32,
     /// Requests this connection may still issue (planned churn).
     pub(super) reqs_left: u32,
-    /// Issued requests not yet written out whole (at most the pipeline
-    /// depth); counting requests rather than bytes keeps this small and
-    /// cannot overflow whatever the body size.
-    pub(super) unsent: u16,
-    /// Offset of the next byte to write within the first unsent request.
-    pub(super) write_off: u32,
     /// Global slot index within the workload: the schedule's phase.
     pub(super) slot: u32,
     /// Connect start while connecting; open time while open.
@@ -61,20 +54,17 @@ pub(super) struct Conn {
     pub(super) next_due: u64,
     /// Planned churn by age, ns.
     pub(super) lifetime_end: u64,
-    pub(super) framer: Framer,
+    /// What the connection speaks: requests in flight, bytes owed, the
+    /// response being framed (see `protocol.rs`).
+    pub(super) proto: Protocol,
     /// Position in the workload's mix cycle (starts at the slot index,
     /// taken modulo the cycle's length when used).
     pub(super) mix_pos: u32,
-    /// The current response against its request's checks.
-    pub(super) check: CheckState,
-    /// An incomplete response head carried over to the next read; empty
-    /// (and unallocated) otherwise.
-    pub(super) partial: Vec<u8>,
 }
 
 impl Conn {
     /// A slot waiting for its first connection.
-    pub(super) fn new(workload: u16, slot: u32, head: bool) -> Conn {
+    pub(super) fn new(workload: u16, slot: u32, w: &WorkloadRt) -> Conn {
         Conn {
             stream: None,
             generation: 0,
@@ -83,20 +73,14 @@ impl Conn {
             draining: false,
             answered: false,
             retiring: false,
-            inflight: 0,
-            inflight_head: 0,
             backoff_ms: 0,
             reqs_left: u32::MAX,
-            unsent: 0,
-            write_off: 0,
             slot,
             since: 0,
             next_due: 0,
             lifetime_end: u64::MAX,
-            framer: Framer::new(head),
+            proto: Protocol::new(w),
             mix_pos: slot,
-            check: CheckState::default(),
-            partial: Vec::new(),
         }
     }
 }

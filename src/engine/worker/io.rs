@@ -1,13 +1,21 @@
-//! The hot path, in one file: readiness in, requests out, responses framed
-//! and counted.
+//! The hot path, in one file: readiness in, requests out, responses
+//! counted.
 //!
-//! Everything a request costs happens here: issuing due requests and
-//! writing their pre-rendered bytes (`pump`, `write_out`), reading until
-//! the socket is drained (`on_readable`), framing (`on_bytes`) and
-//! accounting each response (`on_response`). No allocation, lock or shared
-//! atomic per request: counters are plain fields of the worker, the bytes
-//! written are one shared buffer, and only a split response head is ever
-//! copied (into the slot, capped by the framer).
+//! Everything a request costs happens here or in the connection's protocol
+//! (`protocol.rs`, the seam; `http1.rs` today): issuing due requests and
+//! writing the bytes owed (`pump`, `write_out`), reading until the socket
+//! is drained (`on_readable`), handing the bytes to the protocol
+//! (`on_bytes`) and accounting each response it completes (`on_response`).
+//! No allocation, lock or shared atomic per request: counters are plain
+//! fields of the worker, the bytes written are one shared buffer, and only
+//! a split response head is ever copied (into the slot, capped by the
+//! framer).
+//!
+//! Per response the clock is read once, after the read that brought it in
+//! (that time ends its latency and starts the next request's timeout). A
+//! read stops at the first one that leaves the socket drained, TLS
+//! included (`Transport::drained`), so a response costs one read, not a
+//! second that only says `WouldBlock`.
 //!
 //! A workload of one request pays nothing for mixes and checks beyond a
 //! branch on `cycle` and one on the request's `checks`. A mix picks its
@@ -19,10 +27,9 @@
 use std::io;
 
 use super::conn::{Inflight, State, tick_ceil};
+use super::protocol::{AtClose, Cx, Output, Response};
 use super::{PHASE_RUN, Worker, socket};
-use crate::plan::Judge;
 use crate::stats::{self, CloseReason, ErrorKind};
-use crate::wire::{AtEof, Framed};
 
 impl Worker {
     pub(super) fn on_event(&mut self, ev: &mio::event::Event) {
@@ -31,31 +38,34 @@ impl Worker {
         if c.generation != generation {
             return;
         }
-        let now = self.now();
         match c.state {
             State::Connecting => {
                 let Some(stream) = c.stream.as_ref() else { return };
+                let now = self.now();
                 match stream.finish_connect() {
                     Ok(true) => {
                         self.on_tcp_connected(key, now);
-                        self.read_close_now(key, generation, ev, now);
+                        self.read_close_now(key, generation, ev);
                     }
                     Ok(false) => {}
                     Err(kind) => self.fail(key, kind, now),
                 }
             }
             State::Handshaking => {
+                let now = self.now();
                 self.drive_handshake(key, now);
-                self.read_close_now(key, generation, ev, now);
+                self.read_close_now(key, generation, ev);
             }
             State::Open => {
+                // No clock read here: the read below takes the one a
+                // response needs, when its bytes are in.
                 if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
                     // With a FIN or an error pending, a short read does not
                     // mean drained: read on until the EOF or error shows, or
                     // no new edge would ever report it.
                     let to_the_end = ev.is_read_closed() || ev.is_error();
                     let mut rbuf = std::mem::take(&mut self.rbuf);
-                    self.on_readable(key, &mut rbuf, to_the_end, now);
+                    self.on_readable(key, &mut rbuf, to_the_end);
                     self.rbuf = rbuf;
                 }
                 if !ev.is_writable() {
@@ -72,10 +82,13 @@ impl Worker {
                     match stream.flush() {
                         Ok(()) => {}
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                        Err(e) => return self.fail(key, socket::classify_established(&e), now),
+                        Err(e) => {
+                            let now = self.now();
+                            return self.fail(key, socket::classify_established(&e), now);
+                        }
                     }
                 }
-                if self.conns[key].unsent > 0 && self.write_out(key, now) {
+                if self.conns[key].proto.has_output() && self.write_out(key) {
                     self.arm(key);
                 }
             }
@@ -86,7 +99,7 @@ impl Worker {
     /// An event that opened the connection may already carry the server's
     /// close (a server that accepts and closes at once): read it now, no
     /// later edge would report it.
-    fn read_close_now(&mut self, key: usize, generation: u32, ev: &mio::event::Event, now: u64) {
+    fn read_close_now(&mut self, key: usize, generation: u32, ev: &mio::event::Event) {
         if (ev.is_read_closed() || ev.is_error())
             && self
                 .conns
@@ -94,7 +107,7 @@ impl Worker {
                 .is_some_and(|c| c.generation == generation && c.state == State::Open)
         {
             let mut rbuf = std::mem::take(&mut self.rbuf);
-            self.on_readable(key, &mut rbuf, true, now);
+            self.on_readable(key, &mut rbuf, true);
             self.rbuf = rbuf;
         }
     }
@@ -116,12 +129,18 @@ impl Worker {
         let c = &mut conns[key];
         let w = &wl[c.workload as usize];
         let st = &mut local[c.workload as usize];
-        let base = key * *max_pipeline;
-        if inflight.len() < base + *max_pipeline {
-            inflight.resize(base + *max_pipeline, Inflight::default());
+        let depth = *max_pipeline;
+        let base = key * depth;
+        if inflight.len() < base + depth {
+            inflight.resize(base + depth, Inflight::default());
         }
         let mut issued = 0u64;
-        while c.inflight < w.pipeline && !c.draining && *phase == PHASE_RUN && *budget_left > 0 && c.reqs_left > 0 {
+        while c.proto.in_flight() < w.pipeline
+            && !c.draining
+            && *phase == PHASE_RUN
+            && *budget_left > 0
+            && c.reqs_left > 0
+        {
             let due = match w.interval_ns {
                 None => now,
                 Some(iv) => {
@@ -145,10 +164,8 @@ impl Worker {
                     cycle[p]
                 }
             };
-            let at = (c.inflight_head as usize + c.inflight as usize) % *max_pipeline;
-            inflight[base + at] = Inflight { due, written: now, req };
-            c.inflight += 1;
-            c.unsent += 1;
+            let at = c.proto.issue(depth);
+            inflight[base + at as usize] = Inflight { due, written: now, req };
             if *has_budget {
                 *budget_left -= 1;
             }
@@ -163,44 +180,34 @@ impl Worker {
         st.counters.sent += issued;
         self.inflight_total += issued;
         self.gauges[self.conns[key].workload as usize].in_flight += issued;
-        self.write_out(key, now)
+        self.write_out(key)
     }
 
-    /// Writes issued request bytes until done or the socket is full.
-    /// Returns false when the connection failed.
-    pub(super) fn write_out(&mut self, key: usize, now: u64) -> bool {
+    /// Writes the bytes the connection owes until done or the socket is
+    /// full. Returns false when the connection failed.
+    pub(super) fn write_out(&mut self, key: usize) -> bool {
         let c = &mut self.conns[key];
-        let w = &self.wl[c.workload as usize];
-        let Some(stream) = c.stream.as_mut() else { return false };
         let base = key * self.max_pipeline;
+        let cx = Cx {
+            w: &self.wl[c.workload as usize],
+            entries: &self.inflight[base..base + self.max_pipeline],
+        };
+        let Some(stream) = c.stream.as_mut() else { return false };
         let mut written = 0u64;
         let mut failure = None;
-        while c.unsent > 0 {
-            // What to write from: with one request, `wire` holds whole
-            // copies of it, so from `off` in the first copy up to its end is
-            // one contiguous run of the requests still owed. A mix writes
-            // the first request owed from its own bytes, one at a time.
-            let (buf, len, units): (&[u8], usize, usize) = match &w.cycle {
-                None => (&w.wire, w.req_len, c.unsent as usize),
-                Some(_) => {
-                    let first_unsent = c.inflight.saturating_sub(c.unsent) as usize;
-                    let at = (c.inflight_head as usize + first_unsent) % self.max_pipeline;
-                    let bytes = &w.requests[self.inflight[base + at].req as usize].bytes;
-                    (bytes, bytes.len(), 1)
-                }
-            };
-            let off = c.write_off as usize;
-            let end = (units * len).min(buf.len());
-            match stream.write(&buf[off..end]) {
+        loop {
+            let bytes = c.proto.to_send(&cx);
+            if bytes.is_empty() {
+                break;
+            }
+            match stream.write(bytes) {
                 Ok(0) => {
                     failure = Some(ErrorKind::Reset);
                     break;
                 }
                 Ok(n) => {
                     written += n as u64;
-                    let pos = off + n;
-                    c.unsent -= (pos / len) as u16;
-                    c.write_off = (pos % len) as u32;
+                    c.proto.sent(&cx, n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -213,6 +220,7 @@ impl Worker {
         self.local[c.workload as usize].counters.bytes_sent += written;
         match failure {
             Some(kind) => {
+                let now = self.now();
                 self.fail(key, kind, now);
                 false
             }
@@ -220,25 +228,27 @@ impl Worker {
         }
     }
 
-    pub(super) fn on_readable(&mut self, key: usize, rbuf: &mut [u8], to_the_end: bool, now: u64) {
+    /// Reads until the socket is drained (or the connection is gone). Each
+    /// read takes the clock once: latency ends when the bytes are in, not
+    /// after parsing whatever else arrived in the same batch of events.
+    pub(super) fn on_readable(&mut self, key: usize, rbuf: &mut [u8], to_the_end: bool) {
         loop {
             let c = &mut self.conns[key];
             let Some(stream) = c.stream.as_mut() else { return };
-            let short_read_drains = stream.short_read_drains();
             match stream.read(rbuf) {
-                Ok(0) => return self.on_eof(key, now),
-                Ok(n) => {
-                    self.local[c.workload as usize].counters.bytes_received += n as u64;
-                    // Latency ends when the bytes are in, not after parsing
-                    // whatever else arrived in the same batch of events.
+                Ok(0) => {
                     let now = self.now();
-                    if !self.on_bytes(key, &rbuf[..n], now) {
-                        return;
-                    }
-                    // A short read drained the socket; the next arrival
-                    // raises a new edge. (Not so for TLS: rustls may hold
-                    // records it has not handed out yet.)
-                    if short_read_drains && n < rbuf.len() && !to_the_end {
+                    return self.on_eof(key, now);
+                }
+                Ok(n) => {
+                    // Asked before the bytes are handled (which may close
+                    // the stream): did this read leave the socket drained?
+                    // Then the next arrival raises a new edge, and another
+                    // read would only return WouldBlock.
+                    let drained = stream.drained(n, rbuf.len()) && !to_the_end;
+                    self.local[c.workload as usize].counters.bytes_received += n as u64;
+                    let now = self.now();
+                    if !self.on_bytes(key, &rbuf[..n], now) || drained {
                         return;
                     }
                 }
@@ -246,114 +256,73 @@ impl Worker {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     let kind = read_failure(&e, self.conns[key].answered);
+                    let now = self.now();
                     return self.fail(key, kind, now);
                 }
             }
         }
     }
 
-    /// Frames bytes that arrived. Returns false when the connection was
-    /// closed or replaced while handling them.
+    /// Hands bytes that arrived to the connection's protocol and acts on
+    /// what it answers. Returns false when the connection was closed or
+    /// replaced while handling them.
     pub(super) fn on_bytes(&mut self, key: usize, fresh: &[u8], now: u64) -> bool {
-        let generation = self.conns[key].generation;
-        let mut carried = std::mem::take(&mut self.conns[key].partial);
-        let data: &[u8] = if carried.is_empty() {
-            fresh
-        } else {
-            carried.extend_from_slice(fresh);
-            &carried
-        };
         let mut pos = 0;
-        while pos < data.len() {
+        loop {
             let c = &mut self.conns[key];
-            if c.inflight == 0 {
-                // Bytes nobody asked for: the stream is out of step.
-                self.fail(key, ErrorKind::Protocol, now);
-                return false;
-            }
-            // The oldest request in flight is the one being answered.
-            let w = &self.wl[c.workload as usize];
-            let req = &w.requests[self.inflight[key * self.max_pipeline + c.inflight_head as usize].req as usize];
-            if w.cycle.is_some() && c.framer.is_idle() {
-                c.framer.set_head(req.head);
-            }
-            let framed = match req.checks.as_deref() {
-                None => c.framer.feed(&data[pos..]),
-                Some(checks) => c.framer.feed_inspect(
-                    &data[pos..],
-                    &mut Judge {
-                        checks,
-                        state: &mut c.check,
-                    },
-                ),
+            let base = key * self.max_pipeline;
+            let cx = Cx {
+                w: &self.wl[c.workload as usize],
+                entries: &self.inflight[base..base + self.max_pipeline],
             };
-            match framed {
-                Err(_) => {
-                    self.fail(key, ErrorKind::Protocol, now);
-                    return false;
-                }
-                Ok(Framed::Partial { consumed }) => {
-                    pos += consumed;
-                    break;
-                }
-                Ok(Framed::Complete {
-                    consumed,
-                    status,
-                    keep_alive,
-                }) => {
-                    pos += consumed;
-                    if !self.on_response(key, status, keep_alive, now) {
+            let (used, out) = c.proto.receive(&cx, &fresh[pos..]);
+            pos += used;
+            match out {
+                Output::Taken => return true,
+                Output::Response(r) => {
+                    if !self.on_response(key, r, now) {
                         return false;
                     }
                 }
+                Output::Error(kind) => {
+                    self.fail(key, kind, now);
+                    return false;
+                }
             }
         }
-        let c = &mut self.conns[key];
-        if c.generation == generation && c.state == State::Open && pos < data.len() {
-            // Only an incomplete head is ever carried; it is capped by the
-            // framer at 64 KiB.
-            c.partial = data[pos..].to_vec();
-        }
-        true
     }
 
     /// Accounts one complete response. Returns false when the connection is
     /// gone afterwards (closed, or replaced by a new one).
-    pub(super) fn on_response(&mut self, key: usize, status: u16, keep_alive: bool, now: u64) -> bool {
+    pub(super) fn on_response(&mut self, key: usize, r: Response, now: u64) -> bool {
         let c = &mut self.conns[key];
         let wi = c.workload as usize;
-        let slot = self.inflight[key * self.max_pipeline + c.inflight_head as usize];
+        let slot = self.inflight[key * self.max_pipeline + r.entry as usize];
         let w = &self.wl[wi];
         let st = &mut self.local[wi];
         let latency = now.saturating_sub(slot.due);
-        let req = &w.requests[slot.req as usize];
-        if let Some(checks) = req.checks.as_deref() {
-            let failed = checks.finish(&mut c.check, status);
-            if failed != 0 {
-                st.requests[slot.req as usize].failed(failed);
-            }
+        if r.failed_checks != 0 {
+            st.requests[slot.req as usize].failed(r.failed_checks);
         }
         if w.cycle.is_some() {
-            let r = &mut st.requests[slot.req as usize];
-            r.completed += 1;
-            r.responses[stats::StatusClass::of(status) as usize] += 1;
-            stats::record_ns(&mut r.latency, latency);
+            let q = &mut st.requests[slot.req as usize];
+            q.completed += 1;
+            q.responses[stats::StatusClass::of(r.status) as usize] += 1;
+            stats::record_ns(&mut q.latency, latency);
         }
-        c.inflight_head = ((c.inflight_head as usize + 1) % self.max_pipeline) as u16;
-        c.inflight -= 1;
         c.answered = true;
         self.inflight_total -= 1;
         self.gauges[wi].in_flight -= 1;
         st.counters.completed += 1;
-        st.counters.response(status);
+        st.counters.response(r.status);
         stats::record_ns(&mut st.latency, latency);
         let churn_done = c.reqs_left == 0 || c.draining;
-        if churn_done && c.inflight == 0 {
+        if churn_done && c.proto.in_flight() == 0 {
             self.close(key, CloseReason::Churn, now);
             self.reconnect(key, now);
             return false;
         }
-        if !keep_alive {
+        if !r.keep_alive {
             self.close(key, CloseReason::ServerClose, now);
             self.reconnect(key, now);
             return false;
@@ -368,17 +337,22 @@ impl Worker {
 
     pub(super) fn on_eof(&mut self, key: usize, now: u64) {
         let c = &mut self.conns[key];
-        match c.framer.eof(c.partial.len()) {
-            AtEof::Complete { status } => {
+        let base = key * self.max_pipeline;
+        let cx = Cx {
+            w: &self.wl[c.workload as usize],
+            entries: &self.inflight[base..base + self.max_pipeline],
+        };
+        match c.proto.at_close(&cx) {
+            AtClose::Complete(r) => {
                 // The close ends the body: a complete response, and then a
                 // server close (handled by `on_response`).
-                self.on_response(key, status, false, now);
+                self.on_response(key, r, now);
             }
-            AtEof::Idle if c.inflight == 0 && c.answered => {
+            AtClose::Idle if c.proto.in_flight() == 0 && c.answered => {
                 self.close(key, CloseReason::ServerClose, now);
                 self.reconnect(key, now);
             }
-            AtEof::Idle if c.inflight == 0 => {
+            AtClose::Idle if c.proto.in_flight() == 0 => {
                 // Closed before it ever answered: not an error (nothing was
                 // owed), but reconnecting at once would let a server that
                 // accepts and closes every connection pull a reconnect storm.
@@ -389,7 +363,7 @@ impl Worker {
                     self.back_off(key, false, now);
                 }
             }
-            AtEof::Idle | AtEof::Truncated => self.fail(key, ErrorKind::Eof, now),
+            AtClose::Idle | AtClose::Truncated => self.fail(key, ErrorKind::Eof, now),
         }
     }
 
@@ -404,14 +378,14 @@ impl Worker {
         }
         let w = &self.wl[c.workload as usize];
         let mut deadline = u64::MAX;
-        if c.inflight > 0 {
-            let oldest = self.inflight[key * self.max_pipeline + c.inflight_head as usize];
+        if let Some(entry) = c.proto.oldest() {
+            let oldest = self.inflight[key * self.max_pipeline + entry as usize];
             deadline = oldest.written + w.request_timeout_ns;
         }
         if !c.draining {
             deadline = deadline.min(c.lifetime_end);
             if let Some(_iv) = w.interval_ns
-                && c.inflight < w.pipeline
+                && c.proto.in_flight() < w.pipeline
                 && c.reqs_left > 0
                 && self.phase == PHASE_RUN
             {

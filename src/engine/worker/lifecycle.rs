@@ -8,12 +8,12 @@
 use std::time::Duration;
 
 use super::conn::{State, grid_due, jitter, tick_ceil};
+use super::protocol::Protocol;
 use super::socket::{self, Connecting};
 use super::transport::Transport;
 use super::{BACKOFF_FIRST_MS, BACKOFF_MAX_MS, HEALTHY_NS, PHASE_RUN, TICK_NS, Worker};
 use crate::netio::token;
 use crate::stats::{self, CloseReason, ErrorKind};
-use crate::wire::Framer;
 
 impl Worker {
     pub(super) fn set_state(&mut self, key: usize, to: State) {
@@ -44,8 +44,7 @@ impl Worker {
         c.since = now;
         c.draining = false;
         c.answered = false;
-        c.framer = Framer::new(self.wl[c.workload as usize].head);
-        c.partial = Vec::new();
+        c.proto = Protocol::new(&self.wl[c.workload as usize]);
         let tok = token(key, c.generation);
         self.set_state(key, State::Connecting);
         let (tcp, done) = match socket::connect(addr, source, self.ports.as_mut()) {
@@ -118,10 +117,7 @@ impl Worker {
         let st = &mut self.local[wi];
         st.counters.opened += 1;
         c.since = now;
-        c.inflight = 0;
-        c.inflight_head = 0;
-        c.unsent = 0;
-        c.write_off = 0;
+        c.proto.reset();
         c.lifetime_end = w.max_lifetime_ns.map_or(u64::MAX, |l| now + jitter(&mut self.rng, l));
         c.reqs_left = match w.max_requests {
             None => u32::MAX,
@@ -164,14 +160,8 @@ impl Worker {
             }
             s.deregister(self.poll.registry());
         }
-        let lost = c.inflight as u64;
-        c.inflight = 0;
-        c.inflight_head = 0;
-        c.unsent = 0;
-        c.write_off = 0;
-        c.partial = Vec::new();
-        c.framer.reset();
-        c.check = Default::default();
+        let lost = c.proto.in_flight() as u64;
+        c.proto.reset();
         // A graceful close of a connection that worked starts the backoff
         // over; one that never answered keeps it growing (see `on_eof`).
         if reason != CloseReason::Error && c.answered {
@@ -226,7 +216,7 @@ impl Worker {
         let c = &mut self.conns[key];
         c.retiring = true;
         match c.state {
-            State::Open if c.inflight > 0 => c.draining = true,
+            State::Open if c.proto.in_flight() > 0 => c.draining = true,
             State::Open => {
                 self.close(key, CloseReason::Churn, now);
                 self.remove_slot(key);
@@ -245,9 +235,10 @@ impl Worker {
         // once and then breaks the connection pull 10 reconnects a second
         // from every slot.
         let healthy = was_open && c.answered && now.saturating_sub(c.since) >= HEALTHY_NS;
-        let lost = c.inflight as u64;
+        let lost = c.proto.in_flight() as u64;
         if was_open {
-            c.inflight = 0;
+            // Counted here, not again by `close`.
+            c.proto.reset();
             self.close(key, CloseReason::Error, now);
         } else if let Some(mut s) = c.stream.take() {
             s.deregister(self.poll.registry());
@@ -325,15 +316,15 @@ impl Worker {
                 }
             }
             State::Open => {
-                if c.inflight > 0 {
-                    let oldest = self.inflight[key * self.max_pipeline + c.inflight_head as usize];
+                if let Some(entry) = c.proto.oldest() {
+                    let oldest = self.inflight[key * self.max_pipeline + entry as usize];
                     if now >= oldest.written + w.request_timeout_ns {
                         return self.fail(key, ErrorKind::Timeout, now);
                     }
                 }
                 if now >= c.lifetime_end && !c.draining {
                     c.draining = true;
-                    if c.inflight == 0 {
+                    if c.proto.in_flight() == 0 {
                         self.close(key, CloseReason::Churn, now);
                         return self.reconnect(key, now);
                     }

@@ -3,22 +3,32 @@
 //!
 //! Each slot holds at most one connection at a time and keeps its place in
 //! the schedule across reconnects. A slot moves through
-//! `Waiting` (for a ramp token) → `Connecting` → `Open` → (on error)
-//! `Backoff` → `Waiting` …; a graceful close (server `Connection: close`,
-//! planned churn) goes straight back to `Connecting`.
+//! `Waiting` (for a ramp token) → `Connecting` → (https) `Handshaking` →
+//! `Open` → (on error) `Backoff` → `Waiting` …; a graceful close (server
+//! `Connection: close`, planned churn) goes straight back to `Connecting`,
+//! and a stop leaves every slot `Idle`.
+//!
+//! What a connection speaks lives behind one seam, [`protocol::Protocol`]
+//! (HTTP/1.1 today): the loop hands it due requests, write room and bytes
+//! that arrived, and it answers with bytes to send and responses that name
+//! the in-flight entry they complete. The loop keeps the socket, the
+//! schedule, the timer wheel and the counters, so a new protocol touches
+//! none of them.
 //!
 //! Hot path rules: readiness is drained (edge-triggered), reads go into one
 //! per-thread buffer and only a split response head is ever kept per
 //! connection, request bytes are written from the workload's pre-rendered
 //! buffer, stats are plain fields flushed to the mailbox a few times a
-//! second, and every deadline is one `O(1)` wheel entry per connection that
-//! is re-armed lazily (an early timer is left in place and re-checked when
-//! it fires).
+//! second, and every deadline is one `O(1)` wheel entry per connection,
+//! armed exactly for its earliest deadline whenever that changes (see
+//! `io.rs`, `arm`): a timer left early would cost a wake-up for nothing.
 
 mod commands;
 mod conn;
+mod http1;
 mod io;
 mod lifecycle;
+mod protocol;
 pub(super) mod socket;
 mod transport;
 
@@ -60,6 +70,12 @@ const READ_BUF: usize = 64 * 1024;
 /// A connection open this long with a response behind it counts as a
 /// success for the backoff.
 const HEALTHY_NS: u64 = 1_000_000_000;
+
+/// Bytes of one connection slot ([`Conn`]) and of one in-flight request
+/// entry, pinned by `tests/size.rs`: tens of thousands of slots live at
+/// once, and "kept small" should stay true by test, not by comment.
+#[doc(hidden)]
+pub const SIZES: (usize, usize) = (std::mem::size_of::<Conn>(), std::mem::size_of::<Inflight>());
 
 /// State shared between the control thread and the workers. Workers read
 /// `phase` once per loop iteration and touch their mailbox once per flush.
@@ -286,7 +302,7 @@ impl Worker {
             .collect();
         let mut gauges = vec![Gauges::default(); n];
         for &(w, slot) in &spec.slots {
-            let key = conns.insert(Conn::new(w, slot, wl[w as usize].head));
+            let key = conns.insert(Conn::new(w, slot, &wl[w as usize]));
             ramp[w as usize].queue.push_back(key as u32);
             gauges[w as usize].desired += 1;
             gauges[w as usize].backoff += 1;

@@ -94,10 +94,19 @@ impl Transport {
         self.0.write(bytes)
     }
 
-    /// True when a short read proves the socket drained (plain TCP only).
+    /// True when the read that just returned `n` bytes into a buffer of
+    /// `room` left the socket drained, so another read would only say
+    /// `WouldBlock` until a new edge. Plain TCP: the read came back short.
+    /// TLS: the last socket read came back short and no decrypted bytes
+    /// wait (a short plaintext read alone proves nothing: rustls may hold
+    /// records it has not handed out).
     #[inline]
-    pub(super) fn short_read_drains(&self) -> bool {
-        self.0.short_read_drains()
+    pub(super) fn drained(&self, n: usize, room: usize) -> bool {
+        match &self.0 {
+            Stream::Plain(_) => n < room,
+            Stream::Client(t) => t.drained(),
+            Stream::Tls(_) => false,
+        }
     }
 
     /// True when written bytes still wait for the socket (TLS records).

@@ -1,0 +1,206 @@
+//! The protocol seam: what a connection speaks, behind one type the hot
+//! path calls, so the loop never knows HTTP/1.1 from what comes next.
+//!
+//! The loop (`io.rs`, `lifecycle.rs`) owns the socket, the schedule (when
+//! a request is due and which one of a mix), the timer wheel, the counters
+//! and the in-flight entries' storage (one stretch of `max_pipeline`
+//! [`Inflight`] entries per slot, in one per-worker vector). A
+//! [`Protocol`] owns everything about how requests and responses map onto
+//! the byte stream, and is driven sans I/O (quiche's `Connection` driven
+//! from mio is the model): the loop tells it
+//!
+//! - **due request**: [`Protocol::issue`] picks the in-flight entry the
+//!   request takes (the loop fills in its due time and request);
+//! - **may write**: [`Protocol::to_send`] / [`Protocol::sent`] hand out the
+//!   bytes owed, from the workload's pre-rendered buffers or the protocol's
+//!   own, until the socket is full;
+//! - **bytes arrived**: [`Protocol::receive`] takes what was read and
+//!   answers with one [`Output`] at a time: a completed [`Response`] naming
+//!   the entry it completes (status, checks failed, whether the connection
+//!   stays), an error kind, or "all taken";
+//! - **closed**: [`Protocol::at_close`] says whether the peer's close ended
+//!   a response, cut one short, or came between responses.
+//!
+//! The loop asks back only [`Protocol::in_flight`], [`Protocol::oldest`]
+//! (the entry whose request timeout runs out first) and
+//! [`Protocol::has_output`] (bytes owed: the write side wants WRITABLE).
+//!
+//! HTTP/1.1 ([`Http1`]) is the one protocol today: its entries are a FIFO
+//! ring, its output the requests in order, its input the response framer.
+//! What the seam leaves room for, without touching schedule, wheel, stats or
+//! observers:
+//!
+//! - HTTP/2: [`Protocol::issue`] takes a free stream slot, not the ring's
+//!   tail, and [`Response::entry`] names the stream's slot, so responses
+//!   complete out of order; SETTINGS acks and PING replies are bytes
+//!   [`Protocol::to_send`] hands out with no request behind them (the
+//!   protocol buffers them; [`Protocol::has_output`] turns true); flow
+//!   control only withholds bytes from `to_send`; a GOAWAY adds an
+//!   [`Output`] variant that hands back an entry never processed, which the
+//!   loop re-issues on the next connection with its original due time; a
+//!   stream reset is an [`Output::Error`] of a new kind for that entry only.
+//!   [`Protocol::oldest`] becomes the entry written first, a walk over at
+//!   most `pipeline` entries.
+//! - WebSocket: the upgrade handshake is a state before requests flow (like
+//!   the TLS handshake, after connect); a message is a request, its echo or
+//!   answer the response; pongs and the close handshake are protocol-owned
+//!   output like HTTP/2's control frames; close code 1000 is
+//!   [`AtClose::Idle`], not an error.
+//!
+//! A new protocol is one more variant of [`Protocol`] and one module like
+//! `http1.rs`: dispatch is a `match` per event, no trait object, and
+//! nothing is allocated per request.
+
+use super::WorkloadRt;
+use super::conn::Inflight;
+use super::http1::Http1;
+use crate::stats::ErrorKind;
+
+/// What the loop lends a protocol for one call: the workload (requests,
+/// checks, pre-rendered bytes) and the slot's in-flight entries.
+pub(super) struct Cx<'a> {
+    pub(super) w: &'a WorkloadRt,
+    /// The slot's stretch of the worker's in-flight storage; its length is
+    /// the slot's capacity (the worker's deepest pipeline).
+    pub(super) entries: &'a [Inflight],
+}
+
+/// A response that completed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Response {
+    /// The in-flight entry it answers (its request, due and write times).
+    /// The entry is free again from now on.
+    pub(super) entry: u16,
+    /// Final status code.
+    pub(super) status: u16,
+    /// The connection stays open after it.
+    pub(super) keep_alive: bool,
+    /// The request's checks that failed, as a bit set (see
+    /// `plan::Checks::finish`); 0 without checks.
+    pub(super) failed_checks: u8,
+}
+
+/// One answer to bytes that arrived.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Output {
+    /// Every byte handed in was used (or kept, when a head is split):
+    /// nothing more completed.
+    Taken,
+    /// A response completed; call again with the bytes after it.
+    Response(Response),
+    /// The connection is unusable: every request in flight fails with it.
+    Error(ErrorKind),
+}
+
+/// What the peer's close meant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum AtClose {
+    /// Between responses: nothing had arrived of one.
+    Idle,
+    /// The close ended a response (a close-delimited body); the connection
+    /// does not stay (`keep_alive` is false).
+    Complete(Response),
+    /// The close cut a response short.
+    Truncated,
+}
+
+/// A connection's protocol state; one per slot, reset for each connection.
+#[derive(Debug)]
+pub(super) enum Protocol {
+    /// HTTP/1.1 keep-alive, pipelined in order.
+    Http1(Http1),
+}
+
+impl Protocol {
+    /// The state for a new connection of workload `w`.
+    pub(super) fn new(w: &WorkloadRt) -> Protocol {
+        Protocol::Http1(Http1::new(w.head))
+    }
+
+    /// Forgets the connection (closed or failed): nothing in flight, no
+    /// bytes owed or carried. The requests that were in flight are the
+    /// loop's to count, before it calls this.
+    #[inline]
+    pub(super) fn reset(&mut self) {
+        match self {
+            Protocol::Http1(h) => h.reset(),
+        }
+    }
+
+    /// Requests issued and not yet answered.
+    #[inline]
+    pub(super) fn in_flight(&self) -> u16 {
+        match self {
+            Protocol::Http1(h) => h.in_flight(),
+        }
+    }
+
+    /// The entry whose request was written first (its timeout runs out
+    /// first), if any is in flight.
+    #[inline]
+    pub(super) fn oldest(&self) -> Option<u16> {
+        match self {
+            Protocol::Http1(h) => h.oldest(),
+        }
+    }
+
+    /// Takes an entry for a request that is due; the caller has checked
+    /// that fewer than its pipeline depth are in flight, `depth` is the
+    /// slot's capacity. The request's bytes are owed from now on.
+    #[inline]
+    pub(super) fn issue(&mut self, depth: usize) -> u16 {
+        match self {
+            Protocol::Http1(h) => h.issue(depth),
+        }
+    }
+
+    /// True when bytes are owed to the peer.
+    #[inline]
+    pub(super) fn has_output(&self) -> bool {
+        match self {
+            Protocol::Http1(h) => h.has_output(),
+        }
+    }
+
+    /// The next bytes owed (empty when none); report what the socket took
+    /// with [`Protocol::sent`].
+    #[inline]
+    pub(super) fn to_send<'a>(&'a self, cx: &Cx<'a>) -> &'a [u8] {
+        match self {
+            Protocol::Http1(h) => h.to_send(cx),
+        }
+    }
+
+    /// The socket took `n` bytes of what [`Protocol::to_send`] gave.
+    #[inline]
+    pub(super) fn sent(&mut self, cx: &Cx<'_>, n: usize) {
+        match self {
+            Protocol::Http1(h) => h.sent(cx, n),
+        }
+    }
+
+    /// Feeds bytes that arrived. Returns how many of `fresh` were used and
+    /// what they made; after a [`Output::Response`], call again with the
+    /// rest (the loop may have closed the connection instead).
+    #[inline]
+    pub(super) fn receive(&mut self, cx: &Cx<'_>, fresh: &[u8]) -> (usize, Output) {
+        match self {
+            Protocol::Http1(h) => h.receive(cx, fresh),
+        }
+    }
+
+    /// The peer closed the connection.
+    pub(super) fn at_close(&mut self, cx: &Cx<'_>) -> AtClose {
+        match self {
+            Protocol::Http1(h) => h.at_close(cx),
+        }
+    }
+
+    /// Moves this slot's entries from `old` to `new` (a reload deepened the
+    /// pipeline and the storage was laid out again), keeping their order.
+    pub(super) fn relayout(&mut self, old: &[Inflight], new: &mut [Inflight]) {
+        match self {
+            Protocol::Http1(h) => h.relayout(old, new),
+        }
+    }
+}

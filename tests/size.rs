@@ -1,0 +1,23 @@
+//! Pins the size of what every connection slot costs, the way mio pins its
+//! own types' sizes: "kept small" is a claim tests can hold.
+//!
+//! A worker keeps one `Conn` per slot (tens of thousands at once) and one
+//! in-flight entry per slot and pipeline depth. A change that grows either
+//! must change this test too, and say why in its commit.
+
+#[test]
+fn conn_slot_size() {
+    let (conn, _) = soakd::CONN_SIZES;
+    println!("size_of::<Conn>() = {conn}");
+    // 144 bytes before the protocol seam; 136 since: the protocol state
+    // moved into one `Protocol` value and the split-head buffer, rarely
+    // used, is boxed (8 bytes in the slot instead of a `Vec`'s 24).
+    assert_eq!(conn, 136, "Conn changed size");
+}
+
+#[test]
+fn inflight_entry_size() {
+    let (_, entry) = soakd::CONN_SIZES;
+    println!("size_of::<Inflight>() = {entry}");
+    assert_eq!(entry, 24, "the in-flight entry changed size");
+}
