@@ -15,12 +15,14 @@
 
 mod stream;
 mod tls_client;
+mod tls_errors;
 
 use std::io;
 use std::time::{Duration, Instant};
 
 pub use stream::{Session, Stream, TlsStream, tls_error};
 pub use tls_client::ClientTls;
+pub use tls_errors::{certificate_words, log_once};
 
 use mio::Token;
 
