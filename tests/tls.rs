@@ -659,18 +659,33 @@ fn openssl_self_signed(dir: &TempDir, name: &str) -> (String, String) {
     let cert = dir.path().join(format!("{name}.pem")).display().to_string();
     let key = dir.path().join(format!("{name}.key")).display().to_string();
     let out = std::process::Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"])
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ])
         .args(["-keyout", &key, "-out", &cert, "-days", "30", "-subj", "/CN=localhost"])
         .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
         .output()
         .expect("running openssl");
-    assert!(out.status.success(), "openssl req: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "openssl req: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // The case of issue 17 only if OpenSSL made it a CA, as it does by default.
     let text = std::process::Command::new("openssl")
         .args(["x509", "-noout", "-text", "-in", &cert])
         .output()
         .expect("running openssl x509");
-    assert!(String::from_utf8_lossy(&text.stdout).contains("CA:TRUE"), "not a CA certificate");
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("CA:TRUE"),
+        "not a CA certificate"
+    );
     (cert, key)
 }
 
@@ -697,11 +712,15 @@ fn openssl_req_x509_certificate_given_as_cacert_verifies() {
         assert_eq!(r.report["tls"]["verified"], true, "{name:?}");
     }
     // Trusted as itself, not as a name wildcard: another name still fails.
-    let r = short_soak(&nginx.https_url("/"), &["--cacert", &cert, "--servername", "other.example"]);
+    let r = short_soak(
+        &nginx.https_url("/"),
+        &["--cacert", &cert, "--servername", "other.example"],
+    );
     assert!(errors_of(&r.report, "tls_certificate") > 0, "{}", r.report);
     assert!(
-        r.stderr
-            .contains("TLS certificate rejected: the server's certificate is for localhost, 127.0.0.1 and not for other.example"),
+        r.stderr.contains(
+            "TLS certificate rejected: the server's certificate is for localhost, 127.0.0.1 and not for other.example"
+        ),
         "{}",
         r.stderr
     );
@@ -746,7 +765,12 @@ fn ca_as_server_not_given_as_cacert_and_expired_ones_are_tls_certificate() {
         let r = short_soak(&nginx.https_url("/"), &["--cacert", ca]);
         assert!(r.status.success(), "{what}: {}", r.stderr);
         assert!(errors_of(&r.report, "tls_certificate") > 0, "{what}: {}", r.report);
-        assert_eq!(total_errors(&r.report), errors_of(&r.report, "tls_certificate"), "{what}: {}", r.report);
+        assert_eq!(
+            total_errors(&r.report),
+            errors_of(&r.report, "tls_certificate"),
+            "{what}: {}",
+            r.report
+        );
         assert_eq!(get(&r.report, "connections.opened"), 0, "{what}: {}", r.report);
         assert_eq!(r.stderr.matches(words).count(), 1, "{what}: {}", r.stderr);
         assert_no_debug_dump(&r.stderr);

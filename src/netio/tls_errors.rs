@@ -199,28 +199,53 @@ mod tests {
         let ip = ServerName::try_from("127.0.0.1").unwrap();
         let table: Vec<(CertificateError, &str, &[&str])> = vec![
             (
-                CertificateError::ExpiredContext { time: at(1_767_225_600), not_after: at(1_041_379_200) },
+                CertificateError::ExpiredContext {
+                    time: at(1_767_225_600),
+                    not_after: at(1_041_379_200),
+                },
                 "expired",
                 &["expired on 2003-01-01T00:00:00Z", "now 2026-01-01T00:00:00Z", "renew"],
             ),
             (CertificateError::Expired, "expired", &["has expired", "renew"]),
             (
-                CertificateError::NotValidYetContext { time: at(1_767_225_600), not_before: at(4_102_444_800) },
+                CertificateError::NotValidYetContext {
+                    time: at(1_767_225_600),
+                    not_before: at(4_102_444_800),
+                },
                 "not_yet_valid",
                 &["not valid until 2100-01-01T00:00:00Z", "clock"],
             ),
-            (CertificateError::NotValidYet, "not_yet_valid", &["not valid yet", "clock"]),
-            (CertificateError::UnknownIssuer, "unknown_issuer", &["not issued by a CA soakd trusts", "--cacert"]),
+            (
+                CertificateError::NotValidYet,
+                "not_yet_valid",
+                &["not valid yet", "clock"],
+            ),
+            (
+                CertificateError::UnknownIssuer,
+                "unknown_issuer",
+                &["not issued by a CA soakd trusts", "--cacert"],
+            ),
             (
                 CertificateError::NotValidForNameContext {
                     expected: ip.to_owned(),
                     presented: vec!["other.example".into(), "*.example.org".into()],
                 },
                 "name_mismatch",
-                &["is for other.example, *.example.org and not for 127.0.0.1", "--servername"],
+                &[
+                    "is for other.example, *.example.org and not for 127.0.0.1",
+                    "--servername",
+                ],
             ),
-            (CertificateError::NotValidForName, "name_mismatch", &["does not cover the name", "--servername"]),
-            (CertificateError::BadSignature, "bad_signature", &["does not verify", "--cacert"]),
+            (
+                CertificateError::NotValidForName,
+                "name_mismatch",
+                &["does not cover the name", "--servername"],
+            ),
+            (
+                CertificateError::BadSignature,
+                "bad_signature",
+                &["does not verify", "--cacert"],
+            ),
             (CertificateError::Revoked, "revoked", &["revoked", "new certificate"]),
             (CertificateError::BadEncoding, "bad_encoding", &["cannot be parsed"]),
             (CertificateError::InvalidPurpose, "wrong_purpose", &["serverAuth"]),
@@ -230,8 +255,16 @@ mod tests {
                 &["is a CA certificate", "CA:TRUE", "--cacert"],
             ),
             (other(webpki::Error::EndEntityUsedAsCa), "server_as_ca", &["not a CA"]),
-            (other(webpki::Error::UnsupportedCriticalExtension), "critical_extension", &["critical extension"]),
-            (CertificateError::UnhandledCriticalExtension, "critical_extension", &["critical extension"]),
+            (
+                other(webpki::Error::UnsupportedCriticalExtension),
+                "critical_extension",
+                &["critical extension"],
+            ),
+            (
+                CertificateError::UnhandledCriticalExtension,
+                "critical_extension",
+                &["critical extension"],
+            ),
             (
                 other(webpki::Error::UnsupportedCertVersion),
                 "other",
@@ -243,7 +276,10 @@ mod tests {
                 &["failed verification (unknown revocation status)"],
             ),
             (
-                CertificateError::ExpiredRevocationListContext { time: at(2), next_update: at(1) },
+                CertificateError::ExpiredRevocationListContext {
+                    time: at(2),
+                    next_update: at(1),
+                },
                 "other",
                 &["failed verification (expired revocation list)"],
             ),
@@ -254,7 +290,11 @@ mod tests {
             for word in words {
                 assert!(w.text.contains(word), "{e:?}: {:?} lacks {word:?}", w.text);
             }
-            assert!(w.text.starts_with("the server's certificate") || w.text.starts_with("a "), "{}", w.text);
+            assert!(
+                w.text.starts_with("the server's certificate") || w.text.starts_with("a "),
+                "{}",
+                w.text
+            );
             for dump in ["Context", "OtherError", "CaUsedAsEndEntity", "{ ", "Some("] {
                 assert!(!w.text.contains(dump), "{e:?}: a Debug dump in {:?}", w.text);
             }

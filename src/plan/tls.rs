@@ -375,8 +375,10 @@ impl ServerCertVerifier for AnchorsAsServers {
             .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
         {
             Err(rustls::Error::InvalidCertificate(CertificateError::Other(e)))
-                if matches!(e.0.downcast_ref::<webpki::Error>(), Some(webpki::Error::CaUsedAsEndEntity))
-                    && self.anchors.iter().any(|a| a.as_ref() == end_entity.as_ref()) =>
+                if matches!(
+                    e.0.downcast_ref::<webpki::Error>(),
+                    Some(webpki::Error::CaUsedAsEndEntity)
+                ) && self.anchors.iter().any(|a| a.as_ref() == end_entity.as_ref()) =>
             {
                 rustls::client::verify_server_name(&ParsedCertificate::try_from(end_entity)?, server_name)?;
                 Ok(ServerCertVerified::assertion())
@@ -468,6 +470,12 @@ mod tests {
         if ca {
             params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         }
+        // A subject of its own: webpki finds an issuer by its name, and two
+        // CAs of one name would fail as a bad signature, not an unknown
+        // issuer.
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, format!("test {}", fastrand::u64(..)));
         params.not_before = rcgen::date_time_ymd(2020, 1, 1);
         params.not_after = rcgen::date_time_ymd(2100, 1, 1);
         let der = params.self_signed(&key).unwrap().der().clone();
@@ -479,7 +487,12 @@ mod tests {
         for a in anchors {
             roots.add((*a).clone()).unwrap();
         }
-        AnchorsAsServers::new(Arc::new(roots), anchors.iter().map(|a| (*a).clone()).collect(), provider()).unwrap()
+        AnchorsAsServers::new(
+            Arc::new(roots),
+            anchors.iter().map(|a| (*a).clone()).collect(),
+            provider(),
+        )
+        .unwrap()
     }
 
     fn year(y: u64) -> UnixTime {
@@ -525,7 +538,9 @@ mod tests {
         let mut params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
         params.not_before = rcgen::date_time_ymd(2020, 1, 1);
         params.not_after = rcgen::date_time_ymd(2100, 1, 1);
-        let leaf = params.signed_by(&key, &Issuer::from_params(&ca_params, &ca_key)).unwrap();
+        let leaf = params
+            .signed_by(&key, &Issuer::from_params(&ca_params, &ca_key))
+            .unwrap();
         let v = verifier(&[&ca]);
         verify(&v, leaf.der(), "localhost", year(2030)).unwrap();
         assert_eq!(reason(verify(&v, leaf.der(), "127.0.0.1", year(2030))), "name_mismatch");
@@ -534,6 +549,9 @@ mod tests {
         verify(&verifier(&[&plain]), &plain, "localhost", year(2030)).unwrap();
         // An unknown CA is an unknown issuer.
         let (_, _, stranger) = self_signed(true);
-        assert_eq!(reason(verify(&verifier(&[&stranger]), leaf.der(), "localhost", year(2030))), "unknown_issuer");
+        assert_eq!(
+            reason(verify(&verifier(&[&stranger]), leaf.der(), "localhost", year(2030))),
+            "unknown_issuer"
+        );
     }
 }
