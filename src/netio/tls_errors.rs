@@ -62,7 +62,7 @@ pub fn certificate_words(e: &CertificateError) -> Words {
             "name_mismatch",
             format!(
                 "the server's certificate is for {} and not for {}; connect with a name it covers, or give --servername NAME",
-                if presented.is_empty() { "no name at all".to_string() } else { presented.join(", ") },
+                if presented.is_empty() { "no name at all".to_string() } else { presented.iter().map(|p| presented_name(p)).collect::<Vec<_>>().join(", ") },
                 name(expected)
             ),
         ),
@@ -156,6 +156,17 @@ fn date(t: UnixTime) -> String {
     humantime::format_rfc3339_seconds(SystemTime::UNIX_EPOCH + Duration::from_secs(t.as_secs())).to_string()
 }
 
+/// A name the certificate presents, as written in it: webpki gives them
+/// as `DnsName("localhost")` or `IpAddress(127.0.0.1)`.
+fn presented_name(p: &str) -> &str {
+    match (p.find('('), p.strip_suffix(')')) {
+        (Some(open), Some(inner)) if p[..open].chars().all(char::is_alphanumeric) => {
+            inner[open + 1..].trim_matches('"')
+        }
+        _ => p,
+    }
+}
+
 /// A server name as the operator wrote it.
 fn name(n: &ServerName<'_>) -> String {
     match n {
@@ -228,11 +239,15 @@ mod tests {
             (
                 CertificateError::NotValidForNameContext {
                     expected: ip.to_owned(),
-                    presented: vec!["other.example".into(), "*.example.org".into()],
+                    presented: vec![
+                        "DnsName(\"other.example\")".into(),
+                        "IpAddress(10.0.0.1)".into(),
+                        "*.example.org".into(),
+                    ],
                 },
                 "name_mismatch",
                 &[
-                    "is for other.example, *.example.org and not for 127.0.0.1",
+                    "is for other.example, 10.0.0.1, *.example.org and not for 127.0.0.1",
                     "--servername",
                 ],
             ),
@@ -295,7 +310,15 @@ mod tests {
                 "{}",
                 w.text
             );
-            for dump in ["Context", "OtherError", "CaUsedAsEndEntity", "{ ", "Some("] {
+            for dump in [
+                "Context",
+                "OtherError",
+                "CaUsedAsEndEntity",
+                "{ ",
+                "Some(",
+                "DnsName",
+                "\"",
+            ] {
                 assert!(!w.text.contains(dump), "{e:?}: a Debug dump in {:?}", w.text);
             }
         }

@@ -331,9 +331,6 @@ pub fn provider() -> Arc<CryptoProvider> {
 #[cfg(not(any(feature = "aws-lc", feature = "ring")))]
 compile_error!("soakd needs a TLS crypto provider: build with the `aws-lc` (default) or the `ring` feature");
 
-/// The name of the provider [`provider`] gives, for `describe` and the docs.
-pub const PROVIDER: &str = if cfg!(feature = "aws-lc") { "aws-lc-rs" } else { "ring" };
-
 /// Verification with `--cacert`: webpki's, except that a server
 /// certificate which is byte for byte one of the `--cacert` certificates is
 /// trusted even when it is a CA (`CA:TRUE`, what `openssl req -x509`
