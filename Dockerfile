@@ -5,7 +5,10 @@
 #   docker build -t registry.example.com/soakd:0.1.0 .
 
 FROM rust:1.95-slim-bookworm AS build
-# musl-gcc builds ring's C and assembly for the static target. Debian's
+# musl-gcc builds the C and assembly of aws-lc-rs (the TLS provider; its
+# cc builder with pre-generated musl bindings needs no cmake or clang,
+# checked with this very build command outside docker, docs/tls.md) and of
+# ring (rcgen) for the static target. Debian's
 # package versions move with point releases, so the version is not pinned
 # (the base image's tag pins the release).
 # hadolint ignore=DL3008

@@ -692,3 +692,128 @@ fn tls_records_split_across_reads_frame_like_whole_ones() {
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
 }
+
+/// A test server's certificate made the common way, `openssl req -x509`:
+/// self-signed EC P-256 for localhost and 127.0.0.1, which OpenSSL marks
+/// `CA:TRUE`. Written as NAME.pem and NAME.key in `dir`.
+fn openssl_self_signed(dir: &TempDir, name: &str) -> (String, String) {
+    let cert = dir.path().join(format!("{name}.pem")).display().to_string();
+    let key = dir.path().join(format!("{name}.key")).display().to_string();
+    let out = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ])
+        .args(["-keyout", &key, "-out", &cert, "-days", "30", "-subj", "/CN=localhost"])
+        .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+        .output()
+        .expect("running openssl");
+    assert!(
+        out.status.success(),
+        "openssl req: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The case of issue 17 only if OpenSSL made it a CA, as it does by default.
+    let text = std::process::Command::new("openssl")
+        .args(["x509", "-noout", "-text", "-in", &cert])
+        .output()
+        .expect("running openssl x509");
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("CA:TRUE"),
+        "not a CA certificate"
+    );
+    (cert, key)
+}
+
+/// No line of the log is a Debug dump of a rustls or webpki error.
+fn assert_no_debug_dump(stderr: &str) {
+    for dump in ["OtherError", "CaUsedAsEndEntity", "Context {", "InvalidCertificate("] {
+        assert!(!stderr.contains(dump), "a Debug dump in the log: {stderr}");
+    }
+}
+
+#[test]
+fn openssl_req_x509_certificate_given_as_cacert_verifies() {
+    let dir = TempDir::new("x509");
+    let (cert, key) = openssl_self_signed(&dir, "server");
+    let nginx = tls_nginx(&cert, &key, "");
+    // By its IP address, and by its DNS name (sent as SNI).
+    for name in [&[][..], &["--servername", "localhost"][..]] {
+        let mut args = vec!["--cacert", &cert];
+        args.extend_from_slice(name);
+        let r = short_soak(&nginx.https_url("/"), &args);
+        assert!(r.status.success(), "{name:?}: {}", r.stderr);
+        assert_eq!(total_errors(&r.report), 0, "{name:?}: {}", r.report);
+        assert!(get(&r.report, "requests.completed") > 0, "{name:?}: {}", r.report);
+        assert_eq!(r.report["tls"]["verified"], true, "{name:?}");
+    }
+    // Trusted as itself, not as a name wildcard: another name still fails.
+    let r = short_soak(
+        &nginx.https_url("/"),
+        &["--cacert", &cert, "--servername", "other.example"],
+    );
+    assert!(errors_of(&r.report, "tls_certificate") > 0, "{}", r.report);
+    assert!(
+        r.stderr.contains(
+            "TLS certificate rejected: the server's certificate is for localhost, 127.0.0.1 and not for other.example"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert_no_debug_dump(&r.stderr);
+}
+
+#[test]
+fn ca_as_server_not_given_as_cacert_and_expired_ones_are_tls_certificate() {
+    let dir = TempDir::new("x509");
+    let (cert, key) = openssl_self_signed(&dir, "server");
+    let (other, _) = openssl_self_signed(&dir, "other");
+    // Expired, same kind (self-signed, CA:TRUE): rcgen, since OpenSSL 3.0's
+    // `req` cannot date a certificate in the past.
+    let expired_key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name.push(DnType::CommonName, "localhost");
+    params.not_before = rcgen::date_time_ymd(2001, 1, 1);
+    params.not_after = rcgen::date_time_ymd(2002, 1, 1);
+    let expired = dir.path().join("expired.pem").display().to_string();
+    let expired_key_path = dir.path().join("expired.key").display().to_string();
+    std::fs::write(&expired, params.self_signed(&expired_key).unwrap().pem()).unwrap();
+    std::fs::write(&expired_key_path, expired_key.serialize_pem()).unwrap();
+
+    for (what, cert, key, ca, words) in [
+        (
+            "a CA certificate that is not the --cacert one",
+            &cert,
+            &key,
+            &other,
+            "TLS certificate rejected: the server's certificate is a CA certificate (basicConstraints CA:TRUE) and is not one of the --cacert certificates",
+        ),
+        (
+            "expired, given as --cacert",
+            &expired,
+            &expired_key_path,
+            &expired,
+            "TLS certificate rejected: the server's certificate expired on 2002-01-01T00:00:00Z",
+        ),
+    ] {
+        let nginx = tls_nginx(cert, key, "");
+        let r = short_soak(&nginx.https_url("/"), &["--cacert", ca]);
+        assert!(r.status.success(), "{what}: {}", r.stderr);
+        assert!(errors_of(&r.report, "tls_certificate") > 0, "{what}: {}", r.report);
+        assert_eq!(
+            total_errors(&r.report),
+            errors_of(&r.report, "tls_certificate"),
+            "{what}: {}",
+            r.report
+        );
+        assert_eq!(get(&r.report, "connections.opened"), 0, "{what}: {}", r.report);
+        assert_eq!(r.stderr.matches(words).count(), 1, "{what}: {}", r.stderr);
+        assert_no_debug_dump(&r.stderr);
+    }
+}

@@ -19,7 +19,7 @@
 //! tells the event loop when to look again.
 //!
 //! Files: `stream.rs` (the plain/TLS enum) over `tls_client.rs` and
-//! `tls_server.rs`, which share only `tls.rs`; `write.rs` (the write loop
+//! `tls_server.rs`, which share only `tls.rs`; `tls_errors.rs` (certificate failures in words); `write.rs` (the write loop
 //! and pending output); `server.rs` (the HTTP/1 servers' core).
 
 mod server;
@@ -28,6 +28,7 @@ mod stream;
 pub mod testing;
 mod tls;
 mod tls_client;
+mod tls_errors;
 mod tls_server;
 mod write;
 
@@ -39,6 +40,7 @@ pub use stream::Stream;
 pub use tls::{Session, tls_error};
 pub use tls_client::ClientTls;
 pub use tls_server::TlsStream;
+pub use tls_errors::{certificate_words, log_once};
 pub use write::Pending;
 
 use mio::Token;

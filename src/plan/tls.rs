@@ -7,17 +7,26 @@
 //! a failure an hour into a soak. Verification is on unless `--insecure`
 //! says otherwise; the roots are the system's unless `--cacert` replaces
 //! them. Nothing here ever prints key material.
+//!
+//! A certificate made the common way for a test server (`openssl req
+//! -x509`: self-signed, `CA:TRUE`) and given with `--cacert` is accepted as
+//! the server's own certificate, as curl, wrk and Go accept it: webpki
+//! alone refuses a CA as an end entity ([`AnchorsAsServers`]).
+//!
+//! The crypto provider (aws-lc-rs or ring) is chosen here, once, by a cargo
+//! feature; docs/tls.md has the measurement behind the default.
 
 use std::hash::{Hash as _, Hasher as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rustls::client::Resumption;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::{Resumption, WebPkiServerVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::server::ParsedCertificate;
+use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
 use crate::Error;
 
@@ -139,7 +148,7 @@ impl std::fmt::Debug for Tls {
 /// Builds the client for a URL whose host is `host`. `key` turns a setting
 /// name (`"cacert"`) into how the operator wrote it, for messages.
 pub fn build(spec: &TlsSpec, host: &str, key: &dyn Fn(&str) -> String) -> Result<Tls, Error> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = provider();
     let mut digest = std::collections::hash_map::DefaultHasher::new();
     let mut read = |setting: &str, path: &Path| -> Result<Vec<u8>, Error> {
         let bytes = std::fs::read(path).map_err(|e| {
@@ -179,6 +188,7 @@ pub fn build(spec: &TlsSpec, host: &str, key: &dyn Fn(&str) -> String) -> Result
         .map_err(|e| Error::Usage(format!("TLS versions: {e}")))?;
 
     let mut roots = RootCertStore::empty();
+    let mut anchors = Vec::new();
     if spec.cacert.is_empty() {
         if !spec.insecure {
             let found = rustls_native_certs::load_native_certs();
@@ -197,6 +207,7 @@ pub fn build(spec: &TlsSpec, host: &str, key: &dyn Fn(&str) -> String) -> Result
             for cert in CertificateDer::pem_slice_iter(&pem) {
                 let cert = cert
                     .map_err(|e| Error::Usage(format!("{} {}: not valid PEM ({e})", key("cacert"), path.display())))?;
+                anchors.push(cert.clone());
                 roots.add(cert).map_err(|e| {
                     Error::Usage(format!(
                         "{} {}: a certificate cannot be used as a root ({e})",
@@ -215,7 +226,8 @@ pub fn build(spec: &TlsSpec, host: &str, key: &dyn Fn(&str) -> String) -> Result
             }
         }
     }
-    let builder = builder.with_root_certificates(roots);
+    let roots = Arc::new(roots);
+    let builder = builder.with_root_certificates(roots.clone());
 
     let mut config = match (&spec.cert, &spec.key) {
         (None, None) => builder.with_no_client_auth(),
@@ -279,6 +291,10 @@ pub fn build(spec: &TlsSpec, host: &str, key: &dyn Fn(&str) -> String) -> Result
         config
             .dangerous()
             .set_certificate_verifier(Arc::new(NoVerification(provider)));
+    } else if !anchors.is_empty() {
+        let verifier = AnchorsAsServers::new(roots, anchors, provider)
+            .map_err(|e| Error::Usage(format!("{}: {e}", key("cacert"))))?;
+        config.dangerous().set_certificate_verifier(Arc::new(verifier));
     }
 
     let name = spec.servername.as_deref().unwrap_or(host);
@@ -298,6 +314,101 @@ pub fn build(spec: &TlsSpec, host: &str, key: &dyn Fn(&str) -> String) -> Result
         spec: spec.clone(),
         files_digest: digest.finish(),
     })
+}
+
+/// The crypto provider of every TLS client and server in soakd: aws-lc-rs
+/// (the `aws-lc` feature, the default) or ring (`--no-default-features
+/// --features ring`). aws-lc-rs won the handshake measurement in
+/// docs/tls.md; ring stays buildable to repeat it.
+pub fn provider() -> Arc<CryptoProvider> {
+    #[cfg(feature = "aws-lc")]
+    let p = rustls::crypto::aws_lc_rs::default_provider();
+    #[cfg(all(feature = "ring", not(feature = "aws-lc")))]
+    let p = rustls::crypto::ring::default_provider();
+    Arc::new(p)
+}
+
+#[cfg(not(any(feature = "aws-lc", feature = "ring")))]
+compile_error!("soakd needs a TLS crypto provider: build with the `aws-lc` (default) or the `ring` feature");
+
+/// Verification with `--cacert`: webpki's, except that a server
+/// certificate which is byte for byte one of the `--cacert` certificates is
+/// trusted even when it is a CA (`CA:TRUE`, what `openssl req -x509`
+/// makes). webpki refuses a CA as an end entity (`CaUsedAsEndEntity`);
+/// OpenSSL, Go and therefore curl and wrk trust a certificate the operator
+/// named as a trust anchor outright. Only that one refusal is overridden:
+/// webpki has already checked the validity dates when it reaches the
+/// basicConstraints (tested below), and the name is checked here, so an
+/// expired or misnamed anchor still fails.
+#[derive(Debug)]
+struct AnchorsAsServers {
+    inner: Arc<WebPkiServerVerifier>,
+    anchors: Vec<CertificateDer<'static>>,
+}
+
+impl AnchorsAsServers {
+    /// webpki's verifier over `roots`, which hold `anchors`.
+    fn new(
+        roots: Arc<RootCertStore>,
+        anchors: Vec<CertificateDer<'static>>,
+        provider: Arc<CryptoProvider>,
+    ) -> Result<AnchorsAsServers, rustls::client::VerifierBuilderError> {
+        let inner = WebPkiServerVerifier::builder_with_provider(roots, provider).build()?;
+        Ok(AnchorsAsServers { inner, anchors })
+    }
+}
+
+impl ServerCertVerifier for AnchorsAsServers {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        match self
+            .inner
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
+            Err(rustls::Error::InvalidCertificate(CertificateError::Other(e)))
+                if matches!(
+                    e.0.downcast_ref::<webpki::Error>(),
+                    Some(webpki::Error::CaUsedAsEndEntity)
+                ) && self.anchors.iter().any(|a| a.as_ref() == end_entity.as_ref()) =>
+            {
+                rustls::client::verify_server_name(&ParsedCertificate::try_from(end_entity)?, server_name)?;
+                Ok(ServerCertVerified::assertion())
+            }
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+
+    fn root_hint_subjects(&self) -> Option<&[rustls::DistinguishedName]> {
+        self.inner.root_hint_subjects()
+    }
 }
 
 /// `--insecure`: accepts any certificate. The handshake's signatures are
@@ -338,5 +449,106 @@ impl ServerCertVerifier for NoVerification {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+
+    use super::*;
+    use crate::netio::certificate_words;
+
+    /// A self-signed certificate for localhost and 127.0.0.1 valid in
+    /// 2020..2100, as `openssl req -x509` makes it (`CA:TRUE`) or not.
+    fn self_signed(ca: bool) -> (CertificateParams, KeyPair, CertificateDer<'static>) {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+        if ca {
+            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        }
+        // A subject of its own: webpki finds an issuer by its name, and two
+        // CAs of one name would fail as a bad signature, not an unknown
+        // issuer.
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, format!("test {}", fastrand::u64(..)));
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2100, 1, 1);
+        let der = params.self_signed(&key).unwrap().der().clone();
+        (params, key, der)
+    }
+
+    fn verifier(anchors: &[&CertificateDer<'static>]) -> AnchorsAsServers {
+        let mut roots = RootCertStore::empty();
+        for a in anchors {
+            roots.add((*a).clone()).unwrap();
+        }
+        AnchorsAsServers::new(
+            Arc::new(roots),
+            anchors.iter().map(|a| (*a).clone()).collect(),
+            provider(),
+        )
+        .unwrap()
+    }
+
+    fn year(y: u64) -> UnixTime {
+        UnixTime::since_unix_epoch(std::time::Duration::from_secs((y - 1970) * 31_556_952))
+    }
+
+    fn verify(v: &AnchorsAsServers, cert: &CertificateDer<'_>, name: &str, at: UnixTime) -> Result<(), rustls::Error> {
+        let name = ServerName::try_from(name.to_string()).unwrap();
+        v.verify_server_cert(cert, &[], &name, &[], at).map(|_| ())
+    }
+
+    fn reason(r: Result<(), rustls::Error>) -> &'static str {
+        match r {
+            Err(rustls::Error::InvalidCertificate(e)) => certificate_words(&e).reason,
+            other => panic!("not a certificate error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_ca_certificate_given_as_cacert_is_trusted_as_the_server() {
+        let (_, _, cert) = self_signed(true);
+        let v = verifier(&[&cert]);
+        verify(&v, &cert, "localhost", year(2030)).unwrap();
+        verify(&v, &cert, "127.0.0.1", year(2030)).unwrap();
+        // Name and dates are still checked.
+        assert_eq!(reason(verify(&v, &cert, "other.example", year(2030))), "name_mismatch");
+        assert_eq!(reason(verify(&v, &cert, "localhost", year(2101))), "expired");
+        assert_eq!(reason(verify(&v, &cert, "localhost", year(2019))), "not_yet_valid");
+    }
+
+    #[test]
+    fn a_ca_certificate_that_is_not_an_anchor_is_still_refused() {
+        let (_, _, cert) = self_signed(true);
+        let (_, _, other) = self_signed(true);
+        let v = verifier(&[&other]);
+        assert_eq!(reason(verify(&v, &cert, "localhost", year(2030))), "ca_as_server");
+    }
+
+    #[test]
+    fn ordinary_chains_verify_as_before() {
+        let (ca_params, ca_key, ca) = self_signed(true);
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2100, 1, 1);
+        let leaf = params
+            .signed_by(&key, &Issuer::from_params(&ca_params, &ca_key))
+            .unwrap();
+        let v = verifier(&[&ca]);
+        verify(&v, leaf.der(), "localhost", year(2030)).unwrap();
+        assert_eq!(reason(verify(&v, leaf.der(), "127.0.0.1", year(2030))), "name_mismatch");
+        // A self-signed leaf (CA:FALSE) named as the anchor verifies too.
+        let (_, _, plain) = self_signed(false);
+        verify(&verifier(&[&plain]), &plain, "localhost", year(2030)).unwrap();
+        // An unknown CA is an unknown issuer.
+        let (_, _, stranger) = self_signed(true);
+        assert_eq!(
+            reason(verify(&verifier(&[&stranger]), leaf.der(), "localhost", year(2030))),
+            "unknown_issuer"
+        );
     }
 }

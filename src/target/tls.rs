@@ -70,7 +70,7 @@ fn finish(
     client_ca: Option<&Path>,
 ) -> Result<ServerTls, Error> {
     let fingerprint = sha256_hex(chain[0].as_ref());
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = crate::plan::tls::provider();
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| Error::Internal(format!("TLS versions: {e}")))?;

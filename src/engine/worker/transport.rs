@@ -14,7 +14,7 @@ use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
 
 use super::socket;
-use crate::netio::{ClientTls, Session, Stream, tls_error};
+use crate::netio::{ClientTls, Session, Stream, certificate_words, log_once, tls_error};
 use crate::stats::ErrorKind;
 
 /// What a TLS workload connects with: the shared client configuration and
@@ -135,41 +135,23 @@ impl Transport {
 }
 
 /// The error kind of a failed handshake: a certificate that failed
-/// verification is `tls_certificate` (its reason logged once per distinct
-/// reason), anything else `tls_handshake`.
+/// verification is `tls_certificate` (logged once per kind of reason, in
+/// words: what is wrong and the fix), anything else `tls_handshake`.
 fn classify_handshake(e: &io::Error) -> ErrorKind {
     match tls_error(e) {
         Some(rustls::Error::InvalidCertificate(why)) => {
-            log_once(reason_of(&format!("{why:?}")), || {
-                format!("TLS certificate rejected: {why}")
-            });
+            let words = certificate_words(why);
+            log_once(words.reason, || format!("TLS certificate rejected: {}", words.text));
             ErrorKind::TlsCertificate
         }
         Some(other) => {
-            log_once(reason_of(&format!("{other:?}")), || {
-                format!("TLS handshake failed: {other}")
-            });
+            // rustls's own sentence ("received fatal alert: ..."); the
+            // reason is the variant's name, whatever its particulars.
+            let debug = format!("{other:?}");
+            let reason = debug.split([' ', '{', '(']).next().unwrap_or(&debug);
+            log_once(reason, || format!("TLS handshake failed: {other}"));
             ErrorKind::TlsHandshake
         }
         None => ErrorKind::TlsHandshake,
-    }
-}
-
-/// The kind of a reason without its particulars: `ExpiredContext { time:
-/// .. }` is one reason whatever the time.
-fn reason_of(debug: &str) -> String {
-    debug.split([' ', '{', '(']).next().unwrap_or(debug).to_string()
-}
-
-/// Prints `line()` once per distinct `reason` per process: a bad
-/// certificate fails every connection the same way, and the log should say
-/// why once, not ten thousand times. Only failed handshakes come here,
-/// never the hot path.
-fn log_once(reason: String, line: impl FnOnce() -> String) {
-    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
-    if seen.len() < 64 && !seen.contains(&reason) {
-        eprintln!("soakd: {}", line());
-        seen.push(reason);
     }
 }
