@@ -133,9 +133,15 @@ fn sockets() -> Vec<procfs::net::TcpNetEntry> {
 }
 
 /// Local ports of the ephemeral range that sockets already hold, as seen
-/// by a new connection from `source`: soakd binds its ports itself and
-/// without SO_REUSEADDR, so any socket on that port of that address (or of
-/// the wildcard address) keeps it, a TIME_WAIT included.
+/// by a new connection from one source address to one target. soakd leaves
+/// each port to the kernel's connect-time choice (see
+/// `engine::worker::socket`), and that choice is per 4-tuple: a port is
+/// held for this connection when a socket of the same source address (or
+/// of the wildcard one) already has it towards the same target, in any
+/// state, TIME_WAIT included unless the kernel reuses those (below). A
+/// port used towards another target, or from another address, is free.
+/// The exception is a port some program bound explicitly (every listening
+/// socket): the kernel's choice skips it whatever the address.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Held {
     time_wait: u64,
@@ -143,7 +149,15 @@ struct Held {
     other: u64,
 }
 
-fn held(sockets: &[procfs::net::TcpNetEntry], source: Option<IpAddr>, lo: u32, hi: u32) -> Held {
+/// A new connection's view of the port range: from `source` (`None`: any
+/// local address, when the route's source is unknown) to `target`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Tuple {
+    source: Option<IpAddr>,
+    target: SocketAddr,
+}
+
+fn held(sockets: &[procfs::net::TcpNetEntry], tuple: Tuple, lo: u32, hi: u32) -> Held {
     use procfs::net::TcpState;
     // By port, not by socket: a server's listening port can carry thousands
     // of accepted sockets and is still one port. A port counts under the
@@ -151,11 +165,16 @@ fn held(sockets: &[procfs::net::TcpNetEntry], source: Option<IpAddr>, lo: u32, h
     let mut ports: HashMap<u16, u8> = HashMap::new();
     for s in sockets {
         let local = s.local_address;
-        let ip_matches = match source {
-            None => true,
-            Some(ip) => local.ip() == ip || local.ip().is_unspecified(),
-        };
-        if !(lo..=hi).contains(&u32::from(local.port())) || !ip_matches || s.state == TcpState::Listen {
+        if !(lo..=hi).contains(&u32::from(local.port())) {
+            continue;
+        }
+        let listening = s.state == TcpState::Listen;
+        let same_tuple = same_ip(s.remote_address, tuple.target)
+            && s.remote_address.port() == tuple.target.port()
+            && tuple
+                .source
+                .is_none_or(|ip| same_ip(local, SocketAddr::new(ip, 0)) || local.ip().is_unspecified());
+        if !listening && !same_tuple {
             continue;
         }
         let rank = match s.state {
@@ -177,44 +196,116 @@ fn held(sockets: &[procfs::net::TcpNetEntry], source: Option<IpAddr>, lo: u32, h
     h
 }
 
-/// Warns when the ports already held (by an earlier run's TIME_WAITs, most
-/// often) and the plan's share together fill more than three quarters of
-/// the range: the port search slows and connects fail as
-/// `addr_unavailable` until the TIME_WAITs expire.
+/// Address equality across the two ways /proc writes an IPv4 peer of an
+/// IPv6 socket (`::ffff:a.b.c.d`).
+fn same_ip(a: SocketAddr, b: SocketAddr) -> bool {
+    let canon = |ip: IpAddr| match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    };
+    canon(a.ip()) == canon(b.ip())
+}
+
+/// The source address the kernel would choose for a connection to
+/// `target` (the route's `src`): a UDP socket "connected" there sends
+/// nothing and reads it back.
+fn route_source(target: SocketAddr) -> Option<IpAddr> {
+    let any: SocketAddr = if target.is_ipv4() {
+        ([0u8; 4], 0).into()
+    } else {
+        ([0u16; 8], 0).into()
+    };
+    let probe = std::net::UdpSocket::bind(any).ok()?;
+    probe.connect(target).ok()?;
+    Some(probe.local_addr().ok()?.ip())
+}
+
+/// Whether the kernel hands out a TIME_WAIT 4-tuple again to a new connect
+/// (`net.ipv4.tcp_tw_reuse`: 1 everywhere, 2, the default, on loopback;
+/// with TCP timestamps, a second after the close). Those ports are not
+/// held for what follows, so preflight does not count them.
+fn time_wait_reused(tuple: Tuple) -> bool {
+    match read_sysctl("net.ipv4.tcp_tw_reuse") {
+        Some(1) => true,
+        Some(2) => tuple.target.ip().is_loopback() || tuple.source.is_some_and(|ip| ip.is_loopback()),
+        _ => false,
+    }
+}
+
+/// Warns when the ports already held for a target (by an earlier run's
+/// TIME_WAITs, most often) and the plan's share together fill more than
+/// three quarters of the range: the port search slows and connects fail
+/// as `addr_unavailable` until the TIME_WAITs expire.
 fn port_budget(plan: &Plan, lo: u32, hi: u32, sockets: &[procfs::net::TcpNetEntry]) -> Vec<String> {
     let ports = (hi.saturating_sub(lo) + 1) as u64;
-    let mut need: Vec<(Option<IpAddr>, u64)> = Vec::new();
+    let mut need: Vec<(Tuple, u64)> = Vec::new();
     for w in &plan.workloads {
+        let target = w.target.addr;
         let sources: Vec<Option<IpAddr>> = if w.source_addrs.is_empty() {
-            vec![None]
+            vec![route_source(target)]
         } else {
             w.source_addrs.iter().copied().map(Some).collect()
         };
         let share = plan.share(w).div_ceil(sources.len() as u64);
-        for s in sources {
-            match need.iter_mut().find(|(x, _)| *x == s) {
+        for source in sources {
+            let tuple = Tuple { source, target };
+            match need.iter_mut().find(|(t, _)| *t == tuple) {
                 Some((_, n)) => *n += share,
-                None => need.push((s, share)),
+                None => need.push((tuple, share)),
             }
         }
     }
     let mut out = Vec::new();
-    for (source, share) in need {
-        let h = held(sockets, source, lo, hi);
-        let taken = h.time_wait + h.established + h.other;
+    for (tuple, share) in need {
+        let h = held(sockets, tuple, lo, hi);
+        let time_wait = if time_wait_reused(tuple) { 0 } else { h.time_wait };
+        let taken = time_wait + h.established + h.other;
         if taken == 0 || (share + taken) * 4 <= ports * 3 {
             continue;
         }
         let free = ports.saturating_sub(taken);
         out.push(format!(
             "{}: {share} new connections need local ports, but {taken} of the {ports} in ip_local_port_range ({lo}-{hi}) are held \
-             ({} in TIME_WAIT, freed within 60 s of their close; {} established; {} in other states), leaving {free}; \
+             ({time_wait} in TIME_WAIT, freed within 60 s of their close; {} established; {} in other states), leaving {free}; \
              connects will slow down and fail as addr_unavailable until they free: wait a minute, or use other --source-addr addresses",
-            source.map_or("local ports".to_string(), |ip| format!("source address {ip}")),
-            h.time_wait,
+            match tuple.source {
+                Some(ip) => format!("{ip} to {}", tuple.target),
+                None => format!("local ports to {}", tuple.target),
+            },
             h.established,
             h.other
         ));
+    }
+    out
+}
+
+/// Free local ports per (source, target) of the plan, as a line for
+/// `soakd check`: what the kernel can still hand out to the plan's new
+/// connections, by the same count as the warning above.
+fn port_counts(plan: &Plan, lo: u32, hi: u32) -> Vec<String> {
+    let ports = (hi.saturating_sub(lo) + 1) as u64;
+    let sockets = sockets();
+    let mut out: Vec<String> = Vec::new();
+    for w in &plan.workloads {
+        let target = w.target.addr;
+        let sources: Vec<Option<IpAddr>> = if w.source_addrs.is_empty() {
+            vec![route_source(target)]
+        } else {
+            w.source_addrs.iter().copied().map(Some).collect()
+        };
+        for source in sources {
+            let tuple = Tuple { source, target };
+            let h = held(&sockets, tuple, lo, hi);
+            let taken = h.established + h.other + if time_wait_reused(tuple) { 0 } else { h.time_wait };
+            let line = format!(
+                "{} to {target}: {} of {ports} local ports free",
+                source.map_or("any address".to_string(), |ip| ip.to_string()),
+                ports.saturating_sub(taken)
+            );
+            if !out.contains(&line) {
+                out.push(line);
+            }
+        }
     }
     out
 }
@@ -229,7 +320,11 @@ pub fn verdict(plan: &Plan) -> Result<String, Error> {
     let ports = match local_port_range() {
         Some((lo, hi)) => {
             check_ports(plan, lo, hi)?;
-            format!("local ports {lo}-{hi} ({} per source address)", hi - lo + 1)
+            format!(
+                "local ports {lo}-{hi} ({} per source address; {})",
+                hi - lo + 1,
+                port_counts(plan, lo, hi).join("; ")
+            )
         }
         None => "local port range unknown".to_string(),
     };
@@ -426,6 +521,112 @@ mod tests {
         assert!(warnings(&quiet).iter().all(|m| !m.contains("with churn")));
         // Nothing held: no port-budget warning whatever the plan.
         assert!(port_budget(&plan, lo, hi, &[]).is_empty());
+    }
+
+    /// `/proc/net/tcp` lines for `(local, remote, state)` (state in hex as
+    /// the kernel writes it: 01 established, 06 TIME_WAIT, 0A listen).
+    fn table(rows: &[(&str, &str, &str)]) -> Vec<procfs::net::TcpNetEntry> {
+        use procfs::FromBufReadSI;
+        let hex = |a: &str| {
+            let a: SocketAddr = a.parse().unwrap();
+            let IpAddr::V4(ip) = a.ip() else { unreachable!() };
+            format!("{:08X}:{:04X}", u32::from_le_bytes(ip.octets()), a.port())
+        };
+        let mut text = String::from(
+            "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n",
+        );
+        for (i, (l, r, st)) in rows.iter().enumerate() {
+            text.push_str(&format!(
+                "{i:4}: {} {} {st} 00000000:00000000 00:00000000 00000000     0        0 {i} 1 0000000000000000 20 4 30 10 -1\n",
+                hex(l),
+                hex(r)
+            ));
+        }
+        let info = procfs::ExplicitSystemInfo {
+            boot_time_secs: 0,
+            ticks_per_second: 100,
+            page_size: 4096,
+            is_little_endian: cfg!(target_endian = "little"),
+        };
+        procfs::net::TcpNetEntries::from_buf_read(text.as_bytes(), &info)
+            .unwrap()
+            .0
+    }
+
+    /// Issue 17: ports are held per 4-tuple. Connections from 127.0.0.11 to
+    /// the target hold nothing for 127.0.0.1 or for another target; a
+    /// listening port is held for everyone (the kernel's choice skips
+    /// explicitly bound ports); a port counts once.
+    #[test]
+    fn held_ports_are_counted_per_four_tuple() {
+        let target: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let rows = table(&[
+            ("127.0.0.11:40000", "127.0.0.1:8080", "01"),
+            ("127.0.0.11:40001", "127.0.0.1:8080", "06"),
+            ("127.0.0.11:40002", "127.0.0.1:9090", "01"),
+            ("127.0.0.1:40003", "127.0.0.1:8080", "01"),
+            ("127.0.0.1:40003", "127.0.0.1:9090", "06"),
+            ("127.0.0.1:40004", "0.0.0.0:0", "0A"),
+            ("127.0.0.1:40004", "127.0.0.1:50000", "01"),
+            ("127.0.0.11:30000", "127.0.0.1:8080", "01"),
+        ]);
+        let from = |ip: &str| Tuple {
+            source: Some(ip.parse().unwrap()),
+            target,
+        };
+        let h = |t| held(&rows, t, 40000, 49999);
+        assert_eq!(
+            h(from("127.0.0.11")),
+            Held {
+                time_wait: 1,
+                established: 1,
+                other: 1
+            }
+        );
+        assert_eq!(
+            h(from("127.0.0.1")),
+            Held {
+                time_wait: 0,
+                established: 1,
+                other: 1
+            },
+            "40003, and the listener's 40004 (its accepted connection is another tuple)"
+        );
+        assert_eq!(
+            h(from("127.0.0.12")),
+            Held {
+                other: 1,
+                ..Held::default()
+            },
+            "only the listener"
+        );
+        let other_target = Tuple {
+            source: Some("127.0.0.11".parse().unwrap()),
+            target: "127.0.0.1:9090".parse().unwrap(),
+        };
+        assert_eq!(
+            h(other_target),
+            Held {
+                time_wait: 0,
+                established: 1,
+                other: 1
+            }
+        );
+        let any = Tuple { source: None, target };
+        assert_eq!(
+            h(any),
+            Held {
+                time_wait: 1,
+                established: 2,
+                other: 1
+            }
+        );
+    }
+
+    #[test]
+    fn the_route_source_of_loopback_is_loopback() {
+        let src = route_source("127.0.0.1:9".parse().unwrap()).expect("a route to loopback");
+        assert!(src.is_loopback(), "{src}");
     }
 
     #[test]

@@ -1278,3 +1278,28 @@ impl Drop for NetNs {
             .status();
     }
 }
+
+// ---------------------------------------------------------------------------
+// Tests that need root
+// ---------------------------------------------------------------------------
+
+/// A test cannot run here (`why`): with `SOAKD_REQUIRE_ROOT=1` (CI) that
+/// fails the test; otherwise it prints `skipped: WHY` and the caller
+/// returns.
+pub fn cannot_run(why: &str) {
+    assert!(
+        std::env::var("SOAKD_REQUIRE_ROOT").as_deref() != Ok("1"),
+        "{why}, and SOAKD_REQUIRE_ROOT=1 says this test must run: run the tests as root"
+    );
+    eprintln!("skipped: {why}");
+}
+
+/// Whether a test needing root for `what` can run: false (after
+/// [`cannot_run`]) when not root.
+pub fn require_root(what: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    cannot_run(&format!("{what} needs root"));
+    false
+}

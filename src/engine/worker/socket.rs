@@ -8,21 +8,50 @@
 //! at bind time. That is what lets several source addresses go past the
 //! ephemeral-port limit of one address.
 //!
-//! soakd also picks local ports itself ([`PortPicker`]). Left to the kernel,
-//! every connect searches the ephemeral range for a port whose 4-tuple is
-//! free, and that search grows with the connections already held to the
-//! same target: at 15,000 connections it was 60% of soakd's CPU and tripled
-//! the ramp time. Binding an explicit port is one hash lookup; a port that is
-//! taken fails at once with EADDRINUSE and another one is tried.
+//! **The local port is always the kernel's choice, in a window soakd
+//! picks** ([`PortPicker`]). Left to itself, every connect searches the
+//! whole ephemeral range for a port whose 4-tuple is free, and that search
+//! grows with the connections already held to the same target: at 15,000
+//! connections it was 60% of soakd's CPU and tripled the ramp time. So
+//! before each connect soakd narrows the search to a window of
+//! [`WINDOW`] ports with `IP_LOCAL_PORT_RANGE` (Linux 6.3+): the kernel
+//! checks at most 64 ports, and the windows rotate, so the next one is
+//! mostly free.
 //!
-//! When every port is taken the kernel's search is at its worst: it walks
-//! the whole range for each connect that finds nothing. With 15,000
-//! connections held and 13,000 ports in TIME_WAIT, 1,700 slots retrying
-//! with backoff (330 connects a second) kept soakd's worker at 99% of a
-//! core, 77% of it in `__inet_hash_connect`. So the picker hands a connect
-//! to the kernel only when its own tries failed, and once the kernel too
-//! found no port it keeps it out for a moment ([`KERNEL_PAUSE`]): an
-//! attempt on a range that stays full costs a few failed binds, not a walk.
+//! Why not bind an explicit port, which is one hash lookup? soakd did that
+//! until issue 17: a port bound with `bind(ip, port)` is skipped by every
+//! other socket's port choice *on any address* (the kernel's connect-time
+//! search passes over ports whose bind bucket was made by `bind()`), and
+//! so are its TIME_WAIT remnants. Three shards holding 45,000 connections
+//! from 127.0.0.11–13 left the host no ephemeral port: a plain `connect()`
+//! from 127.0.0.1 failed with EADDRNOTAVAIL 300 times of 300, Prometheus
+//! could not scrape the shards, and for 60 s after the run another run
+//! opened 276 of 2,000 connections. A port the kernel chose at connect time
+//! belongs to its 4-tuple only: anyone else may use it towards another
+//! address or port.
+//!
+//! A window with no free port for this 4-tuple fails at once with
+//! EADDRNOTAVAIL; the picker jumps to a random other window (full windows
+//! come in runs: connections opened together during a ramp) and retries on
+//! the same socket, [`WINDOW_TRIES`] times. Then the whole range is left to
+//! the kernel. When every port is taken the kernel's search is at its
+//! worst: it walks the whole range for each connect that finds nothing.
+//! With 15,000 connections held and 13,000 ports in TIME_WAIT, 1,700 slots
+//! retrying with backoff (330 connects a second) kept soakd's worker at 99%
+//! of a core, 77% of it in `__inet_hash_connect`. So once the kernel too
+//! found no port it is kept out for a moment ([`KERNEL_PAUSE`]): an attempt
+//! on a range that stays full costs a few failed windows, not a walk.
+//!
+//! **Older kernels** (before 6.3) refuse `IP_LOCAL_PORT_RANGE` with
+//! ENOPROTOOPT. The picker then turns itself off for the rest of the run
+//! and every connect is plain `IP_BIND_ADDRESS_NO_PORT` (or no bind at
+//! all): the kernel searches the whole range. The host stays usable; the
+//! ramp is slower past about 10,000 connections to one target (the search
+//! cost above). soakd never falls back to explicit binds.
+//!
+//! The kernel's own search skips `net.ipv4.ip_local_reserved_ports` and
+//! clips a window to `ip_local_port_range`, so neither needs handling
+//! here beyond not offering windows that are wholly reserved.
 //!
 //! Each OS error is mapped to exactly one [`ErrorKind`] here, so the
 //! taxonomy lives in one place.
@@ -43,29 +72,16 @@ pub enum Connecting {
     Done(mio::net::TcpStream),
 }
 
-/// Hands out local ports from the ephemeral range, round-robin over this
-/// worker's share of it (worker `w` of `n` takes every `n`th port, so
-/// workers never race for the same port).
-///
-/// Round-robin is least-recently-used order: the port handed out next is
-/// the one whose TIME_WAIT (from the previous lap) is oldest. After a port
-/// turns out taken, the cursor jumps to a random place instead of trying
-/// the neighbour, because taken ports come in runs (connections opened
-/// together during a ramp got consecutive ports and are still held).
-#[derive(Debug)]
-pub struct PortPicker {
-    lo: u32,
-    count: u32,
-    stride: u32,
-    cursor: u32,
-    reserved: Vec<(u32, u32)>,
-    rng: fastrand::Rng,
-    /// The kernel's own search found no port either: skip it until then.
-    kernel_exhausted_until: Option<Instant>,
-}
+/// Ports per window. The kernel checks each port of a window it is given
+/// (a bind-bucket and an established-table lookup, well under a
+/// microsecond), so 64 bounds a connect's search to tens of microseconds
+/// even in a full window, while a window is still wide enough that the
+/// ramp rarely meets a full one before the range itself fills.
+pub const WINDOW: u32 = 64;
 
-/// Ports tried per connect before leaving the choice to the kernel.
-const PORT_TRIES: usize = 16;
+/// Windows tried per connect before leaving the choice to the kernel's
+/// search of the whole range.
+const WINDOW_TRIES: usize = 8;
 
 /// How long the kernel's search is skipped after it found no port. Short:
 /// a range that is full for a moment (a wave of closes whose TIME_WAITs
@@ -75,51 +91,100 @@ const PORT_TRIES: usize = 16;
 /// walks a second (~3 ms each at 28,000 ports here) is ~3% of a core.
 const KERNEL_PAUSE: Duration = Duration::from_millis(100);
 
+/// `IP_LOCAL_PORT_RANGE` from `<linux/in.h>` (Linux 6.3); the libc crate
+/// does not define it yet.
+const IP_LOCAL_PORT_RANGE: libc::c_int = 51;
+
+/// Hands out windows of the ephemeral range for the kernel to pick a port
+/// from, round-robin over this worker's share of them (the range is cut
+/// into windows of [`WINDOW`] ports, and worker `w` of `n` takes every
+/// `n`th window, so workers rarely search the same ports).
+///
+/// Round-robin is least-recently-used order: the window handed out next is
+/// the one whose ports' TIME_WAITs (from the previous lap) are oldest.
+/// After a window turns out full, the cursor jumps to a random place
+/// instead of trying the neighbour, because full windows come in runs.
+#[derive(Debug)]
+pub struct PortPicker {
+    /// First port of the range.
+    lo: u32,
+    /// Last port of the range.
+    hi: u32,
+    /// Global indexes of this worker's windows.
+    windows: Vec<u32>,
+    cursor: usize,
+    rng: fastrand::Rng,
+    /// The kernel refused `IP_LOCAL_PORT_RANGE` (before Linux 6.3): leave
+    /// every choice to its whole-range search.
+    unsupported: bool,
+    /// The kernel's own search found no port either: skip it until then.
+    kernel_exhausted_until: Option<Instant>,
+}
+
 impl PortPicker {
     /// A picker for worker `worker` of `workers` over the range `lo..=hi`,
     /// starting at `start` within its share (a random start keeps a new run
     /// away from the ports an earlier run left in TIME_WAIT).
     pub fn new(lo: u32, hi: u32, worker: usize, workers: usize, start: u32) -> Option<PortPicker> {
-        let stride = workers.max(1) as u32;
-        let lo = lo.checked_add(worker as u32)?;
-        if lo > hi || hi > u16::MAX as u32 {
+        if lo == 0 || lo > hi || hi > u16::MAX as u32 {
             return None;
         }
-        let count = (hi - lo) / stride + 1;
+        let total = (hi - lo) / WINDOW + 1;
+        let workers = workers.max(1) as u32;
+        let worker = worker as u32;
+        // A range of fewer windows than workers: workers share windows
+        // (harmless, the kernel still picks each port; only the search
+        // overlaps).
+        let windows: Vec<u32> = if total < workers {
+            vec![worker % total]
+        } else {
+            (worker..total).step_by(workers as usize).collect()
+        };
+        let cursor = start as usize % windows.len();
         Some(PortPicker {
             lo,
-            count,
-            stride,
-            cursor: start % count,
-            reserved: Vec::new(),
+            hi,
+            windows,
+            cursor,
             rng: fastrand::Rng::with_seed(u64::from(start)),
+            unsupported: false,
             kernel_exhausted_until: None,
         })
     }
 
-    /// Leaves out `net.ipv4.ip_local_reserved_ports`: the kernel keeps its
-    /// own picks out of them, but not explicit binds.
+    /// Leaves out windows that `net.ipv4.ip_local_reserved_ports` covers
+    /// wholly (the kernel skips reserved ports inside a window itself, so
+    /// such a window could only fail). Keeps at least one window.
     pub fn reserve(&mut self, reserved: Vec<(u32, u32)>) {
-        self.reserved = reserved;
-    }
-
-    fn next(&mut self) -> u16 {
-        let mut port = self.lo;
-        // At most one lap: if reserved ranges covered the whole share, the
-        // bind of a reserved port fails or succeeds as the kernel decides.
-        for _ in 0..self.count {
-            port = self.lo + self.cursor * self.stride;
-            self.cursor = (self.cursor + 1) % self.count;
-            if !self.reserved.iter().any(|(a, b)| (*a..=*b).contains(&port)) {
-                break;
-            }
+        let (lo, hi) = (self.lo, self.hi);
+        let window = |w: u32| (lo + w * WINDOW, (lo + w * WINDOW + WINDOW - 1).min(hi));
+        let open: Vec<u32> = self
+            .windows
+            .iter()
+            .copied()
+            .filter(|&w| {
+                let (a, b) = window(w);
+                !reserved.iter().any(|&(ra, rb)| ra <= a && b <= rb)
+            })
+            .collect();
+        if !open.is_empty() {
+            self.cursor %= open.len();
+            self.windows = open;
         }
-        port as u16
     }
 
-    /// The last port was taken: continue somewhere else.
+    /// The next window, as `(first, last)` port.
+    fn next(&mut self) -> (u16, u16) {
+        let w = self.windows[self.cursor];
+        self.cursor = (self.cursor + 1) % self.windows.len();
+        let first = self.lo + w * WINDOW;
+        let last = (first + WINDOW - 1).min(self.hi);
+        (first as u16, last as u16)
+    }
+
+    /// The last window was full: continue somewhere else.
     fn jump(&mut self) {
-        self.cursor = self.rng.u32(..self.count);
+        self.cursor = self.rng.usize(..self.windows.len());
     }
 
     /// Whether a connect may fall back to the kernel's search at `now`.
@@ -134,7 +199,8 @@ impl PortPicker {
 }
 
 /// Starts a non-blocking connect to `addr`, bound to `source` when given,
-/// from a port `ports` picks when given.
+/// from a port the kernel picks in the windows `ports` hands out when
+/// given.
 pub fn connect(
     addr: SocketAddr,
     source: Option<IpAddr>,
@@ -144,45 +210,18 @@ pub fn connect(
     let socket = Socket::new(domain, Type::STREAM.nonblocking().cloexec(), Some(Protocol::TCP))
         .map_err(|e| classify_connect(&e))?;
     socket.set_tcp_nodelay(true).map_err(|e| classify_connect(&e))?;
-    let ip = source.unwrap_or(if addr.is_ipv4() {
-        IpAddr::from([0u8; 4])
-    } else {
-        IpAddr::from([0u16; 8])
-    });
-    let mut bound = false;
-    let mut ports = ports;
-    if let Some(ports) = ports.as_deref_mut() {
-        for _ in 0..PORT_TRIES {
-            // No SO_REUSEADDR: a port held by any socket, TIME_WAIT included,
-            // refuses the bind, so a port that binds is usable.
-            match socket.bind(&SockAddr::from(SocketAddr::new(ip, ports.next()))) {
-                Ok(()) => {
-                    bound = true;
-                    break;
-                }
-                Err(e) if e.raw_os_error() == Some(libc::EADDRINUSE) => ports.jump(),
-                Err(e) => return Err(classify_connect(&e)),
-            }
-        }
+    if let Some(ip) = source {
+        set_int(&socket, libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT, 1).map_err(|e| classify_connect(&e))?;
+        socket
+            .bind(&SockAddr::from(SocketAddr::new(ip, 0)))
+            .map_err(|e| classify_connect(&e))?;
     }
-    // Our tries all failed: the kernel's search may still find a port we
-    // missed, unless it just failed too (see the module doc).
-    if !bound && ports.as_deref().is_some_and(|p| !p.kernel_allowed(Instant::now())) {
-        return Err(ErrorKind::AddrUnavailable);
+    let target = SockAddr::from(addr);
+    let done = match ports {
+        None => start_connect(&socket, &target),
+        Some(ports) => connect_in_windows(&socket, &target, ports),
     }
-    let done = match start_connect(&socket, source.filter(|_| !bound), addr) {
-        Ok(done) => done,
-        Err(e) => {
-            let kind = classify_connect(&e);
-            if kind == ErrorKind::AddrUnavailable
-                && !bound
-                && let Some(ports) = ports
-            {
-                ports.kernel_exhausted(Instant::now());
-            }
-            return Err(kind);
-        }
-    };
+    .map_err(|e| classify_connect(&e))?;
     let stream = mio::net::TcpStream::from_std(std::net::TcpStream::from(socket));
     Ok(if done {
         Connecting::Done(stream)
@@ -191,18 +230,60 @@ pub fn connect(
     })
 }
 
-/// Binds `source` with the port left to the connect (when given) and
-/// starts the connect. `Ok(true)`: connected at once.
-fn start_connect(socket: &Socket, source: Option<IpAddr>, addr: SocketAddr) -> io::Result<bool> {
-    if let Some(ip) = source {
-        bind_no_port(socket)?;
-        socket.bind(&SockAddr::from(SocketAddr::new(ip, 0)))?;
+/// Tries the picker's windows, then the whole range (see the module doc).
+/// A failed connect leaves the socket unconnected and unbound to a port, so
+/// the next try reuses it.
+fn connect_in_windows(socket: &Socket, target: &SockAddr, ports: &mut PortPicker) -> io::Result<bool> {
+    if !ports.unsupported {
+        for _ in 0..WINDOW_TRIES {
+            let (first, last) = ports.next();
+            match set_port_range(socket, first, last) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => {
+                    ports.unsupported = true;
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+            match start_connect(socket, target) {
+                Err(e) if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) => ports.jump(),
+                other => return other,
+            }
+        }
     }
-    match socket.connect(&SockAddr::from(addr)) {
+    // Every window tried was full: the kernel's search of the whole range
+    // may still find a port, unless it just failed too.
+    if !ports.kernel_allowed(Instant::now()) {
+        return Err(io::Error::from_raw_os_error(libc::EADDRNOTAVAIL));
+    }
+    if !ports.unsupported {
+        set_port_range(socket, 0, 0)?;
+    }
+    let result = start_connect(socket, target);
+    if result
+        .as_ref()
+        .is_err_and(|e| e.raw_os_error() == Some(libc::EADDRNOTAVAIL))
+    {
+        ports.kernel_exhausted(Instant::now());
+    }
+    result
+}
+
+/// Starts the connect. `Ok(true)`: connected at once.
+fn start_connect(socket: &Socket, target: &SockAddr) -> io::Result<bool> {
+    match socket.connect(target) {
         Ok(()) => Ok(true),
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// Narrows the kernel's port choice for this socket to `first..=last`
+/// (`IP_LOCAL_PORT_RANGE`; `0, 0` restores the whole range). IPv4 level,
+/// and it applies to IPv6 sockets too.
+fn set_port_range(socket: &Socket, first: u16, last: u16) -> io::Result<()> {
+    let range = u32::from(first) | (u32::from(last) << 16);
+    set_int(socket, libc::IPPROTO_IP, IP_LOCAL_PORT_RANGE, range as libc::c_int)
 }
 
 /// Checks whether a connect that reported WRITABLE finished.
@@ -246,20 +327,20 @@ pub fn classify_established(e: &io::Error) -> ErrorKind {
     }
 }
 
-/// Sets `IP_BIND_ADDRESS_NO_PORT` (Linux 4.2+): bind the address now, pick
-/// the port at connect time. socket2 does not expose this option.
+/// Sets an integer socket option socket2 does not expose
+/// (`IP_BIND_ADDRESS_NO_PORT`, Linux 4.2+: bind the address now, pick the
+/// port at connect time; `IP_LOCAL_PORT_RANGE`).
 #[allow(unsafe_code)]
-fn bind_no_port(socket: &Socket) -> io::Result<()> {
+fn set_int(socket: &Socket, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
     use std::os::fd::AsRawFd;
-    let one: libc::c_int = 1;
     // SAFETY: `socket` is a valid open descriptor for the duration of the
     // call, and the option value points at a live c_int of the given size.
     let rc = unsafe {
         libc::setsockopt(
             socket.as_raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_BIND_ADDRESS_NO_PORT,
-            (&one as *const libc::c_int).cast(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
@@ -276,34 +357,118 @@ mod tests {
 
     #[test]
     fn port_picker_covers_its_share_only() {
-        let mut a = PortPicker::new(100, 109, 0, 2, 0).unwrap();
-        let mut b = PortPicker::new(100, 109, 1, 2, 5).unwrap();
-        let pa: Vec<u16> = (0..6).map(|_| a.next()).collect();
-        let pb: Vec<u16> = (0..6).map(|_| b.next()).collect();
-        assert_eq!(pa, [100, 102, 104, 106, 108, 100]);
-        assert_eq!(pb, [101, 103, 105, 107, 109, 101], "start wraps within the share");
-        assert!(PortPicker::new(100, 100, 1, 2, 0).is_none());
-        let mut c = PortPicker::new(100, 109, 0, 1, 0).unwrap();
-        c.reserve(vec![(101, 103), (106, 106)]);
-        let pc: Vec<u16> = (0..6).map(|_| c.next()).collect();
-        assert_eq!(pc, [100, 104, 105, 107, 108, 109]);
+        // 10 windows of 64 over 1000..=1639, the last one cut at 1630.
+        let mut a = PortPicker::new(1000, 1630, 0, 2, 0).unwrap();
+        let mut b = PortPicker::new(1000, 1630, 1, 2, 4).unwrap();
+        let pa: Vec<(u16, u16)> = (0..6).map(|_| a.next()).collect();
+        let pb: Vec<(u16, u16)> = (0..2).map(|_| b.next()).collect();
+        assert_eq!(
+            pa,
+            [
+                (1000, 1063),
+                (1128, 1191),
+                (1256, 1319),
+                (1384, 1447),
+                (1512, 1575),
+                (1000, 1063)
+            ]
+        );
+        assert_eq!(pb, [(1576, 1630), (1064, 1127)], "start wraps within the share");
+        // Fewer windows than workers: they share.
+        let mut c = PortPicker::new(100, 130, 3, 4, 0).unwrap();
+        assert_eq!(c.next(), (100, 130));
+        assert!(PortPicker::new(0, 100, 0, 1, 0).is_none());
+        assert!(PortPicker::new(200, 100, 0, 1, 0).is_none());
+        // Wholly reserved windows are left out, partly reserved ones kept.
+        let mut d = PortPicker::new(1000, 1255, 0, 1, 0).unwrap();
+        d.reserve(vec![(900, 1010), (1128, 1191)]);
+        let pd: Vec<(u16, u16)> = (0..3).map(|_| d.next()).collect();
+        assert_eq!(pd, [(1000, 1063), (1064, 1127), (1192, 1255)]);
+        d.reserve(vec![(0, 65535)]);
+        assert_eq!(d.next().0 % 64, 1000 % 64, "one window is always kept");
     }
 
     #[test]
     fn jumps_stay_in_the_share() {
-        let mut p = PortPicker::new(1000, 1999, 1, 3, 42).unwrap();
+        let mut p = PortPicker::new(10_000, 29_999, 1, 3, 42).unwrap();
         let mut seen = std::collections::HashSet::new();
         for _ in 0..2000 {
             p.jump();
-            let port = p.next();
-            assert!(
-                (1001..=1999).contains(&port) && (port - 1001).is_multiple_of(3),
-                "{port}"
-            );
-            seen.insert(port);
+            let (first, last) = p.next();
+            let w = u32::from(first - 10_000) / WINDOW;
+            assert!(w % 3 == 1 && first <= last && last <= 29_999, "{first}-{last}");
+            seen.insert(w);
         }
-        // Random, not stuck: most of the 333 ports of the share show up.
-        assert!(seen.len() > 300, "{}", seen.len());
+        // Random, not stuck: most of the 104 windows of the share show up.
+        assert!(seen.len() > 95, "{}", seen.len());
+    }
+
+    /// The point of the windows (issue 17): a port soakd connected from is
+    /// still free for another 4-tuple, so a plain connect from another
+    /// address finds it. With an explicit `bind(ip, port)` the kernel's
+    /// choice skipped it on every address. Runs on the host's loopback: a
+    /// window inside the ephemeral range, one connection.
+    #[test]
+    fn a_port_soakd_connected_from_stays_free_for_other_tuples() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (lo, hi) = crate::preflight::local_port_range().expect("linux has the port range");
+        let mut ports = PortPicker::new(lo, hi, 0, 1, fastrand::u32(..)).unwrap();
+        let source: IpAddr = "127.0.0.2".parse().unwrap();
+        let s = match connect(addr, Some(source), Some(&mut ports)).expect("connects") {
+            Connecting::Done(s) | Connecting::InProgress(s) => s,
+        };
+        let (peer, _) = listener.accept().unwrap();
+        let local = s.local_addr().unwrap();
+        assert_eq!(local.ip(), source);
+        assert!((lo..=hi).contains(&u32::from(local.port())), "{local}");
+        assert!(!ports.unsupported, "this kernel (6.3+) has IP_LOCAL_PORT_RANGE");
+        // Another socket may bind the same port on another address and
+        // connect from it to the same listener (another 4-tuple).
+        let other = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        other.set_reuse_address(true).unwrap();
+        other
+            .bind(&SockAddr::from(SocketAddr::new([127, 0, 0, 3].into(), local.port())))
+            .unwrap();
+        other.connect(&SockAddr::from(addr)).unwrap();
+        drop((peer, s));
+    }
+
+    #[test]
+    fn full_windows_fall_back_to_the_whole_range() {
+        // A picker over 4 ports: four connects from 127.0.0.4 to one
+        // listener fill it, and the fifth finds no window with a free port.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (lo, hi) = crate::preflight::local_port_range().unwrap();
+        let first = lo + fastrand::u32(..(hi - lo - 4));
+        let mut ports = PortPicker::new(first, first + 3, 0, 1, 0).unwrap();
+        let source: IpAddr = "127.0.0.4".parse().unwrap();
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            match connect(addr, Some(source), Some(&mut ports)) {
+                Ok(Connecting::Done(s) | Connecting::InProgress(s)) => held.push(s),
+                // Another test or process took one of the four ports.
+                Err(ErrorKind::AddrUnavailable) => {}
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        let used: std::collections::HashSet<u16> = held.iter().map(|s| s.local_addr().unwrap().port()).collect();
+        assert!(
+            used.iter().all(|p| (first..=first + 3).contains(&u32::from(*p))),
+            "{used:?}"
+        );
+        assert_eq!(used.len(), held.len());
+        // The kernel's whole-range search would find a port, but the picker
+        // only falls back to it after its windows; here it does, and
+        // succeeds: the range itself is not full.
+        match connect(addr, Some(source), Some(&mut ports)) {
+            Ok(Connecting::Done(s) | Connecting::InProgress(s)) => {
+                let port = u32::from(s.local_addr().unwrap().port());
+                assert!(!(first..=first + 3).contains(&port), "{port}");
+            }
+            Err(e) => panic!("the whole-range fallback failed: {e:?}"),
+        }
     }
 
     #[test]
@@ -341,7 +506,8 @@ mod tests {
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
         let mut poll = mio::Poll::new().unwrap();
         let mut events = mio::Events::with_capacity(4);
-        let mut ports = PortPicker::new(32768, 60999, 1, 2, 7);
+        let (lo, hi) = crate::preflight::local_port_range().unwrap();
+        let mut ports = PortPicker::new(lo, hi, 1, 2, 7);
         match connect(addr, Some("127.0.0.1".parse().unwrap()), ports.as_mut()) {
             Err(kind) => assert_eq!(kind, ErrorKind::ConnectRefused),
             Ok(Connecting::Done(_)) => panic!("connected to a closed port"),
