@@ -511,6 +511,7 @@ mod tests {
             p99: Some(p99),
             max: Some(p99),
             lag_p99: None,
+            ..Default::default()
         }
     }
 
