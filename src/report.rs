@@ -13,6 +13,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::plan::{Metric, Plan, Threshold};
+use crate::stats::trends::{Judged, Settings, Trends};
 use crate::stats::{CheckKind, CloseReason, ErrorKind, Gauges, StatusClass, TimelineJson, Totals, WorkloadStats};
 
 /// Reads a report file as JSON for the commands that take one (`compare`,
@@ -437,6 +438,12 @@ pub struct Report {
     /// or one from a soakd before it.
     #[serde(default)]
     pub timeline: TimelineJson,
+    /// Where the run was going after the ramp and the warmup: slopes of
+    /// the target's and soakd's memory and descriptors, drifts of latency
+    /// and errors (see `stats::trends`). Empty in a report from a soakd
+    /// before it.
+    #[serde(default)]
+    pub trends: Trends,
 }
 
 /// One threshold's verdict.
@@ -456,8 +463,12 @@ pub struct ThresholdResult {
     /// What the run measured, in the same unit; `null` when nothing was
     /// measured (which fails).
     pub measured: Option<f64>,
-    /// `measured OP limit`.
+    /// `measured OP limit`; for a trend, or not significant.
     pub pass: bool,
+    /// A trend threshold: whether the figure was significant, or why it
+    /// could not be judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl ThresholdResult {
@@ -471,7 +482,42 @@ impl ThresholdResult {
             limit: t.limit,
             measured,
             pass: t.passes(measured),
+            note: None,
         }
+    }
+
+    /// Evaluates a trend threshold (run-wide): it fails when the figure
+    /// is over the limit and significant, or when it could not be judged.
+    pub fn of_trend(t: &Threshold, trends: &Trends) -> ThresholdResult {
+        let mut r = ThresholdResult::of(t, None, None);
+        match trends.judged(t.metric.name()) {
+            Some(Judged::Value(v, significant)) => {
+                r.measured = Some(v);
+                r.pass = !significant || t.op.holds(v, t.limit);
+                r.note = Some(if significant {
+                    "significant".into()
+                } else {
+                    "not significant (noise does not fail a run)".into()
+                });
+            }
+            Some(Judged::NotYet(why)) => r.note = Some(format!("not judged: {why}")),
+            None => r.note = Some("not judged: no trends in this report".into()),
+        }
+        r
+    }
+}
+
+/// What the trends of a run are computed over: the points after the
+/// slowest workload's ramp (from the start when it never completed) and
+/// the warmup ([`crate::plan::defaults::default_warmup`] of the planned
+/// duration, else of the time run so far), until `ran`.
+pub fn trend_settings(planned: Option<Duration>, ramp: Option<Duration>, ran: Duration) -> Settings {
+    let warmup = crate::plan::defaults::default_warmup(planned.unwrap_or(ran));
+    Settings {
+        steady_from: (ramp.unwrap_or_default() + warmup).as_secs_f64(),
+        until: ran.as_secs_f64(),
+        significance: crate::plan::defaults::SIGNIFICANCE,
+        error_rate_floor: crate::plan::defaults::MIN_ERROR_RATE_CHANGE,
     }
 }
 
@@ -501,6 +547,13 @@ pub fn measure(metric: Metric, stats: &WorkloadStats, secs: f64, open_min: Optio
         Metric::Errors => Some(c.total_errors() as f64),
         Metric::Rps => (secs > 0.0).then(|| c.completed as f64 / secs),
         Metric::OpenMin => open_min.map(|m| m as f64),
+        // Trends come from the timeline (`ThresholdResult::of_trend`).
+        Metric::TargetRssSlope
+        | Metric::TargetFdsSlope
+        | Metric::SoakdRssSlope
+        | Metric::P50Drift
+        | Metric::P99Drift
+        | Metric::ErrorRateDrift => None,
     }
 }
 
@@ -624,10 +677,13 @@ impl Report {
         if !tls.is_empty() {
             all.tls = Some(TlsFigures::of(&sum.counters, &g, tls.iter().all(|t| t.verified())));
         }
+        let timeline = t.timeline.to_json();
+        let trends = crate::stats::trends::analyze(&timeline, &trend_settings(plan.duration, ramp, ran));
         let thresholds = plan
             .all_thresholds()
             .into_iter()
             .map(|(wi, th)| match wi {
+                _ if th.metric.is_trend() => ThresholdResult::of_trend(th, &trends),
                 Some(wi) => ThresholdResult::of(
                     th,
                     Some(&plan.workloads[wi].name),
@@ -649,7 +705,8 @@ impl Report {
             aborted: None,
             hdr_log: plan.hdr_log.as_ref().map(|p| p.display().to_string()),
             plan: crate::plan::describe(plan),
-            timeline: t.timeline.to_json(),
+            timeline,
+            trends,
         }
     }
 
@@ -766,20 +823,82 @@ impl Report {
         if let Some(why) = &self.aborted {
             let _ = writeln!(s, "  ABORTED       {why}");
         }
+        self.trends_lines(&mut s);
         if !self.thresholds.is_empty() {
             let _ = writeln!(s, "  thresholds");
             for t in &self.thresholds {
                 let _ = writeln!(
                     s,
-                    "    {:<4}  {:<28} {:<20} measured {}",
+                    "    {:<4}  {:<28} {:<20} measured {}{}",
                     if t.pass { "PASS" } else { "FAIL" },
                     t.threshold,
                     t.workload.as_deref().unwrap_or("(all workloads)"),
-                    threshold_value(&t.metric, t.measured)
+                    threshold_value(&t.metric, t.measured),
+                    t.note.as_ref().map_or(String::new(), |n| format!(", {n}"))
                 );
             }
         }
         s
+    }
+
+    /// The trends, one line each: slope or drift, its interval or windows,
+    /// p-value, significant or not (nothing for a report without them).
+    fn trends_lines(&self, s: &mut String) {
+        let tr = &self.trends;
+        if tr.slopes.is_empty() && tr.drifts.is_empty() {
+            return;
+        }
+        let _ = writeln!(s, "  trends (after {:.0} s of ramp and warmup)", tr.steady_from_seconds);
+        let sig = |p: Option<f64>, yes: bool| match p {
+            Some(p) if yes => format!("p={p:.2e}, significant"),
+            Some(p) => format!("p={p:.2}, not significant"),
+            None => String::new(),
+        };
+        for x in &tr.slopes {
+            let unit = Metric::from_name(&x.metric).map_or(crate::plan::threshold::Unit::Count, Metric::unit);
+            let show = |v: Option<f64>| v.map_or("-".into(), |v| crate::plan::threshold::show_trend(unit, v));
+            let _ = match &x.not_judged {
+                Some(why) => writeln!(s, "    {:<20} - ({why})", x.metric),
+                None => writeln!(
+                    s,
+                    "    {:<20} {} (95% {} .. {}) over {} points, {}",
+                    x.metric,
+                    show(x.slope),
+                    show(x.low),
+                    show(x.high),
+                    x.points,
+                    sig(x.p_value, x.significant)
+                ),
+            };
+        }
+        for d in &tr.drifts {
+            let v = |v: Option<f64>| {
+                if d.unit == "seconds" {
+                    human(v)
+                } else {
+                    v.map_or("-".into(), |v| format!("{:.3}%", v * 100.0))
+                }
+            };
+            let _ = match &d.not_judged {
+                Some(why) => writeln!(s, "    {:<20} - ({why})", d.metric),
+                None => writeln!(
+                    s,
+                    "    {:<20} {} ({} in {:.0}-{:.0} s → {} in {:.0}-{:.0} s), {}",
+                    d.metric,
+                    d.drift.map_or("-".into(), |x| crate::plan::threshold::show_trend(
+                        crate::plan::threshold::Unit::Relative,
+                        x
+                    )),
+                    v(d.first),
+                    d.first_window[0],
+                    d.first_window[1],
+                    v(d.last),
+                    d.last_window[0],
+                    d.last_window[1],
+                    sig(d.p_value, d.significant)
+                ),
+            };
+        }
     }
 
     /// Per workload with a mix (or checks that failed): its requests,
@@ -832,6 +951,9 @@ pub fn threshold_value(metric: &str, v: Option<f64>) -> String {
         (_, None) => "nothing".into(),
         (Some(crate::plan::threshold::Unit::Seconds), v) => human(v),
         (Some(crate::plan::threshold::Unit::Ratio), Some(v)) => format!("{:.3}%", v * 100.0),
+        (Some(u), Some(v)) if Metric::from_name(metric).is_some_and(Metric::is_trend) => {
+            crate::plan::threshold::show_trend(u, v)
+        }
         (_, Some(v)) if v.fract() == 0.0 => format!("{v:.0}"),
         (_, Some(v)) => format!("{v:.1}"),
     }

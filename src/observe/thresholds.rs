@@ -17,18 +17,29 @@
 //! counts as passing live: nothing has violated it. At the end of the run
 //! the same threshold fails, since a soak that measured nothing proved
 //! nothing.
+//!
+//! Trend thresholds (`target_rss_slope`, `p99_drift`, …) are judged on the
+//! timeline so far with the report's own analysis
+//! ([`crate::stats::trends`], [`ThresholdResult::of_trend`]), every
+//! [`TREND_EVERY`] rather than every second: a full timeline's slopes are
+//! half a million pairs. One that cannot be judged yet (too few points
+//! after the warmup) passes live, like any unmeasured threshold; the
+//! threshold window does not apply to them (a trend needs the whole
+//! steady part).
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::plan::{Plan, Threshold};
-use crate::report::{measure, threshold_value};
+use crate::report::{ThresholdResult, measure, threshold_value, trend_settings};
 use crate::stats::{Totals, WorkloadStats};
 
 /// Slices a window is kept in.
 const SLICES: u32 = 10;
 /// How often thresholds are evaluated.
 const EVERY: Duration = Duration::from_secs(1);
+/// How often trend thresholds are evaluated.
+pub const TREND_EVERY: Duration = Duration::from_secs(10);
 /// The `target` label of a run-wide threshold (over all workloads).
 pub const ALL_TARGETS: &str = "*";
 
@@ -60,6 +71,10 @@ pub struct Watch {
     slices: VecDeque<Slice>,
     abort_after: Option<Duration>,
     last_eval: Option<Duration>,
+    /// When the trends were last computed.
+    last_trends: Option<Duration>,
+    /// The planned run time (the warmup is a tenth of it).
+    duration: Option<Duration>,
     /// Why the run should stop, once a threshold failed long enough.
     pub abort: Option<String>,
 }
@@ -99,6 +114,8 @@ impl Watch {
             slices: VecDeque::new(),
             abort_after: plan.abort_on_fail,
             last_eval: None,
+            last_trends: None,
+            duration: plan.duration,
             abort: None,
         })
     }
@@ -194,14 +211,35 @@ impl Watch {
                 sum.add(s);
             }
         }
+        let trends = (self.items.iter().any(|w| w.threshold.metric.is_trend())
+            && self.last_trends.is_none_or(|t| elapsed >= t + TREND_EVERY))
+        .then(|| {
+            self.last_trends = Some(elapsed);
+            let ramp = totals
+                .ramp
+                .iter()
+                .try_fold(Duration::ZERO, |acc, r| r.map(|r| acc.max(r)));
+            crate::stats::trends::analyze(
+                &totals.timeline.to_json(),
+                &trend_settings(self.duration, ramp, elapsed),
+            )
+        });
         for w in &mut self.items {
-            let measured = match w.workload {
-                Some(wi) if wi < per.len() => measure(w.threshold.metric, &per[wi], secs, open_min[wi]),
-                Some(_) => None,
-                None => measure(w.threshold.metric, &sum, secs, open_min_all),
-            };
-            w.last = measured;
-            w.passing = measured.is_none() || w.threshold.passes(measured);
+            if w.threshold.metric.is_trend() {
+                // Between trend evaluations the last verdict stands.
+                let Some(trends) = &trends else { continue };
+                let r = ThresholdResult::of_trend(&w.threshold, trends);
+                w.last = r.measured;
+                w.passing = r.pass || r.measured.is_none();
+            } else {
+                w.last = match w.workload {
+                    Some(wi) if wi < per.len() => measure(w.threshold.metric, &per[wi], secs, open_min[wi]),
+                    Some(_) => None,
+                    None => measure(w.threshold.metric, &sum, secs, open_min_all),
+                };
+                w.passing = w.last.is_none() || w.threshold.passes(w.last);
+            }
+            let measured = w.last;
             if w.passing {
                 w.failing_since = None;
             } else {

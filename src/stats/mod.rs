@@ -19,6 +19,7 @@ pub mod rank;
 mod timeline;
 mod totals;
 pub mod trend;
+pub mod trends;
 
 use std::sync::Mutex;
 use std::time::Duration;

@@ -400,6 +400,7 @@ impl Timeline {
     }
 
     fn push(&mut self, point: Point) {
+        debug_assert!(point.bytes() <= POINT_BYTES, "{} bytes", point.bytes());
         self.points.push(point);
         if self.points.len() > self.max_points {
             self.coarsen();
