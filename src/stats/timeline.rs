@@ -703,6 +703,10 @@ mod tests {
             bytes * 2 < bytes_at_day * 3,
             "{bytes} bytes after a week vs {bytes_at_day} after a day"
         );
+        eprintln!(
+            "a week: {bytes_at_day} bytes after a day, {bytes} after the week, largest point {} bytes",
+            t.largest_point_bytes()
+        );
         // Every point within the bound, so 1,000 of them within 4 MB.
         assert!(t.largest_point_bytes() <= POINT_BYTES, "{}", t.largest_point_bytes());
         assert!(bytes <= MAX_POINTS * POINT_BYTES, "{bytes} bytes");
@@ -783,8 +787,10 @@ mod tests {
         // Without a sample the point has no `targets` key at all.
         let none = serde_json::to_value(&j.points[0]).unwrap();
         assert!(none.get("targets").is_some());
-        let mut plain = PointJson::default();
-        plain.t = 1.0;
+        let plain = PointJson {
+            t: 1.0,
+            ..Default::default()
+        };
         assert!(serde_json::to_value(&plain).unwrap().get("targets").is_none());
     }
 
