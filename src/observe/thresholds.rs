@@ -352,4 +352,55 @@ mod tests {
             "{why}"
         );
     }
+
+    /// A trend threshold live: unjudged (passing) until enough points
+    /// follow the warmup, then judged every 10 s on the timeline so far,
+    /// failing on a real leak and stopping the run with --abort-on-fail.
+    #[test]
+    fn a_leak_fails_a_slope_threshold_live() {
+        let mut argv = vec!["soakd", "run", "http://127.0.0.1:1/", "--target-pid", "1"];
+        argv.extend([
+            "--threshold",
+            "target_rss_slope<=1MiB/min",
+            "--threshold",
+            "p99_drift<=50%",
+        ]);
+        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv).unwrap();
+        let crate::cli::Command::Run(run) = cli.command else {
+            unreachable!()
+        };
+        let mut p = run.into_plan().unwrap();
+        p.abort_on_fail = Some(Duration::from_secs(10));
+        let mut totals = Totals::new(vec![p.workloads[0].name.clone()], 1, false, false);
+        let mut watch = Watch::new(&p).unwrap();
+        let mut first_failing = None;
+        for s in 1..=60u64 {
+            // 10 MiB a minute.
+            totals.timeline.sample(crate::stats::Resources {
+                targets: vec![crate::stats::ProcSample {
+                    pid: 1,
+                    rss_bytes: 100_000_000 + s * 10 * 1_048_576 / 60,
+                    cpu_ms: 0,
+                    open_fds: Some(10),
+                }],
+                soakd_rss_bytes: Some(1 << 20),
+            });
+            totals.timeline.tick(Duration::from_secs(s));
+            watch.tick(&mut totals, Duration::from_secs(s));
+            let states = watch.states();
+            assert!(states[1].2, "p99_drift has nothing to judge: passing live");
+            if !states[0].2 && first_failing.is_none() {
+                first_failing = Some(s);
+            }
+        }
+        // Judged at 1, 11, 21 … s; at 11 s there are 10 points, 1 of them
+        // after the warmup (10% of 11 s): not judged. At 21 s, 19 after
+        // the 2.1 s warmup: failing.
+        assert_eq!(first_failing, Some(21));
+        let why = watch.abort.expect("failing from 21 s, for 10 s at 31 s");
+        assert!(
+            why.contains("target_rss_slope<=1MiB/min") && why.contains("MiB/min"),
+            "{why}"
+        );
+    }
 }
