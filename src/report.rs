@@ -823,7 +823,7 @@ impl Report {
         if let Some(why) = &self.aborted {
             let _ = writeln!(s, "  ABORTED       {why}");
         }
-        self.trends_lines(&mut s);
+        s.push_str(&self.trends.summary());
         if !self.thresholds.is_empty() {
             let _ = writeln!(s, "  thresholds");
             for t in &self.thresholds {
@@ -839,66 +839,6 @@ impl Report {
             }
         }
         s
-    }
-
-    /// The trends, one line each: slope or drift, its interval or windows,
-    /// p-value, significant or not (nothing for a report without them).
-    fn trends_lines(&self, s: &mut String) {
-        let tr = &self.trends;
-        if tr.slopes.is_empty() && tr.drifts.is_empty() {
-            return;
-        }
-        let _ = writeln!(s, "  trends (after {:.0} s of ramp and warmup)", tr.steady_from_seconds);
-        let sig = |p: Option<f64>, yes: bool| match p {
-            Some(p) if yes => format!("p={p:.2e}, significant"),
-            Some(p) => format!("p={p:.2}, not significant"),
-            None => String::new(),
-        };
-        for x in &tr.slopes {
-            let unit = Metric::from_name(&x.metric).map_or(crate::plan::threshold::Unit::Count, Metric::unit);
-            let show = |v: Option<f64>| v.map_or("-".into(), |v| crate::plan::threshold::show_trend(unit, v));
-            let _ = match &x.not_judged {
-                Some(why) => writeln!(s, "    {:<20} - ({why})", x.metric),
-                None => writeln!(
-                    s,
-                    "    {:<20} {} (95% {} .. {}) over {} points, {}",
-                    x.metric,
-                    show(x.slope),
-                    show(x.low),
-                    show(x.high),
-                    x.points,
-                    sig(x.p_value, x.significant)
-                ),
-            };
-        }
-        for d in &tr.drifts {
-            let v = |v: Option<f64>| {
-                if d.unit == "seconds" {
-                    human(v)
-                } else {
-                    v.map_or("-".into(), |v| format!("{:.3}%", v * 100.0))
-                }
-            };
-            let _ = match &d.not_judged {
-                Some(why) => writeln!(s, "    {:<20} - ({why})", d.metric),
-                None => writeln!(
-                    s,
-                    "    {:<20} {} ({} in {:.0}-{:.0} s → {} in {:.0}-{:.0} s), {}",
-                    d.metric,
-                    d.drift.map_or("-".into(), |x| crate::plan::threshold::show_trend(
-                        crate::plan::threshold::Unit::Relative,
-                        x
-                    )),
-                    v(d.first),
-                    d.first_window[0],
-                    d.first_window[1],
-                    v(d.last),
-                    d.last_window[0],
-                    d.last_window[1],
-                    sig(d.p_value, d.significant)
-                ),
-            };
-        }
     }
 
     /// Per workload with a mix (or checks that failed): its requests,

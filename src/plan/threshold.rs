@@ -107,35 +107,16 @@ impl Metric {
     }
 }
 
-/// A trend value in a readable unit: `2.00MiB/min`, `-35KiB/h`, `12.0/h`,
-/// `+18.5%`.
+/// A trend value in a readable unit: `2.00MiB/min`, `-35.00KiB/h`,
+/// `12.0/h`, `+18.5%` (the one formatting, [`crate::stats::trends::show`]).
 pub fn show_trend(unit: Unit, v: f64) -> String {
-    match unit {
-        Unit::BytesPerSecond => {
-            let (per, secs) = if v.abs() * 60.0 >= 1048576.0 {
-                ("min", 60.0)
-            } else {
-                ("h", 3600.0)
-            };
-            let x = v * secs;
-            let (size, bytes) = SIZES
-                .iter()
-                .rev()
-                .find(|(_, b)| x.abs() >= *b)
-                .copied()
-                .unwrap_or(SIZES[0]);
-            format!("{:.2}{size}/{per}", x / bytes)
-        }
-        Unit::PerSecond => {
-            if v.abs() * 60.0 >= 10.0 {
-                format!("{:.1}/min", v * 60.0)
-            } else {
-                format!("{:.1}/h", v * 3600.0)
-            }
-        }
-        Unit::Relative => format!("{:+.1}%", v * 100.0),
-        Unit::Seconds | Unit::Ratio | Unit::Count => format!("{v}"),
-    }
+    let unit = match unit {
+        Unit::BytesPerSecond => "bytes/s",
+        Unit::PerSecond => "1/s",
+        Unit::Relative => "relative",
+        Unit::Seconds | Unit::Ratio | Unit::Count => return format!("{v}"),
+    };
+    crate::stats::trends::show(unit, v)
 }
 
 /// A comparison.
