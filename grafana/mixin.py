@@ -68,6 +68,17 @@ CONFIG = {
     # SoakdFdsNearLimit: open fds / the open-file limit.
     'fds_ratio': 0.9,
     'fds_for': '5m',
+    # SoakdTargetMemoryGrowing: the server's resident memory (--target-pid)
+    # grew faster than this many bytes per hour over the last hour (deriv)
+    # and really grew by half of it (offset 1h), for this long. 10 MiB/h,
+    # the limit docs/verdicts.md suggests for target_rss_slope.
+    'memory_growth_per_hour': 10485760,
+    'memory_growth_for': '30m',
+    # SoakdLatencyDrifting: p99 over 10m above factor x the same 10m one
+    # hour earlier, and above floor (seconds): the live side of p99_drift.
+    'drift_factor': 1.2,
+    'drift_floor': 0.005,
+    'drift_for': '30m',
 }
 
 
@@ -544,7 +555,9 @@ def panels():
              % sel('soakd_target_process_resident_memory_bytes', IT), PID),
         ], WATCHED + """Slope of the resident memory over the last hour
            (deriv), in bytes per hour: a slow leak shows as a line that
-           stays above zero.""", w=6, min0=False),
+           stays above zero; above %(memory_growth_per_hour)s bytes an hour
+           for %(memory_growth_for_words)s (and real growth over the hour)
+           raises SoakdTargetMemoryGrowing.""", w=6, min0=False),
         timeseries('Server CPU', 'percentunit', [
             ('rate(%s[$__rate_interval])'
              % sel('soakd_target_process_cpu_seconds_total', IT), PID),
@@ -708,6 +721,12 @@ RULE_GROUPS = [
         record('target:soakd_request_duration_seconds:p99_10m_offset1d',
                'histogram_quantile(0.99, sum by (job, target, le) (rate('
                'soakd_request_duration_seconds_bucket[10m] offset 1d)))'),
+        record('target:soakd_request_duration_seconds:p99_10m_offset1h',
+               'histogram_quantile(0.99, sum by (job, target, le) (rate('
+               'soakd_request_duration_seconds_bucket[10m] offset 1h)))', comment="""
+            The same 10 minutes one hour earlier: SoakdLatencyDrifting compares
+            the p99 now with it (a drift within one soak, where
+            SoakdLatencyRegression compares with the day before)."""),
         record('target_request:soakd_request_duration_seconds:p99_5m',
                'histogram_quantile(0.99, sum by (job, target, request, le) (rate('
                'soakd_request_duration_seconds_bucket[5m])))', comment="""
@@ -900,6 +919,36 @@ ALERT_GROUPS = [
             To make room, raise the hard limit (LimitNOFILE= in the systemd unit,
             ulimit -Hn, /etc/security/limits.conf) and restart soakd, which raises its soft
             limit to the hard limit at start; or lower -c."""),
+        alert('SoakdTargetMemoryGrowing', """
+            deriv(soakd_target_process_resident_memory_bytes[1h]) * 3600 > %(memory_growth_per_hour)s
+            and
+            soakd_target_process_resident_memory_bytes
+              - soakd_target_process_resident_memory_bytes offset 1h > %(memory_growth_per_hour)s / 2
+        """, '%(memory_growth_for)s', 'warning',
+            'soakd: the server under test (pid {{ $labels.pid }}) grows its memory by'
+            ' {{ $value | humanize1024 }}B an hour', """
+            The resident memory of process {{ $labels.pid }} of {{ $labels.target }} (watched by
+            soakd at {{ $labels.instance }} with --target-pid) has grown at {{ $value | humanize1024 }}B
+            per hour over the last hour (least squares, deriv) and by more than half of
+            %(memory_growth_per_hour)s bytes since an hour ago, for %(memory_growth_for_words)s.
+            After warm-up a server's memory should be flat: this is a leak until shown
+            otherwise. The run's report gives the robust figure (trends, target_rss_slope,
+            Theil-Sen with a significance test); fail the soak on it with
+            --threshold 'target_rss_slope<=10MiB/h'."""),
+        alert('SoakdLatencyDrifting', """
+            target:soakd_request_duration_seconds:p99_10m
+              > %(drift_factor)s * target:soakd_request_duration_seconds:p99_10m_offset1h
+            and
+            target:soakd_request_duration_seconds:p99_10m > %(drift_floor)s
+        """, '%(drift_for)s', 'warning',
+            'soakd: p99 latency of {{ $labels.target }} is more than'
+            ' %(drift_factor)s × what it was an hour ago', """
+            The p99 latency of {{ $labels.target }} (job {{ $labels.job }}, all soakd
+            instances combined) over the last 10 minutes is {{ $value | humanizeDuration }},
+            more than %(drift_factor)s × the same 10 minutes one hour earlier and above
+            %(drift_floor_ms)s, for %(drift_for_words)s: the server slows down as the soak goes
+            on (a growing queue, cache or heap). The run's report gives the drift with a rank
+            test (trends, p99_drift); fail the soak on it with --threshold 'p99_drift<=20%%'."""),
     ]),
 ]
 

@@ -149,6 +149,9 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
         thresholds: Vec::new(),
         aborted: reports.iter().find_map(|(_, r)| r.aborted.clone()),
         hdr_log: None,
+        // Trends are each shard's (its own target processes and soakd's
+        // own memory); the merged report has none rather than a mix.
+        trends: Default::default(),
     })
 }
 
@@ -520,6 +523,7 @@ mod tests {
             p99: Some(p99),
             max: Some(p99),
             lag_p99: None,
+            ..Default::default()
         }
     }
 

@@ -13,13 +13,16 @@ use serde_json::Value;
 use util::{BuiltinTarget, TempDir, field as u, soakd, soakd_timeout, wait_output};
 
 /// The six charts every page has, by `<title>`.
-const CHARTS: [&str; 6] = [
+const CHARTS: [&str; 7] = [
     "Latency over time",
     "Latency by percentile",
     "Requests per second",
     "Errors per second by kind",
     "Connections open",
     "Schedule lag p99",
+    // soakd's own memory is sampled in every run (the server's with
+    // --target-pid).
+    "Memory: the server and soakd",
 ];
 
 /// The browser, or `None` (then the test is skipped, except in CI).
@@ -98,10 +101,10 @@ fn look_at(png: &Path, rgb: [u8; 3]) -> (usize, f64, bool) {
     (colours.len(), non_white as f64 / total as f64, found)
 }
 
-/// What every page must hold: the six charts and nothing fetched from
+/// What every page must hold: the seven charts and nothing fetched from
 /// anywhere.
 fn check_page(page: &str, target_url: &str) {
-    assert_eq!(page.matches("<svg").count(), 6, "six charts");
+    assert_eq!(page.matches("<svg").count(), CHARTS.len(), "seven charts");
     for title in CHARTS {
         assert!(
             page.contains(&format!("<title>{title}</title>")),

@@ -372,7 +372,9 @@ fn merged_shards_add_up_and_agree_with_the_merged_hdr_logs() {
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let page = std::fs::read_to_string(dir.path().join("merged.html")).unwrap();
-    assert_eq!(page.matches("<svg").count(), 6, "six charts");
+    // Six time and percentile charts, and the memory chart (the shards'
+    // points carry soakd's own RSS).
+    assert_eq!(page.matches("<svg").count(), 7, "seven charts");
     assert!(page.matches("<polyline").count() >= 4, "the time charts have lines");
     let out = soakd(&["compare", &p("merged.json"), &p("merged.json")]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));

@@ -24,6 +24,7 @@
 //! few percentiles.
 
 pub mod svg;
+mod trends;
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -326,6 +327,7 @@ fn charts(i: &Inputs<'_>, r: &Report) -> Vec<(Chart, String)> {
         ),
         "Due time → written: soakd's own lateness (paced and open-loop runs; empty in closed loop).".to_string(),
     ));
+    out.extend(trends::charts(r, base));
     out
 }
 
@@ -379,7 +381,9 @@ fn threshold_value(metric: &str, v: Option<f64>) -> String {
     let Some(n) = v else {
         return "-".into();
     };
-    if metric.starts_with('p') || metric == "max" || metric == "mean" || metric.ends_with("_p99") {
+    if let Some(m) = crate::plan::Metric::from_name(metric).filter(|m| m.is_trend()) {
+        crate::plan::threshold::show_trend(m.unit(), n)
+    } else if metric.starts_with('p') || metric == "max" || metric == "mean" || metric.ends_with("_p99") {
         label(n, Unit::Seconds)
     } else if metric == "error_rate" {
         format!("{:.3}%", n * 100.0)
@@ -482,6 +486,7 @@ pub fn render(i: &Inputs<'_>) -> String {
     }
     summary(&mut s, r, i.baseline);
     thresholds(&mut s, &r.thresholds);
+    trends::table(&mut s, r);
     verdicts(&mut s, i.verdicts, i.baseline.is_some());
     s.push_str("<h2>Charts</h2>");
     if points(r).is_empty() {

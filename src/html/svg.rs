@@ -26,6 +26,8 @@ pub enum Unit {
     Count,
     /// Percentile spectrum: x is log10(1/(1-q)), shown as 90%, 99% …
     Percentile,
+    /// Bytes, shown as B/KiB/MiB/GiB.
+    Bytes,
 }
 
 /// One line.
@@ -107,6 +109,13 @@ pub fn label(v: f64, unit: Unit) -> String {
             } else {
                 trim(v)
             }
+        }
+        Unit::Bytes => {
+            let (name, size) = [("GiB", 1073741824.0), ("MiB", 1048576.0), ("KiB", 1024.0)]
+                .into_iter()
+                .find(|(_, b)| v.abs() >= *b)
+                .unwrap_or(("B", 1.0));
+            format!("{}{name}", trim(v / size))
         }
         Unit::Percentile => {
             // x = log10(1/(1-q)): 0 → 0%, 1 → 90%, 2 → 99%, 3 → 99.9% …
@@ -339,6 +348,8 @@ mod tests {
         assert_eq!(label(5.0, Unit::Percentile), "99.999%");
         assert_eq!(label(1.0, Unit::Percentile), "90%");
         assert_eq!(label(0.0, Unit::Percentile), "0%");
+        assert_eq!(label(3.0 * 1048576.0, Unit::Bytes), "3MiB");
+        assert_eq!(label(1536.0, Unit::Bytes), "1.5KiB");
         assert_eq!(log_ticks(0.001, 0.1), vec![0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1]);
         assert_eq!(log_ticks(1e-5, 1.0), vec![1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1.0]);
         assert_eq!(esc("<a href='x'>&"), "&lt;a href=&#39;x&#39;&gt;&amp;");

@@ -802,6 +802,27 @@ fn read_proc(pid: u32) -> Option<ProcStat> {
     })
 }
 
+/// The processes of a run as /proc says now, for the timeline: each of
+/// `pids` that can be read (a vanished one is left out) and soakd itself.
+/// Called once a timeline point by the control thread, never by a worker.
+pub fn sample_resources(pids: &[u32]) -> stats::Resources {
+    stats::Resources {
+        targets: pids
+            .iter()
+            .filter_map(|pid| {
+                let p = read_proc(*pid)?;
+                Some(stats::ProcSample {
+                    pid: *pid,
+                    rss_bytes: p.rss_bytes as u64,
+                    cpu_ms: (p.cpu_seconds * 1e3).round() as u64,
+                    open_fds: p.open_fds.map(|n| n as u64),
+                })
+            })
+            .collect(),
+        soakd_rss_bytes: read_proc(std::process::id()).map(|p| p.rss_bytes as u64),
+    }
+}
+
 impl Collector for SoakCollector {
     fn desc(&self) -> Vec<&Desc> {
         self.descs.iter().collect()

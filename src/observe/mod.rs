@@ -46,6 +46,20 @@ pub struct Observers {
     last_ping: Instant,
     last_status: Duration,
     completed_at_status: u64,
+    /// Every `--target-pid` of the plan, once each, in order: sampled into
+    /// the timeline once a point.
+    target_pids: Vec<u32>,
+}
+
+/// The plan's target PIDs, each once, in the order given.
+fn target_pids(workloads: &[Workload]) -> Vec<u32> {
+    let mut out: Vec<u32> = Vec::new();
+    for pid in workloads.iter().flat_map(|w| &w.target_pids) {
+        if !out.contains(pid) {
+            out.push(*pid);
+        }
+    }
+    out
 }
 
 impl Observers {
@@ -86,6 +100,7 @@ impl Observers {
             last_ping: Instant::now(),
             last_status: Duration::ZERO,
             completed_at_status: 0,
+            target_pids: target_pids(&plan.workloads),
         })
     }
 
@@ -125,6 +140,9 @@ impl Sink for Observers {
     }
 
     fn tick(&mut self, totals: &mut Totals, elapsed: Duration) {
+        if totals.timeline.wants_sample() {
+            totals.timeline.sample(metrics::sample_resources(&self.target_pids));
+        }
         if let Some(w) = self.thresholds.as_mut()
             && w.tick(totals, elapsed)
             && let Some(m) = self.metrics.as_mut()
@@ -156,6 +174,11 @@ impl Sink for Observers {
     }
 
     fn workload_added(&mut self, w: &Workload) {
+        for pid in &w.target_pids {
+            if !self.target_pids.contains(pid) {
+                self.target_pids.push(*pid);
+            }
+        }
         if let Some(m) = self.metrics.as_mut() {
             m.add_workload(&w.name, &w.request_names(), w.target_pids.clone());
         }

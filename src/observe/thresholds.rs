@@ -17,18 +17,29 @@
 //! counts as passing live: nothing has violated it. At the end of the run
 //! the same threshold fails, since a soak that measured nothing proved
 //! nothing.
+//!
+//! Trend thresholds (`target_rss_slope`, `p99_drift`, …) are judged on the
+//! timeline so far with the report's own analysis
+//! ([`crate::stats::trends`], [`ThresholdResult::of_trend`]), every
+//! [`TREND_EVERY`] rather than every second: a full timeline's slopes are
+//! half a million pairs. One that cannot be judged yet (too few points
+//! after the warmup) passes live, like any unmeasured threshold; the
+//! threshold window does not apply to them (a trend needs the whole
+//! steady part).
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::plan::{Plan, Threshold};
-use crate::report::{measure, threshold_value};
+use crate::report::{ThresholdResult, measure, threshold_value, trend_settings};
 use crate::stats::{Totals, WorkloadStats};
 
 /// Slices a window is kept in.
 const SLICES: u32 = 10;
 /// How often thresholds are evaluated.
 const EVERY: Duration = Duration::from_secs(1);
+/// How often trend thresholds are evaluated.
+pub const TREND_EVERY: Duration = Duration::from_secs(10);
 /// The `target` label of a run-wide threshold (over all workloads).
 pub const ALL_TARGETS: &str = "*";
 
@@ -60,6 +71,10 @@ pub struct Watch {
     slices: VecDeque<Slice>,
     abort_after: Option<Duration>,
     last_eval: Option<Duration>,
+    /// When the trends were last computed.
+    last_trends: Option<Duration>,
+    /// The planned run time (the warmup is a tenth of it).
+    duration: Option<Duration>,
     /// Why the run should stop, once a threshold failed long enough.
     pub abort: Option<String>,
 }
@@ -99,6 +114,8 @@ impl Watch {
             slices: VecDeque::new(),
             abort_after: plan.abort_on_fail,
             last_eval: None,
+            last_trends: None,
+            duration: plan.duration,
             abort: None,
         })
     }
@@ -194,14 +211,35 @@ impl Watch {
                 sum.add(s);
             }
         }
+        let trends = (self.items.iter().any(|w| w.threshold.metric.is_trend())
+            && self.last_trends.is_none_or(|t| elapsed >= t + TREND_EVERY))
+        .then(|| {
+            self.last_trends = Some(elapsed);
+            let ramp = totals
+                .ramp
+                .iter()
+                .try_fold(Duration::ZERO, |acc, r| r.map(|r| acc.max(r)));
+            crate::stats::trends::analyze(
+                &totals.timeline.to_json(),
+                &trend_settings(self.duration, ramp, elapsed),
+            )
+        });
         for w in &mut self.items {
-            let measured = match w.workload {
-                Some(wi) if wi < per.len() => measure(w.threshold.metric, &per[wi], secs, open_min[wi]),
-                Some(_) => None,
-                None => measure(w.threshold.metric, &sum, secs, open_min_all),
-            };
-            w.last = measured;
-            w.passing = measured.is_none() || w.threshold.passes(measured);
+            if w.threshold.metric.is_trend() {
+                // Between trend evaluations the last verdict stands.
+                let Some(trends) = &trends else { continue };
+                let r = ThresholdResult::of_trend(&w.threshold, trends);
+                w.last = r.measured;
+                w.passing = r.pass || r.measured.is_none();
+            } else {
+                w.last = match w.workload {
+                    Some(wi) if wi < per.len() => measure(w.threshold.metric, &per[wi], secs, open_min[wi]),
+                    Some(_) => None,
+                    None => measure(w.threshold.metric, &sum, secs, open_min_all),
+                };
+                w.passing = w.last.is_none() || w.threshold.passes(w.last);
+            }
+            let measured = w.last;
             if w.passing {
                 w.failing_since = None;
             } else {
@@ -311,6 +349,57 @@ mod tests {
         let why = abort.expect("failing from 8 s, for 2 s at 10 s");
         assert!(
             why.contains("p50<10ms") && why.contains("all workloads") && why.contains("failed for 2s"),
+            "{why}"
+        );
+    }
+
+    /// A trend threshold live: unjudged (passing) until enough points
+    /// follow the warmup, then judged every 10 s on the timeline so far,
+    /// failing on a real leak and stopping the run with --abort-on-fail.
+    #[test]
+    fn a_leak_fails_a_slope_threshold_live() {
+        let mut argv = vec!["soakd", "run", "http://127.0.0.1:1/", "--target-pid", "1"];
+        argv.extend([
+            "--threshold",
+            "target_rss_slope<=1MiB/min",
+            "--threshold",
+            "p99_drift<=50%",
+        ]);
+        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv).unwrap();
+        let crate::cli::Command::Run(run) = cli.command else {
+            unreachable!()
+        };
+        let mut p = run.into_plan().unwrap();
+        p.abort_on_fail = Some(Duration::from_secs(10));
+        let mut totals = Totals::new(vec![p.workloads[0].name.clone()], 1, false, false);
+        let mut watch = Watch::new(&p).unwrap();
+        let mut first_failing = None;
+        for s in 1..=60u64 {
+            // 10 MiB a minute.
+            totals.timeline.sample(crate::stats::Resources {
+                targets: vec![crate::stats::ProcSample {
+                    pid: 1,
+                    rss_bytes: 100_000_000 + s * 10 * 1_048_576 / 60,
+                    cpu_ms: 0,
+                    open_fds: Some(10),
+                }],
+                soakd_rss_bytes: Some(1 << 20),
+            });
+            totals.timeline.tick(Duration::from_secs(s));
+            watch.tick(&mut totals, Duration::from_secs(s));
+            let states = watch.states();
+            assert!(states[1].2, "p99_drift has nothing to judge: passing live");
+            if !states[0].2 && first_failing.is_none() {
+                first_failing = Some(s);
+            }
+        }
+        // Judged at 1, 11, 21 … s; at 11 s there are 10 points, 1 of them
+        // after the warmup (10% of 11 s): not judged. At 21 s, 19 after
+        // the 2.1 s warmup: failing.
+        assert_eq!(first_failing, Some(21));
+        let why = watch.abort.expect("failing from 21 s, for 10 s at 31 s");
+        assert!(
+            why.contains("target_rss_slope<=1MiB/min") && why.contains("MiB/min"),
             "{why}"
         );
     }

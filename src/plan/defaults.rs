@@ -59,6 +59,18 @@ pub const MIN_ERROR_RATE_CHANGE: f64 = 0.001;
 /// per-interval samples.
 pub const SIGNIFICANCE: f64 = 0.01;
 
+/// Longest default warmup: however long the soak, ten minutes is enough
+/// for caches, JITs and pools to settle.
+pub const MAX_WARMUP: Duration = Duration::from_secs(600);
+
+/// The warmup of a run of length `run` (the planned duration, or the time
+/// it ran when it had none): 10% of it, at most [`MAX_WARMUP`]. The
+/// report's trends skip it (after the ramp), so a server filling its
+/// caches does not read as a leak. A `--warmup` flag can feed this later.
+pub fn default_warmup(run: Duration) -> Duration {
+    (run / 10).min(MAX_WARMUP)
+}
+
 /// Worker threads when not given: one per available CPU.
 pub fn threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -73,3 +85,16 @@ pub const MAX_REQUESTS: usize = 64;
 pub const MAX_WEIGHT: u32 = 10_000;
 /// Weight of a request that gives none.
 pub const WEIGHT: u32 = 1;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warmup_is_a_tenth_capped_at_ten_minutes() {
+        assert_eq!(default_warmup(Duration::from_secs(180)), Duration::from_secs(18));
+        assert_eq!(default_warmup(Duration::from_secs(6000)), MAX_WARMUP);
+        assert_eq!(default_warmup(Duration::from_secs(7 * 86400)), MAX_WARMUP);
+        assert_eq!(default_warmup(Duration::ZERO), Duration::ZERO);
+    }
+}

@@ -254,6 +254,15 @@ impl Plan {
                 t.text
             )));
         }
+        if self.workloads.iter().all(|w| w.target_pids.is_empty())
+            && let Some(t) = self.thresholds.iter().find(|t| t.metric.needs_target_pid())
+        {
+            return Err(Error::Usage(format!(
+                "{key} {:?}: {} is the server's own trend, read from /proc, and no --target-pid (target_pids) says which process the server is; add --target-pid PID of the server, or drop the threshold",
+                t.text,
+                t.metric.name()
+            )));
+        }
         Ok(())
     }
 }
@@ -365,6 +374,13 @@ impl WorkloadSpec {
                 key("thresholds"),
                 t.text,
                 self.url
+            )));
+        }
+        if let Some(t) = self.thresholds.iter().find(|t| t.metric.is_trend()) {
+            return Err(Error::Usage(format!(
+                "{} {:?}: trends are computed over the whole run (the timeline sums the workloads), not per workload; give it as a run-wide --threshold (thresholds = [...] at the top of the file)",
+                key("thresholds"),
+                t.text
             )));
         }
         let addr = resolve(&parsed, &self.url).map_err(in_url)?;

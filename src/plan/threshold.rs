@@ -39,6 +39,22 @@ name_table! {
         Rps = "rps",
         /// Fewest connections open at once after the ramp completed.
         OpenMin = "open_min",
+        /// Growth of the server's resident memory (`--target-pid`,
+        /// summed over its processes) after the warmup: a Theil–Sen slope.
+        TargetRssSlope = "target_rss_slope",
+        /// Growth of the server's open descriptors after the warmup.
+        TargetFdsSlope = "target_fds_slope",
+        /// Growth of soakd's own resident memory after the warmup.
+        SoakdRssSlope = "soakd_rss_slope",
+        /// Relative change of the latency median from the first steady
+        /// window to the last.
+        P50Drift = "p50_drift",
+        /// Relative change of the latency p99 from the first steady window
+        /// to the last.
+        P99Drift = "p99_drift",
+        /// Relative change of the error rate from the first steady window
+        /// to the last.
+        ErrorRateDrift = "error_rate_drift",
     }
 }
 
@@ -51,7 +67,19 @@ pub enum Unit {
     Ratio,
     /// A plain number.
     Count,
+    /// Bytes per second; written as a size per time, e.g. `10MiB/h`.
+    BytesPerSecond,
+    /// A count per second; written per time, e.g. `100/h`.
+    PerSecond,
+    /// A relative change (0.2 = +20%); `%` or a plain fraction, may pass
+    /// 100%.
+    Relative,
 }
+
+/// Sizes a slope may be written in, bytes each.
+const SIZES: [(&str, f64); 4] = [("B", 1.0), ("KiB", 1024.0), ("MiB", 1048576.0), ("GiB", 1073741824.0)];
+/// Times a slope may be written per, seconds each.
+const PER: [(&str, f64); 4] = [("s", 1.0), ("min", 60.0), ("h", 3600.0), ("d", 86400.0)];
 
 impl Metric {
     /// The unit of the metric's values.
@@ -59,9 +87,36 @@ impl Metric {
         match self {
             Metric::ErrorRate => Unit::Ratio,
             Metric::Errors | Metric::Rps | Metric::OpenMin => Unit::Count,
+            Metric::TargetRssSlope | Metric::SoakdRssSlope => Unit::BytesPerSecond,
+            Metric::TargetFdsSlope => Unit::PerSecond,
+            Metric::P50Drift | Metric::P99Drift | Metric::ErrorRateDrift => Unit::Relative,
             _ => Unit::Seconds,
         }
     }
+
+    /// A trend of the run (a slope or a drift, from the timeline) rather
+    /// than a figure of the totals: judged by the report's `trends`, and
+    /// failed only when significant.
+    pub fn is_trend(self) -> bool {
+        matches!(self.unit(), Unit::BytesPerSecond | Unit::PerSecond | Unit::Relative)
+    }
+
+    /// Needs `--target-pid` to be measured.
+    pub fn needs_target_pid(self) -> bool {
+        matches!(self, Metric::TargetRssSlope | Metric::TargetFdsSlope)
+    }
+}
+
+/// A trend value in a readable unit: `2.00MiB/min`, `-35.00KiB/h`,
+/// `12.0/h`, `+18.5%` (the one formatting, [`crate::stats::trends::show`]).
+pub fn show_trend(unit: Unit, v: f64) -> String {
+    let unit = match unit {
+        Unit::BytesPerSecond => "bytes/s",
+        Unit::PerSecond => "1/s",
+        Unit::Relative => "relative",
+        Unit::Seconds | Unit::Ratio | Unit::Count => return format!("{v}"),
+    };
+    crate::stats::trends::show(unit, v)
 }
 
 /// A comparison.
@@ -126,7 +181,7 @@ impl fmt::Display for Threshold {
 pub fn grammar_help() -> String {
     let metrics: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
     format!(
-        "expected METRIC OP VALUE, e.g. p99<50ms, error_rate<=0.1%, rps>=900; METRIC is one of {}; OP is <, <=, > or >=; latencies take us, ms or s, error_rate a % or a fraction, the others a plain number",
+        "expected METRIC OP VALUE, e.g. p99<50ms, error_rate<=0.1%, rps>=900, target_rss_slope<=10MiB/h, p99_drift<=20%; METRIC is one of {}; OP is <, <=, > or >=; latencies take us, ms or s, error_rate a % or a fraction, *_rss_slope a size (B, KiB, MiB, GiB) per time (s, min, h, d), target_fds_slope a count per time (/h), *_drift a relative change (% or a fraction), the others a plain number",
         metrics.join(" ")
     )
 }
@@ -202,6 +257,38 @@ fn parse_value(metric: Metric, value: &str) -> Result<f64, String> {
         (Unit::Ratio, "") if n <= 1.0 => Ok(n),
         (Unit::Ratio, "%" | "") => Err(format!("{value:?} is over 100%")),
         (Unit::Count, "") => Ok(n),
+        (Unit::Relative, "%") => Ok(n / 100.0),
+        (Unit::Relative, "") => Ok(n),
+        (Unit::BytesPerSecond | Unit::PerSecond, u) if u.contains('/') => {
+            let (size, per) = u.split_once('/').unwrap_or_default();
+            let bytes = if metric.unit() == Unit::PerSecond {
+                (size.is_empty()).then_some(1.0)
+            } else {
+                SIZES.iter().find(|(s, _)| *s == size).map(|(_, b)| *b)
+            };
+            let secs = PER.iter().find(|(p, _)| *p == per).map(|(_, s)| *s);
+            match (bytes, secs) {
+                (Some(b), Some(s)) => Ok(n * b / s),
+                _ => Err(format!(
+                    "{u:?} is not a unit {} takes; write e.g. {}",
+                    metric.name(),
+                    if metric.unit() == Unit::PerSecond {
+                        "100/h or 2/min"
+                    } else {
+                        "10MiB/h, 512KiB/min or 1GiB/d"
+                    }
+                )),
+            }
+        }
+        (Unit::BytesPerSecond | Unit::PerSecond, _) => Err(format!(
+            "{} is a slope and {value:?} has no time unit; write e.g. {}",
+            metric.name(),
+            if metric.unit() == Unit::PerSecond {
+                "100/h"
+            } else {
+                "10MiB/h"
+            }
+        )),
         (_, u) => Err(format!("{u:?} is not a unit {} takes", metric.name())),
     }
 }
@@ -241,6 +328,36 @@ mod tests {
                 0.02,
                 "tls_handshake_p99<20ms",
             ),
+            (
+                "target_rss_slope <= 10MiB/h",
+                Metric::TargetRssSlope,
+                Op::Le,
+                10.0 * 1048576.0 / 3600.0,
+                "target_rss_slope<=10MiB/h",
+            ),
+            (
+                "soakd_rss_slope<512KiB/min",
+                Metric::SoakdRssSlope,
+                Op::Lt,
+                512.0 * 1024.0 / 60.0,
+                "soakd_rss_slope<512KiB/min",
+            ),
+            (
+                "target_fds_slope<=100/h",
+                Metric::TargetFdsSlope,
+                Op::Le,
+                100.0 / 3600.0,
+                "target_fds_slope<=100/h",
+            ),
+            ("p99_drift<=20%", Metric::P99Drift, Op::Le, 0.2, "p99_drift<=20%"),
+            ("p50_drift<1.5", Metric::P50Drift, Op::Lt, 1.5, "p50_drift<1.5"),
+            (
+                "error_rate_drift<=150%",
+                Metric::ErrorRateDrift,
+                Op::Le,
+                1.5,
+                "error_rate_drift<=150%",
+            ),
         ] {
             let got = t(expr);
             assert_eq!((got.metric, got.op, got.text.as_str()), (metric, op, text), "{expr}");
@@ -257,6 +374,11 @@ mod tests {
             ("p99<50kg", "not a unit"),
             ("rps>900ms", "not a unit"),
             ("error_rate<150%", "over 100%"),
+            ("target_rss_slope<10", "no time unit"),
+            ("target_rss_slope<10MB/h", "write e.g. 10MiB/h"),
+            ("target_rss_slope<10MiB/week", "not a unit"),
+            ("target_fds_slope<10MiB/h", "write e.g. 100/h"),
+            ("p99_drift<20ms", "not a unit"),
             ("p99<", "no value"),
             ("p99", "no comparison operator"),
             ("<5ms", "no metric"),
@@ -277,6 +399,18 @@ mod tests {
     }
 
     #[test]
+    fn trend_values_read_back() {
+        assert_eq!(show_trend(Unit::BytesPerSecond, 2.0 * 1048576.0 / 60.0), "2.00MiB/min");
+        assert_eq!(show_trend(Unit::BytesPerSecond, -35.0 * 1024.0 / 3600.0), "-35.00KiB/h");
+        assert_eq!(show_trend(Unit::BytesPerSecond, 0.0), "0.00B/h");
+        assert_eq!(show_trend(Unit::PerSecond, 12.0 / 3600.0), "12.0/h");
+        assert_eq!(show_trend(Unit::PerSecond, 1.0), "60.0/min");
+        assert_eq!(show_trend(Unit::Relative, 0.185), "+18.5%");
+        assert!(Metric::P99Drift.is_trend() && !Metric::P99.is_trend());
+        assert!(Metric::TargetFdsSlope.needs_target_pid() && !Metric::SoakdRssSlope.needs_target_pid());
+    }
+
+    #[test]
     fn comparisons_and_missing_measurements() {
         assert!(t("p99<50ms").passes(Some(0.049)));
         assert!(!t("p99<50ms").passes(Some(0.05)));
@@ -291,6 +425,14 @@ mod tests {
             Unit::Seconds => prop_oneof![Just(("us", 1e-6)), Just(("ms", 1e-3)), Just(("s", 1.0))].boxed(),
             Unit::Ratio => prop_oneof![Just(("%", 0.01)), Just(("", 1.0))].boxed(),
             Unit::Count => Just(("", 1.0)).boxed(),
+            Unit::BytesPerSecond => prop_oneof![
+                Just(("MiB/h", 1048576.0 / 3600.0)),
+                Just(("KiB/min", 1024.0 / 60.0)),
+                Just(("B/s", 1.0))
+            ]
+            .boxed(),
+            Unit::PerSecond => prop_oneof![Just(("/h", 1.0 / 3600.0)), Just(("/s", 1.0))].boxed(),
+            Unit::Relative => prop_oneof![Just(("%", 0.01)), Just(("", 1.0))].boxed(),
         }
     }
 

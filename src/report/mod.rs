@@ -18,6 +18,7 @@ pub use read::{Counted, HOST_ERRORS, error_rate, read};
 pub use text::{human, threshold_value};
 
 use crate::plan::{Metric, Plan, Threshold};
+use crate::stats::trends::{Judged, Settings, Trends};
 use crate::stats::{CheckKind, CloseReason, ErrorKind, Gauges, StatusClass, TimelineJson, Totals, WorkloadStats};
 
 /// Percentiles of one histogram, in seconds.
@@ -515,6 +516,12 @@ pub struct Report {
     /// or one from a soakd before it.
     #[serde(default)]
     pub timeline: TimelineJson,
+    /// Where the run was going after the ramp and the warmup: slopes of
+    /// the target's and soakd's memory and descriptors, drifts of latency
+    /// and errors (see `stats::trends`). Empty in a report from a soakd
+    /// before it.
+    #[serde(default)]
+    pub trends: Trends,
 }
 
 /// One threshold's verdict.
@@ -534,8 +541,12 @@ pub struct ThresholdResult {
     /// What the run measured, in the same unit; `null` when nothing was
     /// measured (which fails).
     pub measured: Option<f64>,
-    /// `measured OP limit`.
+    /// `measured OP limit`; for a trend, or not significant.
     pub pass: bool,
+    /// A trend threshold: whether the figure was significant, or why it
+    /// could not be judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl ThresholdResult {
@@ -549,7 +560,42 @@ impl ThresholdResult {
             limit: t.limit,
             measured,
             pass: t.passes(measured),
+            note: None,
         }
+    }
+
+    /// Evaluates a trend threshold (run-wide): it fails when the figure
+    /// is over the limit and significant, or when it could not be judged.
+    pub fn of_trend(t: &Threshold, trends: &Trends) -> ThresholdResult {
+        let mut r = ThresholdResult::of(t, None, None);
+        match trends.judged(t.metric.name()) {
+            Some(Judged::Value(v, significant)) => {
+                r.measured = Some(v);
+                r.pass = !significant || t.op.holds(v, t.limit);
+                r.note = Some(if significant {
+                    "significant".into()
+                } else {
+                    "not significant (noise does not fail a run)".into()
+                });
+            }
+            Some(Judged::NotYet(why)) => r.note = Some(format!("not judged: {why}")),
+            None => r.note = Some("not judged: no trends in this report".into()),
+        }
+        r
+    }
+}
+
+/// What the trends of a run are computed over: the points after the
+/// slowest workload's ramp (from the start when it never completed) and
+/// the warmup ([`crate::plan::defaults::default_warmup`] of the planned
+/// duration, else of the time run so far), until `ran`.
+pub fn trend_settings(planned: Option<Duration>, ramp: Option<Duration>, ran: Duration) -> Settings {
+    let warmup = crate::plan::defaults::default_warmup(planned.unwrap_or(ran));
+    Settings {
+        steady_from: (ramp.unwrap_or_default() + warmup).as_secs_f64(),
+        until: ran.as_secs_f64(),
+        significance: crate::plan::defaults::SIGNIFICANCE,
+        error_rate_floor: crate::plan::defaults::MIN_ERROR_RATE_CHANGE,
     }
 }
 
@@ -574,6 +620,13 @@ pub fn measure(metric: Metric, stats: &WorkloadStats, secs: f64, open_min: Optio
         Metric::Errors => Some(c.total_errors() as f64),
         Metric::Rps => (secs > 0.0).then(|| c.completed as f64 / secs),
         Metric::OpenMin => open_min.map(|m| m as f64),
+        // Trends come from the timeline (`ThresholdResult::of_trend`).
+        Metric::TargetRssSlope
+        | Metric::TargetFdsSlope
+        | Metric::SoakdRssSlope
+        | Metric::P50Drift
+        | Metric::P99Drift
+        | Metric::ErrorRateDrift => None,
     }
 }
 
@@ -697,10 +750,13 @@ impl Report {
         if !tls.is_empty() {
             all.tls = Some(TlsFigures::of(&sum.counters, &g, tls.iter().all(|t| t.verified())));
         }
+        let timeline = t.timeline.to_json();
+        let trends = crate::stats::trends::analyze(&timeline, &trend_settings(plan.duration, ramp, ran));
         let thresholds = plan
             .all_thresholds()
             .into_iter()
             .map(|(wi, th)| match wi {
+                _ if th.metric.is_trend() => ThresholdResult::of_trend(th, &trends),
                 Some(wi) => ThresholdResult::of(
                     th,
                     Some(&plan.workloads[wi].name),
@@ -722,7 +778,8 @@ impl Report {
             aborted: None,
             hdr_log: plan.hdr_log.as_ref().map(|p| p.display().to_string()),
             plan: crate::plan::describe(plan),
-            timeline: t.timeline.to_json(),
+            timeline,
+            trends,
         }
     }
 

@@ -109,16 +109,18 @@ impl Report {
         if let Some(why) = &self.aborted {
             let _ = writeln!(s, "  ABORTED       {why}");
         }
+        s.push_str(&self.trends.summary());
         if !self.thresholds.is_empty() {
             let _ = writeln!(s, "  thresholds");
             for t in &self.thresholds {
                 let _ = writeln!(
                     s,
-                    "    {:<4}  {:<28} {:<20} measured {}",
+                    "    {:<4}  {:<28} {:<20} measured {}{}",
                     if t.pass { "PASS" } else { "FAIL" },
                     t.threshold,
                     t.workload.as_deref().unwrap_or("(all workloads)"),
-                    threshold_value(&t.metric, t.measured)
+                    threshold_value(&t.metric, t.measured),
+                    t.note.as_ref().map_or(String::new(), |n| format!(", {n}"))
                 );
             }
         }
@@ -175,6 +177,9 @@ pub fn threshold_value(metric: &str, v: Option<f64>) -> String {
         (_, None) => "nothing".into(),
         (Some(crate::plan::threshold::Unit::Seconds), v) => human(v),
         (Some(crate::plan::threshold::Unit::Ratio), Some(v)) => format!("{:.3}%", v * 100.0),
+        (Some(u), Some(v)) if Metric::from_name(metric).is_some_and(Metric::is_trend) => {
+            crate::plan::threshold::show_trend(u, v)
+        }
         (_, Some(v)) if v.fract() == 0.0 => format!("{v:.0}"),
         (_, Some(v)) => format!("{v:.1}"),
     }

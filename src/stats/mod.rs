@@ -15,8 +15,11 @@
 //! cannot saturate in any run shorter than centuries.
 
 mod kinds;
+pub mod rank;
 mod timeline;
 mod totals;
+pub mod trend;
+pub mod trends;
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -24,7 +27,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 
 pub use kinds::{CheckKind, CloseReason, ErrorKind, StatusClass};
-pub use timeline::{PointJson, Timeline, TimelineJson};
+pub use timeline::{PointJson, ProcSample, Resources, Timeline, TimelineJson};
 
 /// Significant digits of the per-request histograms: 1% precision at a
 /// tenth of the memory of the workload's (a workload may have 64 requests,

@@ -13,18 +13,24 @@
 //! and its report are the size of a 20-minute run's.
 //!
 //! Histograms: a point keeps its latency and schedule-lag distributions as
-//! sparse lists of HdrHistogram buckets at 2 significant digits (1%
-//! resolution, enough for a chart) rather than as full histograms. A full
-//! 3-digit histogram of soakd's range (1 µs to 1 h) is ~200 KB, so a
-//! thousand of them would be ~400 MB; a sparse 2-digit one is a few
-//! hundred buckets in practice and at most ~3,300 (the range's 2-digit
-//! bucket count) of 8 bytes. That bounds the timeline at ~50 MB in the
-//! worst case (every bucket of the range filled in every point); a week
-//! whose latencies spread evenly over four decades, filling every bucket
-//! there, holds ~15 MB (12.8 MB after its first day; `a_week_stays_small`), and ordinary latencies
-//! (a decade or two) a few MB. Merging two
-//! sparse lists is exact at that resolution, so quantiles after any number
-//! of merges are those of the whole interval.
+//! sparse lists of log-spaced buckets (2.2% wide, [`Sparse`]), at most
+//! [`MAX_BUCKETS`] each, rather than as full histograms. A full 3-digit
+//! histogram of soakd's range (1 µs to 1 h) is ~200 KB; even a sparse
+//! 2-digit HdrHistogram list cost ~26 KiB a point under churn (a spread of
+//! connect and request latencies), so a full timeline was ~26 MB, more
+//! than 15,000 held connections. Now a point, with everything it holds, is
+//! under [`POINT_BYTES`] (4 KiB) whatever its latencies, so a full
+//! timeline stays under 4 MB (`a_week_stays_small`,
+//! `the_worst_point_fits`). Merging two lists is exact at that resolution
+//! (until the bucket cap folds the far low end), so the median and the
+//! tail after any number of merges are those of the whole interval to
+//! ±1.1%; the run's own histograms (the report's percentiles, `soakd
+//! merge`) stay full and exact.
+//!
+//! Each point also keeps the last sample of the processes in its interval
+//! ([`Resources`]: the `--target-pid` processes' memory, CPU and
+//! descriptors, and soakd's own memory), which the observer takes once a
+//! point; the report's trends are computed from them.
 //!
 //! The timeline is summed over workloads (one series per chart); the
 //! per-workload split stays in the report's `workloads` and the metrics.
@@ -42,30 +48,72 @@ use super::{Counters, ErrorKind, HIST_MAX_US, StatusClass, WorkloadStats};
 pub const BASE_INTERVAL: Duration = Duration::from_secs(1);
 /// Most points the timeline keeps; past it neighbours merge pairwise.
 pub const MAX_POINTS: usize = 1000;
-/// Significant digits of the per-point histograms.
+/// Significant digits of the histograms a point is filled in (converted
+/// to [`Sparse`] buckets when it closes).
 const POINT_DIGITS: u8 = 2;
+/// Buckets of a [`Sparse`] per doubling of the value: each is 2^(1/32)
+/// wide (2.2%), so a quantile read at its geometric middle is within
+/// ±1.1% of the true value.
+const PER_DOUBLING: f64 = 32.0;
+/// Most buckets a [`Sparse`] keeps: 256 buckets span a factor of 256
+/// (8 doublings) at full resolution; beyond that the lowest buckets fold
+/// into the lowest one kept, so the median and the tail stay exact to the
+/// bucket and only the far low end (under a 256th of the maximum) reads
+/// high. With two distributions that is at most 3 KiB of buckets a point.
+pub const MAX_BUCKETS: usize = 256;
+/// The bound on a point's memory, the point itself and its heap
+/// (`a_week_stays_small`, `the_worst_point_fits`).
+pub const POINT_BYTES: usize = 4096;
 
-/// A latency distribution as HdrHistogram buckets: each bucket's highest
-/// equivalent value (µs) and its count, ascending by value, no zero counts.
-/// Counts are u32 (8 bytes a bucket with its value) and saturate: 4·10⁹
-/// samples in one 1%-wide bucket of one point would take a million
-/// requests per second into that bucket for over an hour.
+/// A latency distribution as log-spaced buckets: each bucket's index
+/// (⌈log₂(µs)·32⌉, so 0 ..= 1,016 for 1 µs .. 1 h) and its count,
+/// ascending by index, no zero counts, at most [`MAX_BUCKETS`]. 6 bytes a
+/// bucket. Counts saturate at u32: 4·10⁹ samples in one 2%-wide bucket of
+/// one point would take a million requests per second into that bucket
+/// for over an hour.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Sparse {
-    values: Vec<u32>,
+    index: Vec<u16>,
     counts: Vec<u32>,
 }
 
+/// The bucket index of `us` microseconds.
+fn bucket_of(us: u64) -> u16 {
+    ((us.max(1) as f64).log2() * PER_DOUBLING).ceil() as u16
+}
+
 impl Sparse {
-    /// The buckets of `h` (a [`point_histogram`]).
+    /// The buckets of `h` (a [`point_histogram`]): each HDR bucket's
+    /// count goes to the log bucket of its middle value.
     fn of(h: &Histogram<u64>) -> Sparse {
         let mut s = Sparse::default();
         for v in h.iter_recorded() {
-            // Values are clamped to 1 h (3.6e9 µs), which fits in u32.
-            s.values.push(v.value_iterated_to().min(u64::from(u32::MAX)) as u32);
-            s.counts.push(v.count_at_value().min(u64::from(u32::MAX)) as u32);
+            let b = bucket_of(h.median_equivalent(v.value_iterated_to()));
+            let c = v.count_at_value().min(u64::from(u32::MAX)) as u32;
+            if s.index.last() == Some(&b) {
+                let last = s.counts.last_mut().expect("index and counts have one length");
+                *last = last.saturating_add(c);
+            } else {
+                s.index.push(b);
+                s.counts.push(c);
+            }
         }
+        s.cap();
         s
+    }
+
+    /// Folds the lowest buckets into the lowest one kept until at most
+    /// [`MAX_BUCKETS`] are left, and frees the spare capacity.
+    fn cap(&mut self) {
+        if self.index.len() > MAX_BUCKETS {
+            let cut = self.index.len() - MAX_BUCKETS;
+            let folded = self.counts[..=cut].iter().fold(0u32, |a, c| a.saturating_add(*c));
+            self.index.drain(..cut);
+            self.counts.drain(..cut);
+            self.counts[0] = folded;
+        }
+        self.index.shrink_to_fit();
+        self.counts.shrink_to_fit();
     }
 
     /// Samples in the distribution.
@@ -84,15 +132,15 @@ impl Sparse {
             return;
         }
         let mut out = Sparse {
-            values: Vec::with_capacity(self.values.len() + other.values.len()),
-            counts: Vec::with_capacity(self.values.len() + other.values.len()),
+            index: Vec::with_capacity(self.index.len() + other.index.len()),
+            counts: Vec::with_capacity(self.index.len() + other.index.len()),
         };
         let (mut i, mut j) = (0, 0);
-        while i < self.values.len() || j < other.values.len() {
-            let a = self.values.get(i).copied().unwrap_or(u32::MAX);
-            let b = other.values.get(j).copied().unwrap_or(u32::MAX);
-            let take_a = i < self.values.len() && (j >= other.values.len() || a <= b);
-            let take_b = j < other.values.len() && (i >= self.values.len() || b <= a);
+        while i < self.index.len() || j < other.index.len() {
+            let a = self.index.get(i).copied().unwrap_or(u16::MAX);
+            let b = other.index.get(j).copied().unwrap_or(u16::MAX);
+            let take_a = i < self.index.len() && (j >= other.index.len() || a <= b);
+            let take_b = j < other.index.len() && (i >= self.index.len() || b <= a);
             let mut count = 0u32;
             if take_a {
                 count = count.saturating_add(self.counts[i]);
@@ -102,16 +150,16 @@ impl Sparse {
                 count = count.saturating_add(other.counts[j]);
                 j += 1;
             }
-            out.values.push(if take_a { a } else { b });
+            out.index.push(if take_a { a } else { b });
             out.counts.push(count);
         }
-        out.values.shrink_to_fit();
-        out.counts.shrink_to_fit();
+        out.cap();
         *self = out;
     }
 
-    /// The value at quantile `q` in µs, as HdrHistogram computes it (the
-    /// bucket holding the ⌈q·n⌉-th sample); `None` when empty.
+    /// The value at quantile `q` in µs: the geometric middle of the bucket
+    /// holding the ⌈q·n⌉-th sample (as HdrHistogram picks the sample);
+    /// `None` when empty.
     pub fn quantile_us(&self, q: f64) -> Option<u64> {
         let n = self.len();
         if n == 0 {
@@ -119,24 +167,69 @@ impl Sparse {
         }
         let rank = ((q.clamp(0.0, 1.0) * n as f64).ceil() as u64).max(1);
         let mut seen = 0;
-        for (v, c) in self.values.iter().zip(&self.counts) {
+        let mid = |b: u16| {
+            if b == 0 {
+                1
+            } else {
+                2f64.powf((f64::from(b) - 0.5) / PER_DOUBLING).round() as u64
+            }
+        };
+        for (b, c) in self.index.iter().zip(&self.counts) {
             seen += u64::from(*c);
             if seen >= rank {
-                return Some(u64::from(*v));
+                return Some(mid(*b));
             }
         }
-        self.values.last().map(|v| u64::from(*v))
+        self.index.last().map(|b| mid(*b))
     }
 
     /// Heap bytes held.
     fn heap_bytes(&self) -> usize {
-        self.values.capacity() * 4 + self.counts.capacity() * 4
+        self.index.capacity() * 2 + self.counts.capacity() * 4
     }
 }
 
 /// A histogram at the points' resolution (1 µs to 1 h, 2 digits).
 fn point_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, HIST_MAX_US, POINT_DIGITS).expect("valid histogram bounds")
+}
+
+/// One process of the server under test (`--target-pid`) as /proc saw it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcSample {
+    /// The process.
+    pub pid: u32,
+    /// Resident memory, bytes.
+    pub rss_bytes: u64,
+    /// User and system CPU time, milliseconds (the report gives seconds).
+    #[serde(rename = "cpu_seconds", with = "millis_as_seconds")]
+    pub cpu_ms: u64,
+    /// Open descriptors; `None` when /proc/PID/fd is not readable.
+    pub open_fds: Option<u64>,
+}
+
+/// `cpu_ms` written as seconds.
+mod millis_as_seconds {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(ms: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(*ms as f64 / 1e3)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        Ok((f64::deserialize(d)?.max(0.0) * 1e3).round() as u64)
+    }
+}
+
+/// What the processes of a run looked like at one moment: the server
+/// under test (one entry per `--target-pid` that could be read) and soakd
+/// itself, whose memory must stay flat too.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Resources {
+    /// The `--target-pid` processes, in the order given.
+    pub targets: Vec<ProcSample>,
+    /// soakd's own resident memory, bytes.
+    pub soakd_rss_bytes: Option<u64>,
 }
 
 /// One closed interval.
@@ -156,6 +249,8 @@ pub struct Point {
     pub latency: Sparse,
     /// Schedule lag.
     pub lag: Sparse,
+    /// The processes, as last sampled in the interval.
+    pub resources: Resources,
 }
 
 impl Point {
@@ -167,6 +262,17 @@ impl Point {
         self.open_min = self.open_min.min(next.open_min);
         self.latency.merge(&next.latency);
         self.lag.merge(&next.lag);
+        if next.resources != Resources::default() {
+            self.resources.clone_from(&next.resources);
+        }
+    }
+
+    /// Bytes the point holds, itself and its heap.
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Point>()
+            + self.latency.heap_bytes()
+            + self.lag.heap_bytes()
+            + self.resources.targets.capacity() * std::mem::size_of::<ProcSample>()
     }
 }
 
@@ -180,6 +286,7 @@ struct Filling {
     open_min: Option<u64>,
     latency: Histogram<u64>,
     lag: Histogram<u64>,
+    resources: Resources,
 }
 
 impl Filling {
@@ -191,6 +298,7 @@ impl Filling {
             open_min: None,
             latency: point_histogram(),
             lag: point_histogram(),
+            resources: Resources::default(),
         }
     }
 
@@ -203,6 +311,7 @@ impl Filling {
             open_min: self.open_min.unwrap_or(self.open),
             latency: Sparse::of(&self.latency),
             lag: Sparse::of(&self.lag),
+            resources: self.resources.clone(),
         }
     }
 
@@ -210,6 +319,7 @@ impl Filling {
         self.start = start;
         self.counters = Counters::default();
         self.open_min = None;
+        self.resources = Resources::default();
         for h in [&mut self.latency, &mut self.lag] {
             if !h.is_empty() {
                 h.reset();
@@ -265,6 +375,18 @@ impl Timeline {
         self.filling.open_min = Some(self.filling.open_min.map_or(open, |m| m.min(open)));
     }
 
+    /// True when the point being filled has no process sample yet: the
+    /// observer samples /proc once a point, not on every drain.
+    pub fn wants_sample(&self) -> bool {
+        self.filling.resources == Resources::default()
+    }
+
+    /// The processes as sampled now; the point keeps the last sample of
+    /// its interval.
+    pub fn sample(&mut self, r: Resources) {
+        self.filling.resources = r;
+    }
+
     /// Called after each drain with the run time: closes the point being
     /// filled once its interval is over, coarsening when past the bound.
     pub fn tick(&mut self, elapsed: Duration) {
@@ -278,6 +400,7 @@ impl Timeline {
     }
 
     fn push(&mut self, point: Point) {
+        debug_assert!(point.bytes() <= POINT_BYTES, "{} bytes", point.bytes());
         self.points.push(point);
         if self.points.len() > self.max_points {
             self.coarsen();
@@ -323,12 +446,13 @@ impl Timeline {
 
     /// Heap bytes the closed points hold (for the memory test).
     pub fn heap_bytes(&self) -> usize {
-        self.points.capacity() * std::mem::size_of::<Point>()
-            + self
-                .points
-                .iter()
-                .map(|p| p.latency.heap_bytes() + p.lag.heap_bytes())
-                .sum::<usize>()
+        (self.points.capacity() - self.points.len()) * std::mem::size_of::<Point>()
+            + self.points.iter().map(Point::bytes).sum::<usize>()
+    }
+
+    /// The most bytes one closed point holds.
+    pub fn largest_point_bytes(&self) -> usize {
+        self.points.iter().map(Point::bytes).max().unwrap_or(0)
     }
 
     /// The JSON form the report embeds.
@@ -388,7 +512,7 @@ pub type NonZero = BTreeMap<String, u64>;
 
 /// One point of the report's timeline. Seconds throughout; latency fields
 /// are `null` when the point completed no request.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct PointJson {
     /// Start, seconds since the run started.
     pub t: f64,
@@ -416,6 +540,13 @@ pub struct PointJson {
     pub max: Option<f64>,
     /// Schedule lag 99th percentile.
     pub lag_p99: Option<f64>,
+    /// The `--target-pid` processes as last sampled in the point (none
+    /// without `--target-pid`, or in a report from a soakd before it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<ProcSample>,
+    /// soakd's own resident memory, bytes (`null` when not sampled).
+    #[serde(default)]
+    pub soakd_rss_bytes: Option<u64>,
 }
 
 impl PointJson {
@@ -446,6 +577,8 @@ impl PointJson {
             p99: secs(&p.latency, 0.99),
             max: secs(&p.latency, 1.0),
             lag_p99: secs(&p.lag, 0.99),
+            targets: p.resources.targets.clone(),
+            soakd_rss_bytes: p.resources.soakd_rss_bytes,
         }
     }
 }
@@ -529,8 +662,8 @@ mod tests {
         assert_eq!(p.latency.len(), 100);
         let p50 = p.latency.quantile_us(0.5).unwrap();
         let p99 = p.latency.quantile_us(0.99).unwrap();
-        assert!((990..=1_010).contains(&p50), "{p50}");
-        assert!((99_000..=101_000).contains(&p99), "{p99}");
+        assert!((989..=1_011).contains(&p50), "{p50}");
+        assert!((98_900..=101_100).contains(&p99), "{p99}");
     }
 
     /// A week with latencies spread evenly over four decades, enough of
@@ -570,10 +703,95 @@ mod tests {
             bytes * 2 < bytes_at_day * 3,
             "{bytes} bytes after a week vs {bytes_at_day} after a day"
         );
-        // 1,000 points × 2 distributions × ~1,700 buckets (4 decades) × 8 B.
-        assert!(bytes < 30 << 20, "{bytes} bytes");
+        eprintln!(
+            "a week: {bytes_at_day} bytes after a day, {bytes} after the week, largest point {} bytes",
+            t.largest_point_bytes()
+        );
+        // Every point within the bound, so 1,000 of them within 4 MB.
+        assert!(t.largest_point_bytes() <= POINT_BYTES, "{}", t.largest_point_bytes());
+        assert!(bytes <= MAX_POINTS * POINT_BYTES, "{bytes} bytes");
+        // Four decades are more than the bucket cap spans: the low end
+        // folds, the median (10 ms) and the tail stay within a bucket.
+        let p = &t.points()[0];
+        for (q, want) in [(0.5, 1e4), (0.99, 10f64.powf(2.0 + 4.0 * 0.99))] {
+            let got = p.latency.quantile_us(q).unwrap() as f64;
+            assert!((got / want - 1.0).abs() < 0.03, "q{q}: {got} vs {want}");
+        }
         let json = serde_json::to_string_pretty(&t.to_json()).unwrap();
         assert!(json.len() < 1 << 20, "{} bytes of JSON", json.len());
+    }
+
+    /// The worst point: every bucket of the whole range filled in both
+    /// distributions, and a process sample for four target PIDs.
+    #[test]
+    fn the_worst_point_fits() {
+        let mut t = Timeline::new();
+        let mut h = WorkloadStats::default();
+        let mut us = 1u64;
+        while us < HIST_MAX_US {
+            h.latency.record(us).unwrap();
+            h.lag.record(us).unwrap();
+            us += us / 50 + 1;
+        }
+        t.add(&h);
+        t.sample(Resources {
+            targets: (1..=4)
+                .map(|pid| ProcSample {
+                    pid,
+                    ..Default::default()
+                })
+                .collect(),
+            soakd_rss_bytes: Some(1),
+        });
+        t.tick(Duration::from_secs(1));
+        let bytes = t.largest_point_bytes();
+        assert!(bytes <= POINT_BYTES, "{bytes} bytes");
+        let p = &t.points()[0];
+        assert_eq!(p.latency.len(), h.latency.len());
+        assert_eq!(p.latency.index.len(), MAX_BUCKETS);
+        // The top stays exact to the bucket.
+        let max = p.latency.quantile_us(1.0).unwrap() as f64;
+        assert!((max / h.latency.max() as f64 - 1.0).abs() < 0.012, "{max}");
+    }
+
+    #[test]
+    fn the_last_process_sample_of_a_point_is_kept() {
+        let mut t = Timeline::with_bounds(Duration::from_secs(1), 2);
+        let at = |rss| Resources {
+            targets: vec![ProcSample {
+                pid: 7,
+                rss_bytes: rss,
+                cpu_ms: 1500,
+                open_fds: Some(12),
+            }],
+            soakd_rss_bytes: Some(rss * 2),
+        };
+        assert!(t.wants_sample());
+        t.sample(at(10));
+        assert!(!t.wants_sample());
+        t.tick(Duration::from_secs(1));
+        assert!(t.wants_sample(), "a new point wants its own sample");
+        t.tick(Duration::from_secs(2));
+        t.sample(at(30));
+        t.tick(Duration::from_secs(3));
+        // Three points into two: the first two merged, the later (empty)
+        // sample does not erase the earlier one.
+        let j = t.to_json();
+        assert_eq!(j.points[0].targets[0].rss_bytes, 10);
+        assert_eq!(j.points[1].targets[0].rss_bytes, 30);
+        assert_eq!(j.points[1].soakd_rss_bytes, Some(60));
+        let v = serde_json::to_value(&j.points[1]).unwrap();
+        assert_eq!(v["targets"][0]["cpu_seconds"], 1.5);
+        let back: PointJson = serde_json::from_value(v).unwrap();
+        assert_eq!(back.targets[0].cpu_ms, 1500);
+        // Without a sample the point has no `targets` key at all.
+        let none = serde_json::to_value(&j.points[0]).unwrap();
+        assert!(none.get("targets").is_some());
+        let plain = PointJson {
+            t: 1.0,
+            ..Default::default()
+        };
+        assert!(serde_json::to_value(&plain).unwrap().get("targets").is_none());
     }
 
     proptest! {

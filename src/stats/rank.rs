@@ -1,0 +1,120 @@
+//! The rank test that says whether two sets of per-interval values differ
+//! by more than chance: `soakd compare` tests two runs' interval samples
+//! with it, and the drift figures of the report's trends test a run's
+//! first steady window against its last.
+//!
+//! Mann–Whitney's U is used because it assumes nothing about the samples'
+//! distribution (latency quantiles are skewed and spiky) and a single
+//! extreme interval moves it by one rank only. It lives here, below both
+//! users, so the two verdicts are the same test.
+
+/// Two-sided p-value of the Mann–Whitney U test of `a` against `b`
+/// (normal approximation with a tie correction and a continuity
+/// correction; fine from about 5 samples a side, which is all it is used
+/// for).
+pub fn mann_whitney(a: &[f64], b: &[f64]) -> f64 {
+    let (n1, n2) = (a.len() as f64, b.len() as f64);
+    if a.is_empty() || b.is_empty() {
+        return 1.0;
+    }
+    let mut all: Vec<(f64, bool)> = a
+        .iter()
+        .map(|&v| (v, true))
+        .chain(b.iter().map(|&v| (v, false)))
+        .collect();
+    all.sort_by(|x, y| x.0.total_cmp(&y.0));
+    // Average ranks over ties; sum the tie-group sizes' t³ − t.
+    let mut rank_a = 0.0;
+    let mut ties = 0.0;
+    let mut i = 0;
+    while i < all.len() {
+        let mut j = i;
+        while j + 1 < all.len() && all[j + 1].0 == all[i].0 {
+            j += 1;
+        }
+        let avg = (i + j) as f64 / 2.0 + 1.0;
+        let t = (j - i + 1) as f64;
+        ties += t * t * t - t;
+        rank_a += all[i..=j].iter().filter(|(_, in_a)| *in_a).count() as f64 * avg;
+        i = j + 1;
+    }
+    let u = rank_a - n1 * (n1 + 1.0) / 2.0;
+    let mean = n1 * n2 / 2.0;
+    let n = n1 + n2;
+    let var = n1 * n2 / 12.0 * ((n + 1.0) - ties / (n * (n - 1.0)));
+    if var <= 0.0 {
+        return 1.0;
+    }
+    let z = ((u - mean).abs() - 0.5).max(0.0) / var.sqrt();
+    (2.0 * normal_upper_tail(z)).min(1.0)
+}
+
+/// P(Z > z) for a standard normal Z, via erfc (Numerical Recipes'
+/// Chebyshev fit, relative error below 1.2e-7).
+pub fn normal_upper_tail(z: f64) -> f64 {
+    let x = z / std::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.5 * x.abs());
+    let y = t
+        * (-x * x - 1.265_512_23
+            + t * (1.000_023_68
+                + t * (0.374_091_96
+                    + t * (0.096_784_18
+                        + t * (-0.186_288_06
+                            + t * (0.278_868_07
+                                + t * (-1.135_203_98
+                                    + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
+            .exp();
+    let erfc = if x >= 0.0 { y } else { 2.0 - y };
+    erfc / 2.0
+}
+
+/// The median of `v` (not empty).
+pub fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let m = s.len() / 2;
+    if s.len() % 2 == 1 {
+        s[m]
+    } else {
+        (s[m - 1] + s[m]) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normal_tail() {
+        assert!((normal_upper_tail(0.0) - 0.5).abs() < 1e-7);
+        assert!((normal_upper_tail(1.959_964) - 0.025).abs() < 1e-6);
+        assert!((normal_upper_tail(-1.959_964) - 0.975).abs() < 1e-6);
+        assert!((normal_upper_tail(3.090_232) - 0.001).abs() < 1e-7);
+    }
+
+    #[test]
+    fn rank_test_separates_shifted_samples_and_not_identical_ones() {
+        let a: Vec<f64> = (0..12).map(|i| 1.0 + (i % 5) as f64 * 0.1).collect();
+        assert!(mann_whitney(&a, &a) > 0.9, "identical samples");
+        let b: Vec<f64> = a.iter().map(|v| v + 2.0).collect();
+        let p = mann_whitney(&a, &b);
+        assert!(p < 1e-4, "fully separated samples: p = {p}");
+        // One wild interval moves U by one rank, not the verdict.
+        let mut c = a.clone();
+        c[3] = 1000.0;
+        assert!(mann_whitney(&a, &c) > 0.3);
+        // Worked by hand: U = 0, mean 12.5, variance 25/12 × 11, z =
+        // (12.5 − 0.5) / 4.787, p = erfc(z / √2) = 0.0121858 (as SciPy's
+        // mannwhitneyu(..., method="asymptotic") gives).
+        let p = mann_whitney(&[1.0, 2.0, 3.0, 4.0, 5.0], &[6.0, 7.0, 8.0, 9.0, 10.0]);
+        assert!((p - 0.012_185_8).abs() < 1e-6, "{p}");
+        assert_eq!(mann_whitney(&[], &a), 1.0);
+        assert_eq!(mann_whitney(&[1.0; 6], &[1.0; 6]), 1.0, "all tied: no evidence");
+    }
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+}
