@@ -19,7 +19,7 @@ use util::*;
 /// A namespace, or `None` (with the reason printed) where this cannot run;
 /// with `SOAKD_REQUIRE_ROOT=1`, a failure instead.
 fn namespace() -> Option<NetNs> {
-    if !require_root("a network namespace") {
+    if !need_root("a network namespace") {
         return None;
     }
     match NetNs::create() {

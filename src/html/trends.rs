@@ -69,7 +69,11 @@ fn per_time(v: f64, bytes: bool) -> String {
 
 /// A cell with a significance verdict.
 fn sig(significant: bool) -> &'static str {
-    if significant { "<td class=fail>yes</td>" } else { "<td>no</td>" }
+    if significant {
+        "<td class=fail>yes</td>"
+    } else {
+        "<td>no</td>"
+    }
 }
 
 /// A p-value cell's text.

@@ -39,8 +39,8 @@ pub use server::{Accepted, Acceptor, ConnTable, Slot};
 pub use stream::Stream;
 pub use tls::{Session, tls_error};
 pub use tls_client::ClientTls;
-pub use tls_server::TlsStream;
 pub use tls_errors::{certificate_words, log_once};
+pub use tls_server::TlsStream;
 pub use write::Pending;
 
 use mio::Token;

@@ -11,7 +11,7 @@
 //! Label sets are closed (state, reason, code, kind, quantile) and every
 //! series exists from the first scrape with 0, so `rate()` and alerts work
 //! from the start. Histograms are classic Prometheus histograms built from
-//! soakd's HdrHistograms with the fixed [`BUCKETS`], which put boundaries at
+//! soakd's HdrHistograms with the fixed [`BUCKETS`](super::prom::BUCKETS), which put boundaries at
 //! the thresholds alerts use.
 
 use std::collections::{HashMap, VecDeque};
@@ -22,18 +22,12 @@ use hdrhistogram::Histogram;
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, MetricFamily, MetricType};
 
+pub use super::procs::sample_resources;
+use super::procs::{ProcStat, read_proc};
+pub use super::prom::Buckets;
+use super::prom::{histogram, labels, value};
 use crate::stats::Totals;
 use crate::stats::{self, CheckKind, CloseReason, Counters, ErrorKind, Gauges, StatusClass};
-
-/// Bucket upper bounds in seconds: 100, 250, 500 µs; ten per decade from
-/// 1 ms to 1 s (the R10 series, so a `histogram_quantile` p99 in that range
-/// is within about 10% of the exact value); 2.5, 5, 10, 30, 60 s. Exact
-/// boundaries at 1, 5, 10, 25, 50, 100, 250, 500 ms and 1, 2.5, 5, 10 s.
-pub const BUCKETS: [f64; 39] = [
-    0.0001, 0.00025, 0.0005, 0.001, 0.00125, 0.0016, 0.002, 0.0025, 0.00315, 0.004, 0.005, 0.0063, 0.008, 0.01, 0.0125,
-    0.016, 0.02, 0.025, 0.0315, 0.04, 0.05, 0.063, 0.08, 0.1, 0.125, 0.16, 0.2, 0.25, 0.315, 0.4, 0.5, 0.63, 0.8, 1.0,
-    2.5, 5.0, 10.0, 30.0, 60.0,
-];
 
 /// Quantiles of the window summary.
 pub const WINDOW_QUANTILES: [(f64, &str); 4] = [(0.5, "0.5"), (0.9, "0.9"), (0.99, "0.99"), (0.999, "0.999")];
@@ -43,46 +37,6 @@ const WINDOW_SECONDS: usize = 10;
 
 /// A worker that has not checked in for this long makes /healthz fail.
 pub const STALL_AFTER: Duration = Duration::from_secs(5);
-
-/// A histogram in Prometheus form.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Buckets {
-    /// Cumulative counts per bound of [`BUCKETS`].
-    pub cumulative: Vec<u64>,
-    /// All samples.
-    pub count: u64,
-    /// Sum of the samples in seconds (HDR-precise: within 0.1%).
-    pub sum: f64,
-}
-
-impl Buckets {
-    /// Converts a µs HdrHistogram. A sample counts in a bucket when the low
-    /// end of its HDR cell is within the bound, so a value recorded exactly
-    /// at a boundary stays in that boundary's bucket.
-    pub fn from_hdr(h: &Histogram<u64>) -> Buckets {
-        let mut per = vec![0u64; BUCKETS.len()];
-        for v in h.iter_recorded() {
-            let secs = h.lowest_equivalent(v.value_iterated_to()) as f64 / 1e6;
-            let i = BUCKETS.partition_point(|b| *b < secs);
-            if i < per.len() {
-                per[i] += v.count_at_value();
-            }
-        }
-        let mut acc = 0;
-        let cumulative = per
-            .into_iter()
-            .map(|c| {
-                acc += c;
-                acc
-            })
-            .collect();
-        Buckets {
-            cumulative,
-            count: h.len(),
-            sum: h.mean() * h.len() as f64 / 1e6,
-        }
-    }
-}
 
 /// One request's figures as of the last update.
 #[derive(Clone, Debug, Default)]
@@ -735,94 +689,6 @@ impl SoakCollector {
     }
 }
 
-fn labels(pairs: &[(&str, &str)]) -> Vec<proto::LabelPair> {
-    pairs
-        .iter()
-        .map(|(n, v)| {
-            let mut l = proto::LabelPair::default();
-            l.set_name(n.to_string());
-            l.set_value(v.to_string());
-            l
-        })
-        .collect()
-}
-
-fn value(kind: MetricType, pairs: &[(&str, &str)], v: f64) -> proto::Metric {
-    let mut m = proto::Metric::from_label(labels(pairs));
-    if kind == MetricType::COUNTER {
-        let mut c = proto::Counter::default();
-        c.set_value(v);
-        m.set_counter(c);
-    } else {
-        let mut g = proto::Gauge::default();
-        g.set_value(v);
-        m.set_gauge(g);
-    }
-    m
-}
-
-fn histogram(pairs: &[(&str, &str)], b: &Buckets) -> proto::Metric {
-    let mut m = proto::Metric::from_label(labels(pairs));
-    let mut h = proto::Histogram::default();
-    h.set_sample_count(b.count);
-    h.set_sample_sum(b.sum);
-    h.set_bucket(
-        BUCKETS
-            .iter()
-            .zip(&b.cumulative)
-            .map(|(bound, count)| {
-                let mut bucket = proto::Bucket::default();
-                bucket.set_upper_bound(*bound);
-                bucket.set_cumulative_count(*count);
-                bucket
-            })
-            .collect(),
-    );
-    m.set_histogram(h);
-    m
-}
-
-/// What /proc says about one process of the server under test.
-struct ProcStat {
-    rss_bytes: f64,
-    cpu_seconds: f64,
-    /// `None` when /proc/PID/fd is not readable (another user's process
-    /// under the hardened unit): memory and CPU are still reported.
-    open_fds: Option<f64>,
-}
-
-fn read_proc(pid: u32) -> Option<ProcStat> {
-    let p = procfs::process::Process::new(pid as i32).ok()?;
-    let stat = p.stat().ok()?;
-    let ticks = procfs::ticks_per_second() as f64;
-    Some(ProcStat {
-        rss_bytes: (stat.rss * procfs::page_size()) as f64,
-        cpu_seconds: (stat.utime + stat.stime) as f64 / ticks,
-        open_fds: p.fd_count().ok().map(|n| n as f64),
-    })
-}
-
-/// The processes of a run as /proc says now, for the timeline: each of
-/// `pids` that can be read (a vanished one is left out) and soakd itself.
-/// Called once a timeline point by the control thread, never by a worker.
-pub fn sample_resources(pids: &[u32]) -> stats::Resources {
-    stats::Resources {
-        targets: pids
-            .iter()
-            .filter_map(|pid| {
-                let p = read_proc(*pid)?;
-                Some(stats::ProcSample {
-                    pid: *pid,
-                    rss_bytes: p.rss_bytes as u64,
-                    cpu_ms: (p.cpu_seconds * 1e3).round() as u64,
-                    open_fds: p.open_fds.map(|n| n as u64),
-                })
-            })
-            .collect(),
-        soakd_rss_bytes: read_proc(std::process::id()).map(|p| p.rss_bytes as u64),
-    }
-}
-
 impl Collector for SoakCollector {
     fn desc(&self) -> Vec<&Desc> {
         self.descs.iter().collect()
@@ -875,6 +741,7 @@ impl Collector for SoakCollector {
 
 #[cfg(test)]
 mod tests {
+    use super::super::prom::BUCKETS;
     use super::*;
 
     /// Every request × check series and a latency histogram per request

@@ -11,6 +11,8 @@ pub mod exporter;
 mod hdrlog;
 pub mod metrics;
 pub mod notify;
+mod procs;
+mod prom;
 mod status;
 pub mod thresholds;
 

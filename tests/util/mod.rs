@@ -86,11 +86,18 @@ pub fn need_root(what: &str) -> bool {
     if is_root() {
         return true;
     }
-    if std::env::var_os("SOAKD_REQUIRE_ROOT").is_some_and(|v| !v.is_empty() && v != "0") {
-        panic!("{what} needs root, and SOAKD_REQUIRE_ROOT is set: run the tests as root (CI does)");
-    }
-    eprintln!("skipped: {what} needs root (set SOAKD_REQUIRE_ROOT=1 to make this a failure)");
+    cannot_run(&format!("{what} needs root"));
     false
+}
+
+/// A test cannot run here (`why`, e.g. no network namespaces): with
+/// `SOAKD_REQUIRE_ROOT` set (CI) that fails the test; otherwise it prints
+/// `skipped: WHY` and the caller returns.
+pub fn cannot_run(why: &str) {
+    if std::env::var_os("SOAKD_REQUIRE_ROOT").is_some_and(|v| !v.is_empty() && v != "0") {
+        panic!("{why}, and SOAKD_REQUIRE_ROOT is set: this test must run (run the tests as root, as CI does)");
+    }
+    eprintln!("skipped: {why} (set SOAKD_REQUIRE_ROOT=1 to make this a failure)");
 }
 
 /// What a child started by [`spawn_soakd`] has written to stderr so far
@@ -1282,24 +1289,3 @@ impl Drop for NetNs {
 // ---------------------------------------------------------------------------
 // Tests that need root
 // ---------------------------------------------------------------------------
-
-/// A test cannot run here (`why`): with `SOAKD_REQUIRE_ROOT=1` (CI) that
-/// fails the test; otherwise it prints `skipped: WHY` and the caller
-/// returns.
-pub fn cannot_run(why: &str) {
-    assert!(
-        std::env::var("SOAKD_REQUIRE_ROOT").as_deref() != Ok("1"),
-        "{why}, and SOAKD_REQUIRE_ROOT=1 says this test must run: run the tests as root"
-    );
-    eprintln!("skipped: {why}");
-}
-
-/// Whether a test needing root for `what` can run: false (after
-/// [`cannot_run`]) when not root.
-pub fn require_root(what: &str) -> bool {
-    if is_root() {
-        return true;
-    }
-    cannot_run(&format!("{what} needs root"));
-    false
-}
