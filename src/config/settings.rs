@@ -231,6 +231,10 @@ workload_settings! {
     max_requests_per_conn: Option<u32> as Count, flag "max-requests-per-conn", into max_requests_per_conn;
     /// Planned churn: close a connection after about DUR (±10%).
     max_conn_lifetime: Option<std::time::Duration> as Dur, flag "max-conn-lifetime", into max_conn_lifetime;
+    /// Leave this long after the ramp out of the trends (slopes and
+    /// drifts), so a server filling its caches does not read as a leak
+    /// [default: 10% of the run, at most 10m]
+    warmup: Option<std::time::Duration> as Dur, flag "warmup", into warmup;
     /// PID of the server under test (repeatable, e.g. nginx master and
     /// workers): its memory, CPU and open files join the metrics.
     target_pids: Vec<u32> as Pids, flag "target-pid", into target_pids;

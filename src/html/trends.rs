@@ -141,13 +141,13 @@ mod tests {
     #[test]
     fn charts_and_table_from_samples() {
         let r = serde_json::json!({
-            "timeline": {"points": [
-                {"t": 0.0, "seconds": 1.0, "targets": [{"pid": 1, "rss_bytes": 1048576, "cpu_seconds": 0.5, "open_fds": 10}], "soakd_rss_bytes": 2097152},
-                {"t": 1.0, "seconds": 1.0, "targets": [{"pid": 1, "rss_bytes": 2097152, "cpu_seconds": 0.6, "open_fds": 11}], "soakd_rss_bytes": 2097152}
+            "timeline": {"started_at": "", "started_at_unix_seconds": 0.0, "interval_seconds": 1.0, "max_points": 1000, "points": [
+                {"t": 0.0, "seconds": 1.0, "sent": 0, "completed": 0, "responses": {}, "errors": {}, "open": 0, "open_min": 0, "targets": [{"pid": 1, "rss_bytes": 1048576, "cpu_seconds": 0.5, "open_fds": 10}], "soakd_rss_bytes": 2097152},
+                {"t": 1.0, "seconds": 1.0, "sent": 0, "completed": 0, "responses": {}, "errors": {}, "open": 0, "open_min": 0, "targets": [{"pid": 1, "rss_bytes": 2097152, "cpu_seconds": 0.6, "open_fds": 11}], "soakd_rss_bytes": 2097152}
             ]},
             "trends": {"steady_from_seconds": 3.0, "significance": 0.01,
-                "slopes": [{"metric": "target_rss_slope", "unit": "bytes/s", "slope": 34952.5, "low": 30000.0, "high": 40000.0, "p_value": 1e-9, "significant": true},
-                           {"metric": "soakd_rss_slope", "unit": "bytes/s", "not_judged": "too few points"}],
+                "slopes": [{"metric": "target_rss_slope", "unit": "bytes/s", "slope": 34952.5, "low": 30000.0, "high": 40000.0, "p_value": 1e-9, "significant": true, "points": 20, "from_seconds": 3.0, "to_seconds": 27.0},
+                           {"metric": "soakd_rss_slope", "unit": "bytes/s", "not_judged": "too few points", "significant": false, "points": 0, "from_seconds": 3.0, "to_seconds": 27.0}],
                 "drifts": [{"metric": "p99_drift", "unit": "seconds", "first_window": [3.0, 10.0], "last_window": [20.0, 27.0], "drift": 0.25, "p_value": 0.001, "significant": true}]}
         });
         let typed = |v: serde_json::Value| -> Report {
@@ -172,7 +172,9 @@ mod tests {
         );
         assert!(s.contains("3–10 s → 20–27 s"), "{s}");
         // Nothing sampled, nothing drawn; no trends, no table.
-        let old = typed(serde_json::json!({"timeline": {"points": [{"t": 0.0, "seconds": 1.0}]}}));
+        let old = typed(
+            serde_json::json!({"timeline": {"started_at": "", "started_at_unix_seconds": 0.0, "interval_seconds": 1.0, "max_points": 1000, "points": [{"t": 0.0, "seconds": 1.0, "sent": 0, "completed": 0, "responses": {}, "errors": {}, "open": 0, "open_min": 0}]}}),
+        );
         assert!(charts(&old, None).is_empty());
         let mut s = String::new();
         table(&mut s, &old);

@@ -75,6 +75,8 @@ pub struct Watch {
     last_trends: Option<Duration>,
     /// The planned run time (the warmup is a tenth of it).
     duration: Option<Duration>,
+    /// `--warmup`, when given.
+    warmup: Option<Duration>,
     /// Why the run should stop, once a threshold failed long enough.
     pub abort: Option<String>,
 }
@@ -116,6 +118,7 @@ impl Watch {
             last_eval: None,
             last_trends: None,
             duration: plan.duration,
+            warmup: plan.warmup(),
             abort: None,
         })
     }
@@ -221,7 +224,7 @@ impl Watch {
                 .try_fold(Duration::ZERO, |acc, r| r.map(|r| acc.max(r)));
             crate::stats::trends::analyze(
                 &totals.timeline.to_json(),
-                &trend_settings(self.duration, ramp, elapsed),
+                &trend_settings(self.duration, self.warmup, ramp, elapsed),
             )
         });
         for w in &mut self.items {

@@ -114,6 +114,9 @@ pub struct Workload {
     pub max_requests_per_conn: Option<u32>,
     /// Planned churn: close after about this long (±10%).
     pub max_conn_lifetime: Option<Duration>,
+    /// Time after the ramp the trends leave out (`None`: the default,
+    /// [`defaults::default_warmup`] of the run).
+    pub warmup: Option<Duration>,
     /// PIDs of the server under test, watched through /proc for the metrics.
     pub target_pids: Vec<u32>,
     /// Steps run in order after the start (the first step is the starting
@@ -211,6 +214,13 @@ pub struct Baseline {
 }
 
 impl Plan {
+    /// The warmup the trends leave out after the ramp: the longest any
+    /// workload asks for (`--warmup`), `None` when none does (then the
+    /// default of the run's length applies).
+    pub fn warmup(&self) -> Option<Duration> {
+        self.workloads.iter().filter_map(|w| w.warmup).max()
+    }
+
     /// This process's connections over all workloads (its shard's share),
     /// at the largest stage of each: what the open-file and port limits
     /// must fit.
@@ -331,6 +341,8 @@ pub struct WorkloadSpec {
     pub max_requests_per_conn: Option<u32>,
     /// Planned churn by age.
     pub max_conn_lifetime: Option<Duration>,
+    /// Time after the ramp the trends leave out (`None`: the default).
+    pub warmup: Option<Duration>,
     /// PIDs of the server under test.
     pub target_pids: Vec<u32>,
     /// Stages (see [`Workload::stages`]).
@@ -426,6 +438,7 @@ impl WorkloadSpec {
             source_addrs: self.source_addrs,
             max_requests_per_conn: self.max_requests_per_conn,
             max_conn_lifetime: self.max_conn_lifetime,
+            warmup: self.warmup,
             target_pids: self.target_pids,
             stages: self.stages,
             then_stop: self.then_stop,

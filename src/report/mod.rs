@@ -587,10 +587,16 @@ impl ThresholdResult {
 
 /// What the trends of a run are computed over: the points after the
 /// slowest workload's ramp (from the start when it never completed) and
-/// the warmup ([`crate::plan::defaults::default_warmup`] of the planned
-/// duration, else of the time run so far), until `ran`.
-pub fn trend_settings(planned: Option<Duration>, ramp: Option<Duration>, ran: Duration) -> Settings {
-    let warmup = crate::plan::defaults::default_warmup(planned.unwrap_or(ran));
+/// the warmup (`warmup` as `--warmup` gave it, else
+/// [`crate::plan::defaults::default_warmup`] of the planned duration, else
+/// of the time run so far), until `ran`.
+pub fn trend_settings(
+    planned: Option<Duration>,
+    warmup: Option<Duration>,
+    ramp: Option<Duration>,
+    ran: Duration,
+) -> Settings {
+    let warmup = warmup.unwrap_or_else(|| crate::plan::defaults::default_warmup(planned.unwrap_or(ran)));
     Settings {
         steady_from: (ramp.unwrap_or_default() + warmup).as_secs_f64(),
         until: ran.as_secs_f64(),
@@ -751,7 +757,7 @@ impl Report {
             all.tls = Some(TlsFigures::of(&sum.counters, &g, tls.iter().all(|t| t.verified())));
         }
         let timeline = t.timeline.to_json();
-        let trends = crate::stats::trends::analyze(&timeline, &trend_settings(plan.duration, ramp, ran));
+        let trends = crate::stats::trends::analyze(&timeline, &trend_settings(plan.duration, plan.warmup(), ramp, ran));
         let thresholds = plan
             .all_thresholds()
             .into_iter()
@@ -798,6 +804,16 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--warmup` replaces the default (a tenth of the run) after the ramp.
+    #[test]
+    fn a_given_warmup_replaces_the_default() {
+        let secs = Duration::from_secs;
+        let given = trend_settings(Some(secs(100)), Some(secs(30)), Some(secs(2)), secs(100));
+        assert_eq!(given.steady_from, 32.0);
+        let default = trend_settings(Some(secs(100)), None, Some(secs(2)), secs(100));
+        assert_eq!(default.steady_from, 12.0);
+    }
 
     #[test]
     fn empty_histograms_are_null_not_zero() {

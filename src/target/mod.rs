@@ -109,11 +109,16 @@ impl TargetHandle {
             let _ = waker.wake();
         }
         let mut panic = None;
-        for thread in self.threads.into_iter().map(|(_, t)| t).chain(self.leak) {
+        // The wakers stay alive until every thread is joined: dropping one
+        // closes its eventfd, and a wake its thread has not read yet would
+        // be lost with it.
+        let (wakers, threads): (Vec<Waker>, Vec<JoinHandle<()>>) = self.threads.into_iter().unzip();
+        for thread in threads.into_iter().chain(self.leak) {
             if let Err(payload) = thread.join() {
                 panic.get_or_insert(payload);
             }
         }
+        drop(wakers);
         if let Some(payload) = panic {
             std::panic::resume_unwind(payload);
         }
