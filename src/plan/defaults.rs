@@ -7,7 +7,7 @@
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
-use super::tls::TlsVersion;
+use super::tls_version::TlsVersion;
 
 /// Connections per workload.
 pub const CONNECTIONS: u32 = 100;

@@ -17,6 +17,7 @@ pub mod mix;
 pub mod shard;
 pub mod threshold;
 pub mod tls;
+mod tls_version;
 mod url;
 
 use std::net::{IpAddr, SocketAddr};

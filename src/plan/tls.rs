@@ -30,33 +30,7 @@ use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStor
 
 use crate::Error;
 
-/// A TLS protocol version soakd can be limited to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum TlsVersion {
-    /// TLS 1.2.
-    V12,
-    /// TLS 1.3.
-    V13,
-}
-
-impl TlsVersion {
-    /// Parses `1.2` or `1.3`.
-    pub fn parse(value: &str) -> Option<TlsVersion> {
-        match value.trim() {
-            "1.2" => Some(TlsVersion::V12),
-            "1.3" => Some(TlsVersion::V13),
-            _ => None,
-        }
-    }
-
-    /// How it is written on the command line and in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            TlsVersion::V12 => "1.2",
-            TlsVersion::V13 => "1.3",
-        }
-    }
-}
+pub use super::tls_version::TlsVersion;
 
 /// The TLS settings of a workload as given (flags or config keys).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
