@@ -9,6 +9,7 @@ use std::collections::VecDeque;
 
 use super::TICK_NS;
 use super::WorkloadRt;
+pub(super) use super::exchange::Inflight;
 use super::protocol::Protocol;
 use super::transport::Transport;
 
@@ -83,16 +84,6 @@ impl Conn {
             mix_pos: slot,
         }
     }
-}
-
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct Inflight {
-    /// When the request was due (latency starts here).
-    pub(super) due: u64,
-    /// When it was written (timeouts start here).
-    pub(super) written: u64,
-    /// Which request of the workload it is.
-    pub(super) req: u8,
 }
 
 pub(super) struct Ramp {

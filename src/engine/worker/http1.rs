@@ -14,8 +14,7 @@
 //! read buffer: a head split across reads costs a copy of the head, never
 //! of the 64 KiB read behind it.
 
-use super::conn::Inflight;
-use super::protocol::{AtClose, Cx, Output, Response};
+use super::exchange::{AtClose, Cx, Inflight, Output, Response};
 use crate::plan::{CheckState, Judge};
 use crate::stats::ErrorKind;
 use crate::wire::{AtEof, Framed, Framer};

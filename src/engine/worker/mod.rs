@@ -25,6 +25,7 @@
 
 mod commands;
 mod conn;
+mod exchange;
 mod http1;
 mod io;
 mod lifecycle;

@@ -52,57 +52,8 @@
 //! nothing is allocated per request.
 
 use super::WorkloadRt;
-use super::conn::Inflight;
+pub(super) use super::exchange::{AtClose, Cx, Inflight, Output, Response};
 use super::http1::Http1;
-use crate::stats::ErrorKind;
-
-/// What the loop lends a protocol for one call: the workload (requests,
-/// checks, pre-rendered bytes) and the slot's in-flight entries.
-pub(super) struct Cx<'a> {
-    pub(super) w: &'a WorkloadRt,
-    /// The slot's stretch of the worker's in-flight storage; its length is
-    /// the slot's capacity (the worker's deepest pipeline).
-    pub(super) entries: &'a [Inflight],
-}
-
-/// A response that completed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Response {
-    /// The in-flight entry it answers (its request, due and write times).
-    /// The entry is free again from now on.
-    pub(super) entry: u16,
-    /// Final status code.
-    pub(super) status: u16,
-    /// The connection stays open after it.
-    pub(super) keep_alive: bool,
-    /// The request's checks that failed, as a bit set (see
-    /// `plan::Checks::finish`); 0 without checks.
-    pub(super) failed_checks: u8,
-}
-
-/// One answer to bytes that arrived.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Output {
-    /// Every byte handed in was used (or kept, when a head is split):
-    /// nothing more completed.
-    Taken,
-    /// A response completed; call again with the bytes after it.
-    Response(Response),
-    /// The connection is unusable: every request in flight fails with it.
-    Error(ErrorKind),
-}
-
-/// What the peer's close meant.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum AtClose {
-    /// Between responses: nothing had arrived of one.
-    Idle,
-    /// The close ended a response (a close-delimited body); the connection
-    /// does not stay (`keep_alive` is false).
-    Complete(Response),
-    /// The close cut a response short.
-    Truncated,
-}
 
 /// A connection's protocol state; one per slot, reset for each connection.
 #[derive(Debug)]

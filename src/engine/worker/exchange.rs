@@ -1,0 +1,67 @@
+//! What crosses the protocol seam (see `protocol.rs`): the in-flight entry
+//! the loop keeps per request, what the loop lends a protocol for a call,
+//! and what a protocol answers. A file of its own so the protocols
+//! (`http1.rs`, later HTTP/2 and WebSocket) and the dispatch over them
+//! depend on these types, not on each other.
+
+use super::WorkloadRt;
+use crate::stats::ErrorKind;
+
+/// One request in flight: when it was due and written, and which it is.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Inflight {
+    /// When the request was due (latency starts here).
+    pub(super) due: u64,
+    /// When it was written (timeouts start here).
+    pub(super) written: u64,
+    /// Which request of the workload it is.
+    pub(super) req: u8,
+}
+
+/// What the loop lends a protocol for one call: the workload (requests,
+/// checks, pre-rendered bytes) and the slot's in-flight entries.
+pub(super) struct Cx<'a> {
+    pub(super) w: &'a WorkloadRt,
+    /// The slot's stretch of the worker's in-flight storage; its length is
+    /// the slot's capacity (the worker's deepest pipeline).
+    pub(super) entries: &'a [Inflight],
+}
+
+/// A response that completed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Response {
+    /// The in-flight entry it answers (its request, due and write times).
+    /// The entry is free again from now on.
+    pub(super) entry: u16,
+    /// Final status code.
+    pub(super) status: u16,
+    /// The connection stays open after it.
+    pub(super) keep_alive: bool,
+    /// The request's checks that failed, as a bit set (see
+    /// `plan::Checks::finish`); 0 without checks.
+    pub(super) failed_checks: u8,
+}
+
+/// One answer to bytes that arrived.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Output {
+    /// Every byte handed in was used (or kept, when a head is split):
+    /// nothing more completed.
+    Taken,
+    /// A response completed; call again with the bytes after it.
+    Response(Response),
+    /// The connection is unusable: every request in flight fails with it.
+    Error(ErrorKind),
+}
+
+/// What the peer's close meant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum AtClose {
+    /// Between responses: nothing had arrived of one.
+    Idle,
+    /// The close ended a response (a close-delimited body); the connection
+    /// does not stay (`keep_alive` is false).
+    Complete(Response),
+    /// The close cut a response short.
+    Truncated,
+}
