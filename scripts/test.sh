@@ -109,6 +109,30 @@ promtool check config grafana/prometheus.yml
 python3 -m json.tool grafana/dashboards/soakd.json >/dev/null
 
 # ---------------------------------------------------------------------------
+section "Python protocol peers"
+# ---------------------------------------------------------------------------
+# Servers no one here wrote, for the protocol tests: Python's `h2` (HTTP/2,
+# including the hostile servers tests/h2*.rs write) and `websockets`
+# (WebSocket echo and push). They come from PyPI into a venv of their own,
+# installed once (again only when a pin changes); the tests find its python
+# through SOAKD_TEST_PYTHON (tests/util's `test_python`).
+PEERS_VENV=${SOAKD_PEERS_VENV:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/soakd/peers-venv}
+PEERS_PINS="h2==4.4.1 websockets==17.4"
+if [ "$(cat "$PEERS_VENV/pins" 2>/dev/null)" != "$PEERS_PINS" ]; then
+    if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+        echo "python3 venv: missing, installing python3-venv"
+        apt_install python3-venv
+    fi
+    rm -rf "$PEERS_VENV"
+    python3 -m venv "$PEERS_VENV"
+    # shellcheck disable=SC2086 # a list of pins on purpose
+    "$PEERS_VENV/bin/pip" install --quiet $PEERS_PINS
+    echo "$PEERS_PINS" >"$PEERS_VENV/pins"
+fi
+export SOAKD_TEST_PYTHON="$PEERS_VENV/bin/python"
+"$SOAKD_TEST_PYTHON" -c 'import h2, websockets; print("python peers: h2", h2.__version__, "websockets", websockets.__version__)'
+
+# ---------------------------------------------------------------------------
 section "Kubernetes manifests and Dockerfile"
 # ---------------------------------------------------------------------------
 # deploy/kubernetes/ against the schemas of a pinned Kubernetes version

@@ -100,6 +100,33 @@ pub fn cannot_run(why: &str) {
     eprintln!("skipped: {why} (set SOAKD_REQUIRE_ROOT=1 to make this a failure)");
 }
 
+/// The python of the venv `scripts/test.sh` makes with the protocol peers
+/// (PyPI's `h2` and `websockets`), for tests that run a server no one here
+/// wrote: `SOAKD_TEST_PYTHON`, else the venv's default place. None (after
+/// [`cannot_run`]: a failure in CI) when neither imports both packages.
+pub fn test_python() -> Option<PathBuf> {
+    let default = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from("/tmp/.cache"))
+        .join("soakd/peers-venv/bin/python");
+    let python = std::env::var_os("SOAKD_TEST_PYTHON").map(PathBuf::from).unwrap_or(default);
+    let imports = Command::new(&python)
+        .args(["-c", "import h2, websockets"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if imports {
+        return Some(python);
+    }
+    cannot_run(&format!(
+        "{} cannot import h2 and websockets (scripts/test.sh makes that venv)",
+        python.display()
+    ));
+    None
+}
+
 /// What a child started by [`spawn_soakd`] has written to stderr so far
 /// (it is still running; [`wait_output`] returns the whole of it at the
 /// end). Tests wait on it for a line soakd prints when a state is reached.
