@@ -817,9 +817,10 @@ sys.stdin.read()
 /// connect that finds nothing, so falling back to it on every attempt kept
 /// a core busy (the bug this test pins: 300 slots used 1.8 s of CPU in
 /// these 3 s); now a failed search keeps it out for 100 ms and an attempt
-/// costs 16 failed binds (0.19 s). Checked: soakd's CPU over 3 s of
-/// exhaustion stays under half a second, and the attempts stay within the
-/// backoff's bound.
+/// costs at most 8 failed windows of 64 ports (`WINDOW_TRIES` in
+/// engine/worker/socket.rs). Checked: soakd's CPU over 3 s of exhaustion
+/// stays under half a second, and the attempts stay within the backoff's
+/// bound.
 #[test]
 fn ports_held_by_another_process_cost_little_cpu() {
     let _heavy = heavy_lock();
