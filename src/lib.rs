@@ -39,6 +39,7 @@ pub mod plan;
 mod preflight;
 pub mod report;
 mod stats;
+mod state;
 pub mod statuscmd;
 mod target;
 mod timer;
