@@ -11,7 +11,10 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
-use util::{BuiltinTarget, TempDir, free_port, metric_sum, scrape, signal, spawn_soakd, stderr_so_far, wait_for, wait_output, wait_until};
+use util::{
+    BuiltinTarget, TempDir, free_port, metric_sum, scrape, signal, spawn_soakd, stderr_so_far, wait_for, wait_output,
+    wait_until,
+};
 
 fn unix_now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64()
@@ -200,7 +203,10 @@ fn the_units_exec_start_continues_a_soak() {
     let r = report(&rep);
     assert_eq!(r["resumed"].as_array().map(Vec::len), Some(1), "{r}");
     let secs = r["duration_seconds"].as_f64().unwrap();
-    assert!((11.5..14.0).contains(&secs), "{secs} s: the run counts from its first start");
+    assert!(
+        (11.5..14.0).contains(&secs),
+        "{secs} s: the run counts from its first start"
+    );
     // A finished soak is not started again by a restart: exit 2, and
     // RestartPreventExitStatus=2 keeps systemd from retrying.
     let again = wait_output(spawn_soakd(&words[1..]), 10);
@@ -227,10 +233,21 @@ fn states_that_cannot_continue_are_refused() {
     let s = state.to_str().unwrap();
     let url = target.url("/");
     let run = |extra: &[&str]| -> Vec<String> {
-        let mut v: Vec<String> = ["run", &url, "-d", "1s", "-i", "100ms", "--metrics-listen", "off", "--state", s]
-            .iter()
-            .map(|x| x.to_string())
-            .collect();
+        let mut v: Vec<String> = [
+            "run",
+            &url,
+            "-d",
+            "1s",
+            "-i",
+            "100ms",
+            "--metrics-listen",
+            "off",
+            "--state",
+            s,
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
         v.extend(extra.iter().map(|x| x.to_string()));
         v
     };
@@ -296,7 +313,16 @@ fn states_that_cannot_continue_are_refused() {
     fs::write(&blocker, b"").unwrap();
     let inside = blocker.join("s.state");
     let t0 = Instant::now();
-    let e = refused(&["run", &url, "-d", "1s", "--metrics-listen", "off", "--state", inside.to_str().unwrap()]);
+    let e = refused(&[
+        "run",
+        &url,
+        "-d",
+        "1s",
+        "--metrics-listen",
+        "off",
+        "--state",
+        inside.to_str().unwrap(),
+    ]);
     assert!(e.contains("--state") && e.contains(inside.to_str().unwrap()), "{e}");
     assert!(t0.elapsed() < Duration::from_secs(5));
 

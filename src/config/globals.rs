@@ -125,7 +125,11 @@ pub(super) fn plan(
         baseline: over.baseline,
         state: plan::StateFile::of(
             over.state.or(file.state.as_deref().map(|p| cx.path(p))),
-            or_file(over.checkpoint_interval, &file.checkpoint_interval, "checkpoint_interval")?,
+            or_file(
+                over.checkpoint_interval,
+                &file.checkpoint_interval,
+                "checkpoint_interval",
+            )?,
             over.fresh,
         )?,
         shard: plan::Shard::WHOLE,

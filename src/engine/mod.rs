@@ -130,7 +130,12 @@ pub struct Resume {
 /// run, then calls [`Ended::linger`]. With `resume` the run continues a
 /// checkpointed one: its totals continue and its run time counts from the
 /// original start (the connections themselves start over).
-pub fn run(plan: Plan, reload: Option<Reload>, sink: &mut dyn Sink, resume: Option<Resume>) -> Result<Ended<'_>, Error> {
+pub fn run(
+    plan: Plan,
+    reload: Option<Reload>,
+    sink: &mut dyn Sink,
+    resume: Option<Resume>,
+) -> Result<Ended<'_>, Error> {
     let total = plan.total_connections().max(1);
     let threads = plan.threads.clamp(1, total as usize);
     let names: Vec<String> = plan.workloads.iter().map(|w| w.name.clone()).collect();

@@ -185,7 +185,11 @@ fn over_time(r: &Report, y: impl Fn(&PointJson) -> Option<f64>) -> Vec<(f64, f64
 /// The time ranges no soakd ran (a run continued from its `--state`),
 /// shaded on the time charts.
 fn gaps(r: &Report) -> Vec<(f64, f64)> {
-    points(r).iter().filter(|p| p.gap).map(|p| (p.t, p.t + p.seconds)).collect()
+    points(r)
+        .iter()
+        .filter(|p| p.gap)
+        .map(|p| (p.t, p.t + p.seconds))
+        .collect()
 }
 
 /// Per second over a point's length.

@@ -88,7 +88,11 @@ impl HdrLog {
         // A continued run appends to the log it wrote (a log that is
         // not there, or empty, gets its header).
         let append = resumed.is_some() && path.metadata().is_ok_and(|m| m.len() > 0);
-        let opened = if append { open_to_append(path) } else { File::create(path) };
+        let opened = if append {
+            open_to_append(path)
+        } else {
+            File::create(path)
+        };
         let file = opened.map_err(|e| {
             Error::Usage(format!(
                 "--hdr-log {}: cannot create it ({e}); give a writable path",
@@ -219,7 +223,10 @@ mod tests {
             let mut f = open_to_append(&path).unwrap();
             f.write_all(b"Tag=a,1.000,1.000,0.001,X\n").unwrap();
         }
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "#a\nTag=a,1.000,1.000,0.001,X\n");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "#a\nTag=a,1.000,1.000,0.001,X\n"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

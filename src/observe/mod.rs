@@ -88,6 +88,17 @@ impl Observers {
                 let pids = plan.workloads.iter().map(|w| w.target_pids.clone()).collect();
                 let requests: Vec<Vec<String>> = plan.workloads.iter().map(|w| w.request_names()).collect();
                 let mut m = Metrics::new(&names, &requests, pids, plan.shard);
+                // A continued run's counters are where the checkpoint left
+                // them from the first scrape on: Prometheus must never see
+                // them drop to zero (a reset) while the engine starts.
+                if let Some(l) = resumed {
+                    let mut t = Totals::new(names.clone(), 0, false, false);
+                    for (wi, r) in requests.iter().enumerate() {
+                        t.set_requests(wi, r.clone());
+                    }
+                    t.restore(l.totals.clone(), l.checkpoint_at, l.now);
+                    m.update(&mut t);
+                }
                 // Every threshold's gauge exists (passing) from the first
                 // scrape.
                 if let Some(w) = &thresholds {
@@ -103,17 +114,25 @@ impl Observers {
             Some(path) => Some(HdrLog::create(path, plan.hdr_log_interval, from)?),
             None => None,
         };
+        let mut status = StatusLine::new();
+        // A continued run's counts start where the checkpoint left them.
+        let (mut completed, mut errors) = (0, 0);
+        for st in resumed.iter().flat_map(|l| &l.totals.stats) {
+            completed += st.counters.completed;
+            errors += st.counters.total_errors();
+        }
+        status.continue_at(from.unwrap_or_default(), errors);
         Ok(Observers {
             metrics,
             exporter,
             hdr_log,
             thresholds,
-            status: StatusLine::new(),
+            status,
             notifier: Notifier::from_env(),
             linger: plan.metrics_linger,
             last_ping: Instant::now(),
-            last_status: Duration::ZERO,
-            completed_at_status: 0,
+            last_status: from.unwrap_or_default(),
+            completed_at_status: completed,
             target_pids: target_pids(&plan.workloads),
             checkpoint: Writer::start(plan, from.unwrap_or_default())?,
             complete: false,
@@ -232,7 +251,10 @@ impl Sink for Observers {
         // The last checkpoint: a run stopped by a signal (systemctl stop,
         // a reboot) or a failure continues at the next start; one that
         // ended on its own is finished.
-        let snap = self.checkpoint.is_some().then(|| self.snapshot(totals, elapsed, self.complete));
+        let snap = self
+            .checkpoint
+            .is_some()
+            .then(|| self.snapshot(totals, elapsed, self.complete));
         if let (Some(c), Some(snap)) = (self.checkpoint.as_mut(), snap) {
             c.finish(snap);
         }

@@ -20,9 +20,9 @@ pub use text::{human, threshold_value};
 pub use trend::trend_settings;
 
 use crate::plan::{Metric, Plan, Threshold};
+pub use crate::stats::Restart;
 use crate::stats::trends::{Judged, Trends};
 use crate::stats::{CheckKind, CloseReason, ErrorKind, Gauges, StatusClass, TimelineJson, Totals, WorkloadStats};
-pub use crate::stats::Restart;
 
 /// Percentiles of one histogram, in seconds.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]

@@ -28,10 +28,7 @@ pub fn settings(plan: &Plan) -> Vec<(String, String)> {
         ("thresholds".into(), texts(plan.thresholds.iter().map(|t| &t.text))),
         ("threshold_window".into(), dur(plan.threshold_window)),
         ("shard".into(), format!("{}/{}", plan.shard.index, plan.shard.count)),
-        (
-            "workloads".into(),
-            texts(plan.workloads.iter().map(|w| &w.name)),
-        ),
+        ("workloads".into(), texts(plan.workloads.iter().map(|w| &w.name))),
     ];
     for w in &plan.workloads {
         out.extend(workload(w));
@@ -45,7 +42,14 @@ fn workload(w: &Workload) -> Vec<(String, String)> {
     let stages: Vec<String> = w
         .stages
         .iter()
-        .map(|s| format!("{} conns, {} for {}", s.connections, s.model, humantime::format_duration(s.hold)))
+        .map(|s| {
+            format!(
+                "{} conns, {} for {}",
+                s.connections,
+                s.model,
+                humantime::format_duration(s.hold)
+            )
+        })
         .collect();
     vec![
         (key("url"), w.target.url.clone()),
@@ -126,7 +130,18 @@ mod tests {
     #[test]
     fn outputs_do_not_define_the_run_connections_do() {
         let a = settings(&plan(&["-c", "10", "-d", "2m"]));
-        let b = settings(&plan(&["-c", "10", "-d", "2m", "-t", "3", "--report", "r.json", "--metrics-listen", "off"]));
+        let b = settings(&plan(&[
+            "-c",
+            "10",
+            "-d",
+            "2m",
+            "-t",
+            "3",
+            "--report",
+            "r.json",
+            "--metrics-listen",
+            "off",
+        ]));
         assert_eq!(of(&a), of(&b));
         let c = settings(&plan(&["-c", "20", "-d", "3m"]));
         assert_ne!(of(&a), of(&c));

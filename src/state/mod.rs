@@ -165,7 +165,10 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<Body, Error> {
     let header: Header = serde_json::from_slice(first)
         .map_err(|_| damaged(path, "it is not a soakd state file, or its header line is damaged"))?;
     if header.format != FORMAT {
-        return Err(damaged(path, &format!("its format is {:?}, not {FORMAT:?}", header.format)));
+        return Err(damaged(
+            path,
+            &format!("its format is {:?}, not {FORMAT:?}", header.format),
+        ));
     }
     if header.version != VERSION {
         return Err(Error::Usage(format!(
@@ -228,7 +231,10 @@ pub fn open(plan: &Plan) -> Result<Option<Loaded>, Error> {
         )));
     }
     let started = body.totals.timeline.started_at;
-    let now = SystemTime::now().duration_since(started).unwrap_or(body.at).max(body.at);
+    let now = SystemTime::now()
+        .duration_since(started)
+        .unwrap_or(body.at)
+        .max(body.at);
     let ended = match plan.duration {
         _ if body.finished => true,
         Some(d) => now >= d,

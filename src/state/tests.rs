@@ -35,7 +35,10 @@ fn a_state_reads_back_and_damage_is_named() {
     assert_eq!(back.at, Duration::from_secs(5));
     for cut in [bytes.len() / 2, bytes.len() - 2] {
         let e = decode(path, &bytes[..cut]).unwrap_err().to_string();
-        assert!(e.contains("/x/s.state") && e.contains("truncated") && e.contains("--fresh"), "{e}");
+        assert!(
+            e.contains("/x/s.state") && e.contains("truncated") && e.contains("--fresh"),
+            "{e}"
+        );
     }
     let mut bad = bytes.clone();
     let n = bad.len();

@@ -98,7 +98,11 @@ impl Drop for Writer {
     }
 }
 
-fn write_loop(path: &std::path::Path, (digest, settings): (String, Vec<(String, String)>), rx: mpsc::Receiver<Snapshot>) {
+fn write_loop(
+    path: &std::path::Path,
+    (digest, settings): (String, Vec<(String, String)>),
+    rx: mpsc::Receiver<Snapshot>,
+) {
     let mut failing = false;
     let target: PathBuf = path.to_path_buf();
     for snap in rx {
