@@ -415,6 +415,41 @@ mod tests {
         );
     }
 
+    /// A run continued from its `--state`: the window's slices and how
+    /// long a threshold has been failing carry over, through the state's
+    /// JSON, so `--abort-on-fail` counts from when it began failing in the
+    /// first process.
+    #[test]
+    fn a_restored_watch_keeps_its_window_and_failing_time() {
+        let p = plan(
+            Some(Duration::from_secs(2)),
+            Some(Duration::from_secs(4)),
+            &["p50<10ms"],
+        );
+        let mut totals = Totals::new(vec![p.workloads[0].name.clone()], 1, false, true);
+        let mb: Vec<Mailbox> = vec![Mutex::new(Delta::new(1))];
+        let mut watch = Watch::new(&p).unwrap();
+        for s in 1..=3u64 {
+            second(&mut totals, &mb, 100, Duration::from_millis(50));
+            watch.tick(&mut totals, Duration::from_secs(s));
+        }
+        assert!(!watch.states()[0].2);
+        let saved: WindowSaved = serde_json::from_str(&serde_json::to_string(&watch.saved()).unwrap()).unwrap();
+        let mut again = Watch::new(&p).unwrap();
+        again.restore(saved);
+        assert!(!again.states()[0].2, "failing, as before the restart");
+        assert_eq!(again.slices.len(), watch.slices.len());
+        assert_eq!(again.items[0].failing_since, Some(Duration::from_secs(1)));
+        // Failing since 1 s: the abort comes at 5 s of run time, not 4 s
+        // after the restart.
+        let mut totals = Totals::new(vec![p.workloads[0].name.clone()], 1, false, true);
+        for s in 4..=5u64 {
+            second(&mut totals, &mb, 100, Duration::from_millis(50));
+            again.tick(&mut totals, Duration::from_secs(s));
+        }
+        assert!(again.abort.is_some(), "aborted at 5 s");
+    }
+
     /// A trend threshold live: unjudged (passing) until enough points
     /// follow the warmup, then judged every 10 s on the timeline so far,
     /// failing on a real leak and stopping the run with --abort-on-fail.
