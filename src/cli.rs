@@ -242,6 +242,18 @@ pub struct RunArgs {
     /// Sharding: which share of the plan this process runs.
     #[command(flatten)]
     pub shard: ShardArgs,
+    /// Checkpoint the run to FILE (atomically) every
+    /// --checkpoint-interval; when FILE exists and holds this plan's run,
+    /// continue that run instead of starting over (docs/operating.md).
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+    /// How often --state is written.
+    #[arg(help = with_default("How often --state is written", humantime::format_duration(defaults::CHECKPOINT_INTERVAL)), long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub checkpoint_interval: Option<Duration>,
+    /// With --state: move an existing state file aside (FILE.old-UNIXTIME)
+    /// and start a new soak.
+    #[arg(long)]
+    pub fresh: bool,
 }
 
 /// `--shard` and `--shard-sources`, shared by `run` and `check`.
@@ -333,6 +345,7 @@ impl RunArgs {
             threshold_window: self.threshold_window,
             abort_on_fail: self.abort_on_fail,
             baseline: self.baseline(),
+            state: plan::StateFile::of(self.state.clone(), self.checkpoint_interval, self.fresh)?,
             shard: plan::Shard::WHOLE,
             shard_sources: false,
         };
@@ -382,6 +395,9 @@ impl RunArgs {
             baseline: self.baseline(),
             shard: self.shard.resolve()?,
             shard_sources: self.shard.shard_sources,
+            state: self.state.clone(),
+            checkpoint_interval: self.checkpoint_interval,
+            fresh: self.fresh,
         };
         let plan = crate::config::load(&path, over.clone())?;
         let reload: Reload = Arc::new(move || crate::config::load(&path, over.clone()));

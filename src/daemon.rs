@@ -11,6 +11,7 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::engine::{self, Ended, Reload};
 use crate::fsio::{self, Fallback};
@@ -18,7 +19,7 @@ use crate::observe::Observers;
 use crate::plan::{Plan, ReportDest};
 use crate::report::Report;
 use crate::verdict::{Comparison, Options, Run, compare};
-use crate::{Error, preflight};
+use crate::{Error, preflight, state};
 
 /// Runs `plan` to its end and returns the final report, writing nothing
 /// (the library's [`crate::run`]). Preflight (open files, ports, source
@@ -81,8 +82,24 @@ fn run_then(
     at_end: impl FnOnce(&Report) -> Result<(), Error>,
 ) -> Result<Report, Error> {
     preflight::check(&plan)?;
-    let mut observers = Observers::start(&plan)?;
-    let ended: Ended<'_> = engine::run(plan, reload, &mut observers)?;
+    // After preflight (a refused plan must not move a state aside), before
+    // anything opens: a state that cannot be continued is bad input.
+    let loaded = state::open(&plan)?;
+    if let (Some(l), Some(sf)) = (&loaded, &plan.state) {
+        eprintln!(
+            "soakd: --state {}: continuing the soak at {} of its run ({} since its last checkpoint are lost)",
+            sf.path.display(),
+            humantime::format_duration(Duration::from_secs(l.now.as_secs())),
+            humantime::format_duration(Duration::from_millis((l.now - l.checkpoint_at).as_millis() as u64))
+        );
+    }
+    let mut observers = Observers::start(&plan, loaded.as_ref())?;
+    let resume = loaded.map(|l| engine::Resume {
+        totals: l.totals,
+        checkpoint_at: l.checkpoint_at,
+        now: l.now,
+    });
+    let ended: Ended<'_> = engine::run(plan, reload, &mut observers, resume)?;
     let mut report = Report::build(ended.plan(), ended.totals(), ended.ran());
     report.aborted = ended.aborted().map(str::to_string);
     let written = at_end(&report);

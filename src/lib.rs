@@ -38,6 +38,7 @@ mod observe;
 pub mod plan;
 mod preflight;
 pub mod report;
+mod state;
 mod stats;
 pub mod statuscmd;
 mod target;

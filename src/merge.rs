@@ -152,6 +152,8 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
         // Trends are each shard's (its own target processes and soakd's
         // own memory); the merged report has none rather than a mix.
         trends: Default::default(),
+        // Each shard's restarts are its own.
+        resumed: Vec::new(),
     })
 }
 

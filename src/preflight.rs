@@ -415,6 +415,22 @@ fn check_outputs(plan: &Plan) -> Result<(), Error> {
     if let Some(path) = &plan.hdr_log {
         check_writable("--hdr-log", path)?;
     }
+    // The state file is rewritten (temp file and rename) every checkpoint,
+    // so its directory must take new files, whether or not it exists yet.
+    if let Some(sf) = &plan.state {
+        check_writable("--state", &sf.path)?;
+        let dir = match sf.path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if let Err(e) = crate::fsio::check_writable(&dir.join(".soakd-state-probe")) {
+            return Err(Error::Preflight(format!(
+                "--state {}: its directory {} does not take new files ({e}), and each checkpoint is written as a new file renamed over the old; choose a writable directory",
+                sf.path.display(),
+                dir.display()
+            )));
+        }
+    }
     Ok(())
 }
 

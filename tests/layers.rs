@@ -35,6 +35,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("engine", 3),
     ("report", 3),
     ("observe", 3),
+    ("state", 3),
     ("target", 4),
     ("statuscmd", 4),
     ("verdict", 4),

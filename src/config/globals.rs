@@ -32,6 +32,9 @@ pub(super) struct FileGlobals {
     abort_on_fail: Option<Spanned<String>>,
     shard: Option<Spanned<String>>,
     shard_sources: Option<bool>,
+    // --state
+    state: Option<PathBuf>,
+    checkpoint_interval: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) workload: Vec<Spanned<FileWorkload>>,
 }
@@ -70,6 +73,12 @@ pub struct Overrides {
     pub shard: Option<(plan::Shard, String)>,
     /// `--shard-sources`: each shard takes a slice of the source addresses.
     pub shard_sources: bool,
+    /// `--state`: the checkpoint file.
+    pub state: Option<PathBuf>,
+    /// `--checkpoint-interval`.
+    pub checkpoint_interval: Option<Duration>,
+    /// `--fresh` (command line only).
+    pub fresh: bool,
 }
 
 /// The plan of `workloads` under the file's globals, each replaced by its
@@ -114,6 +123,15 @@ pub(super) fn plan(
         threshold_window: or_file(over.threshold_window, &file.threshold_window, "threshold_window")?,
         abort_on_fail: or_file(over.abort_on_fail, &file.abort_on_fail, "abort_on_fail")?,
         baseline: over.baseline,
+        state: plan::StateFile::of(
+            over.state.or(file.state.as_deref().map(|p| cx.path(p))),
+            or_file(
+                over.checkpoint_interval,
+                &file.checkpoint_interval,
+                "checkpoint_interval",
+            )?,
+            over.fresh,
+        )?,
         shard: plan::Shard::WHOLE,
         shard_sources: false,
     };

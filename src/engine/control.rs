@@ -54,11 +54,18 @@ pub(super) struct Control<'s> {
     loading: Option<Loading>,
     stages: Vec<StageRun>,
     start: Instant,
+    /// Run time at `start`: zero, or where a run continued from its
+    /// `--state` checkpoint picked up (its run time counts from the
+    /// original start, so `-d` and the stages continue).
+    offset: Duration,
     deadline: Option<Instant>,
     /// When the stop began (drain), once it has.
     pub(super) stop_at: Option<Instant>,
     /// Why the sink stopped the run early (`--abort-on-fail`).
     pub(super) aborted: Option<String>,
+    /// The run stopped on its own (duration, `--requests`, stages, an
+    /// abort), not by a signal.
+    pub(super) complete: bool,
 }
 
 impl<'s> Control<'s> {
@@ -73,6 +80,7 @@ impl<'s> Control<'s> {
         signals: Signals,
         waker: Arc<Waker>,
         reload: Option<Reload>,
+        offset: Duration,
     ) -> Control<'s> {
         let start = workers.shared.start;
         let stages = plan
@@ -82,7 +90,7 @@ impl<'s> Control<'s> {
             .filter_map(|(wi, w)| StageRun::start(wi, w, Duration::ZERO))
             .collect();
         Control {
-            deadline: plan.duration.map(|d| start + d),
+            deadline: plan.duration.map(|d| start + d.saturating_sub(offset)),
             plan,
             totals,
             workers,
@@ -95,9 +103,16 @@ impl<'s> Control<'s> {
             loading: None,
             stages,
             start,
+            offset,
             stop_at: None,
             aborted: None,
+            complete: false,
         }
+    }
+
+    /// Run time since the run's (original) start.
+    fn elapsed(&self) -> Duration {
+        self.offset + self.start.elapsed()
     }
 
     /// Registers the signal source on the control poll.
@@ -116,7 +131,7 @@ impl<'s> Control<'s> {
             let exit_now = self.on_signals();
             self.take_reload();
             let (idle, budget_done) = self.totals.collect(&self.workers.shared.mailboxes);
-            let elapsed = self.start.elapsed();
+            let elapsed = self.elapsed();
             self.totals.timeline.tick(elapsed);
             self.sink.tick(&mut self.totals, elapsed);
             if self.stop_at.is_none() {
@@ -137,7 +152,7 @@ impl<'s> Control<'s> {
         }
         Ok(self
             .stop_at
-            .map_or_else(|| self.start.elapsed(), |t| t.duration_since(self.start)))
+            .map_or_else(|| self.elapsed(), |t| t.duration_since(self.start) + self.offset))
     }
 
     /// Waits for a signal, a wake-up or the next tick, whichever is first;
@@ -177,7 +192,7 @@ impl<'s> Control<'s> {
                     self.begin_stop();
                 }
                 SIGINT | SIGTERM => exit_now = true,
-                SIGUSR1 => self.sink.summary(&self.plan, &self.totals, self.start.elapsed()),
+                SIGUSR1 => self.sink.summary(&self.plan, &self.totals, self.elapsed()),
                 SIGHUP => self.start_reload(),
                 _ => {}
             }
@@ -196,8 +211,10 @@ impl<'s> Control<'s> {
         let timed_out = self.deadline.is_some_and(|d| Instant::now() >= d);
         let counted = self.plan.max_requests.is_some() && budget_done;
         if timed_out || counted || stages::all_stopped(&self.plan, &self.stages, elapsed) {
+            self.complete = true;
             self.begin_stop();
         } else if let Some(why) = self.sink.abort() {
+            self.complete = true;
             // Drained like a SIGTERM, so the responses owed still count.
             self.sink.stopping();
             self.sink.note(&format!("stopping: {why}"));
@@ -281,7 +298,7 @@ impl<'s> Control<'s> {
     /// what changed, for the log.
     fn apply_reload(&mut self, new: Plan) -> String {
         let d = diff(&self.plan, &new);
-        let elapsed = self.start.elapsed();
+        let elapsed = self.elapsed();
         let mut cmds: Vec<Command> = Vec::new();
         let mut said: Vec<String> = Vec::new();
         for change in d.changes {
@@ -340,11 +357,14 @@ impl<'s> Control<'s> {
         }
     }
 
-    /// After the workers are gone: the last totals, handed to the sink;
+    /// After the workers are gone: the last totals, handed to the sink
+    /// (`failed`: a worker failed, so the run did not end on its own);
     /// returns how long the sink wants to linger.
-    pub(super) fn final_totals(&mut self) -> Duration {
+    pub(super) fn final_totals(&mut self, failed: bool) -> Duration {
         self.totals.collect(&self.workers.shared.mailboxes);
-        self.sink.finish(&mut self.totals, self.start.elapsed())
+        self.sink.ended(self.complete && !failed);
+        let elapsed = self.elapsed();
+        self.sink.finish(&mut self.totals, elapsed)
     }
 
     /// The sink's linger (serving the final metrics) until it is over or a

@@ -27,7 +27,7 @@ use signal_hook_mio::v1_0::Signals;
 
 use crate::Error;
 use crate::plan::{Plan, Workload};
-use crate::stats::{Delta, Totals};
+use crate::stats::{Delta, Totals, TotalsSaved};
 use control::{Control, WAKE};
 pub use worker::SIZES;
 use worker::{PHASE_RUN, Shared};
@@ -55,6 +55,10 @@ pub trait Sink {
     fn workload_added(&mut self, _w: &Workload) {}
     /// A reload was tried; `ok` says whether it was applied.
     fn reloaded(&mut self, _ok: bool) {}
+    /// The run is over, before [`Sink::finish`]: `complete` when it ended
+    /// on its own (its duration, `--requests`, its stages or an abort),
+    /// not by a signal or a failure.
+    fn ended(&mut self, _complete: bool) {}
     /// The workers are gone and `totals` are final. Returns how long to
     /// keep the run's outputs up (serving the last metrics) before
     /// [`Sink::close`]; a signal cuts it short.
@@ -108,11 +112,30 @@ impl Ended<'_> {
     }
 }
 
+/// A run that continues from its `--state` checkpoint.
+#[derive(Debug)]
+pub struct Resume {
+    /// The totals as checkpointed.
+    pub totals: TotalsSaved,
+    /// Run time of the checkpoint.
+    pub checkpoint_at: Duration,
+    /// Run time now, since the original start: where this process's run
+    /// time begins.
+    pub now: Duration,
+}
+
 /// Runs `plan` until it stops and its workers are gone. The caller has
 /// passed preflight and set up its sink (which binds the metrics port)
 /// before anything connects; it writes what it must from the [`Ended`]
-/// run, then calls [`Ended::linger`].
-pub fn run(plan: Plan, reload: Option<Reload>, sink: &mut dyn Sink) -> Result<Ended<'_>, Error> {
+/// run, then calls [`Ended::linger`]. With `resume` the run continues a
+/// checkpointed one: its totals continue and its run time counts from the
+/// original start (the connections themselves start over).
+pub fn run(
+    plan: Plan,
+    reload: Option<Reload>,
+    sink: &mut dyn Sink,
+    resume: Option<Resume>,
+) -> Result<Ended<'_>, Error> {
     let total = plan.total_connections().max(1);
     let threads = plan.threads.clamp(1, total as usize);
     let names: Vec<String> = plan.workloads.iter().map(|w| w.name.clone()).collect();
@@ -137,10 +160,17 @@ pub fn run(plan: Plan, reload: Option<Reload>, sink: &mut dyn Sink) -> Result<En
     for (wi, w) in plan.workloads.iter().enumerate() {
         totals.set_requests(wi, w.request_names());
     }
-    let mut control = Control::new(plan, totals, workers, sink, poll, signals, waker, reload);
+    let offset = match resume {
+        Some(r) => {
+            totals.restore(r.totals, r.checkpoint_at, r.now);
+            r.now
+        }
+        None => Duration::ZERO,
+    };
+    let mut control = Control::new(plan, totals, workers, sink, poll, signals, waker, reload, offset);
     let ran = control.run()?;
     let joined = control.workers.join();
-    let linger = control.final_totals();
+    let linger = control.final_totals(joined.is_err());
     if let Err(e) = joined {
         // A worker failed: there is no report to write, but the metrics
         // stay up for their last scrape as after any run.

@@ -177,7 +177,18 @@ fn points(r: &Report) -> &[PointJson] {
 fn over_time(r: &Report, y: impl Fn(&PointJson) -> Option<f64>) -> Vec<(f64, f64)> {
     points(r)
         .iter()
-        .map(|p| (p.t + p.seconds / 2.0, y(p).unwrap_or(f64::NAN)))
+        // A gap (soakd was not running) breaks every line.
+        .map(|p| (p.t + p.seconds / 2.0, y(p).filter(|_| !p.gap).unwrap_or(f64::NAN)))
+        .collect()
+}
+
+/// The time ranges no soakd ran (a run continued from its `--state`),
+/// shaded on the time charts.
+fn gaps(r: &Report) -> Vec<(f64, f64)> {
+    points(r)
+        .iter()
+        .filter(|p| p.gap)
+        .map(|p| (p.t, p.t + p.seconds))
         .collect()
 }
 
@@ -217,6 +228,7 @@ fn time_chart(title: &str, y_unit: Unit, series: Vec<Series>) -> Chart {
         // Latency spans decades (a 100 µs median under a 1 s max).
         log_y: y_unit == Unit::Seconds,
         series,
+        gaps: Vec::new(),
     }
 }
 
@@ -269,6 +281,7 @@ fn charts(i: &Inputs<'_>, r: &Report) -> Vec<(Chart, String)> {
             y_unit: Unit::Seconds,
             log_y: true,
             series,
+            gaps: Vec::new(),
         },
         format!("The whole run's latency distribution, {note}."),
     ));
@@ -328,6 +341,12 @@ fn charts(i: &Inputs<'_>, r: &Report) -> Vec<(Chart, String)> {
         "Due time → written: soakd's own lateness (paced and open-loop runs; empty in closed loop).".to_string(),
     ));
     out.extend(trends::charts(r, base));
+    let gaps = gaps(r);
+    for (c, _) in &mut out {
+        if c.x_unit == Unit::Count {
+            c.gaps.clone_from(&gaps);
+        }
+    }
     out
 }
 

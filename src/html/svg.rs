@@ -59,6 +59,9 @@ pub struct Chart {
     pub log_y: bool,
     /// The lines.
     pub series: Vec<Series>,
+    /// X ranges shaded as "soakd not running" (a run continued from its
+    /// `--state`: the restart's gap).
+    pub gaps: Vec<(f64, f64)>,
 }
 
 const W: f64 = 1100.0;
@@ -269,6 +272,19 @@ impl Chart {
             H - 6.0,
             esc(&self.x_label)
         );
+        // Gaps: a shaded band each, under the lines.
+        for (a, b) in &self.gaps {
+            let (a, b) = (a.max(x0), b.min(x1));
+            if b > a {
+                let _ = write!(
+                    s,
+                    r##"<rect class="gap" x="{:.1}" y="{TOP}" width="{:.1}" height="{ph:.1}" fill="#f3d9d9"><title>soakd was not running ({:.0} s lost in a restart)</title></rect>"##,
+                    px(a),
+                    (px(b) - px(a)).max(1.0),
+                    b - a
+                );
+            }
+        }
         // Lines: one polyline per unbroken run of finite points.
         for ser in &self.series {
             let dash = if ser.dashed { r#" stroke-dasharray="6 4""# } else { "" };
@@ -369,11 +385,13 @@ mod tests {
                 dashed: false,
                 points: vec![(0.0, 0.001), (1.0, 0.002), (2.0, f64::NAN), (3.0, 0.001), (4.0, 0.003)],
             }],
+            gaps: vec![(1.5, 2.5)],
         };
         let svg = c.svg();
         assert!(svg.starts_with("<svg"));
         assert!(svg.contains("<title>Latency &lt;over&gt; time</title>"));
         assert_eq!(svg.matches("<polyline").count(), 2, "{svg}");
+        assert_eq!(svg.matches(r#"<rect class="gap""#).count(), 1, "{svg}");
         let log = Chart {
             log_y: true,
             ..c.clone()

@@ -11,10 +11,18 @@
 //!
 //! The log writer borrows its file for as long as the log is open, so it
 //! lives on a small thread of its own; the control thread hands it one
-//! histogram per workload each interval.
+//! histogram per workload each interval. The file is not buffered in
+//! soakd: an interval is a few hundred bytes every 10 s, and a process
+//! killed with SIGKILL keeps every interval written so far.
+//!
+//! A run continued from its `--state` checkpoint appends to the log
+//! instead of truncating it: a comment line says where the run continued,
+//! and the intervals go on with the run's time since its original start
+//! (the header's `StartTime` is still the start). A line the kill cut in
+//! half is dropped first, so every line of the log stays whole.
 
-use std::fs::File;
-use std::io::BufWriter;
+use std::fs::{File, OpenOptions};
+use std::io::{Read as _, Seek as _};
 use std::path::Path;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -72,10 +80,20 @@ pub struct HdrLog {
 }
 
 impl HdrLog {
-    /// Creates (truncates) `path` and writes the log header. Tags are the
-    /// workload names with characters the format forbids replaced by `_`.
-    pub fn create(path: &Path, interval: Duration) -> Result<HdrLog, Error> {
-        let file = File::create(path).map_err(|e| {
+    /// Creates (truncates) `path` and writes the log header; or, when the
+    /// run continues from a checkpoint at run time `resumed`, appends to
+    /// it (see the module doc). Tags are the workload names with
+    /// characters the format forbids replaced by `_`.
+    pub fn create(path: &Path, interval: Duration, resumed: Option<Duration>) -> Result<HdrLog, Error> {
+        // A continued run appends to the log it wrote (a log that is
+        // not there, or empty, gets its header).
+        let append = resumed.is_some() && path.metadata().is_ok_and(|m| m.len() > 0);
+        let opened = if append {
+            open_to_append(path)
+        } else {
+            File::create(path)
+        };
+        let file = opened.map_err(|e| {
             Error::Usage(format!(
                 "--hdr-log {}: cannot create it ({e}); give a writable path",
                 path.display()
@@ -86,17 +104,24 @@ impl HdrLog {
         let thread = std::thread::Builder::new()
             .name("soakd-hdr-log".into())
             .spawn(move || {
-                let mut out = BufWriter::new(file);
+                let mut out = file;
                 let mut serializer = V2DeflateSerializer::new();
-                let writer = IntervalLogWriterBuilder::new()
-                    .add_comment(&header_comment(
-                        "soakd request latency in microseconds, one interval per workload (tag)",
-                        interval,
-                    ))
-                    .with_start_time(now)
-                    .with_base_time(now)
-                    .with_max_value_divisor(1e6)
-                    .begin_log_with(&mut out, &mut serializer);
+                let mut builder = IntervalLogWriterBuilder::new();
+                match resumed.filter(|_| append) {
+                    None => builder
+                        .add_comment(&header_comment(
+                            "soakd request latency in microseconds, one interval per workload (tag)",
+                            interval,
+                        ))
+                        .with_start_time(now)
+                        .with_base_time(now)
+                        .with_max_value_divisor(1e6),
+                    Some(at) => builder.add_comment(&format!(
+                        "soakd continued the run from its --state at {:.3} s (run time); intervals before it are the earlier process's",
+                        at.as_secs_f64()
+                    )),
+                };
+                let writer = builder.begin_log_with(&mut out, &mut serializer);
                 let Ok(mut writer) = writer else {
                     eprintln!("soakd: --hdr-log: cannot write the log header; no interval log");
                     return;
@@ -116,7 +141,7 @@ impl HdrLog {
         Ok(HdrLog {
             sender: Some(sender),
             thread: Some(thread),
-            started: Duration::ZERO,
+            started: resumed.unwrap_or_default(),
             interval,
         })
     }
@@ -153,9 +178,57 @@ impl HdrLog {
     }
 }
 
+/// Opens `path` to append, first cutting a last line left unfinished (a
+/// kill mid-write) back to the end of the last whole line.
+fn open_to_append(path: &Path) -> std::io::Result<File> {
+    let mut file = OpenOptions::new().read(true).append(true).create(true).open(path)?;
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(file);
+    }
+    // Look back from the end for the last newline, a block at a time.
+    let mut end = len;
+    let mut buf = vec![0u8; 4096];
+    while end > 0 {
+        let from = end.saturating_sub(buf.len() as u64);
+        let n = (end - from) as usize;
+        file.seek(std::io::SeekFrom::Start(from))?;
+        file.read_exact(&mut buf[..n])?;
+        if let Some(i) = buf[..n].iter().rposition(|&b| b == b'\n') {
+            let keep = from + i as u64 + 1;
+            if keep < len {
+                file.set_len(keep)?;
+            }
+            return Ok(file);
+        }
+        end = from;
+    }
+    file.set_len(0)?;
+    Ok(file)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An appended log keeps whole lines: a half-written last line is cut.
+    #[test]
+    fn appending_drops_a_torn_last_line() {
+        let dir = std::env::temp_dir().join(format!("soakd-hdrlog-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("l.hlog");
+        std::fs::write(&path, "#a\nTag=a,0.000,1.000,0.001,HIS").unwrap();
+        {
+            use std::io::Write as _;
+            let mut f = open_to_append(&path).unwrap();
+            f.write_all(b"Tag=a,1.000,1.000,0.001,X\n").unwrap();
+        }
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "#a\nTag=a,1.000,1.000,0.001,X\n"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn the_stated_interval_reads_back_from_the_header() {

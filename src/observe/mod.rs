@@ -24,6 +24,7 @@ use crate::Error;
 use crate::engine::Sink;
 use crate::plan::{Plan, Workload};
 use crate::report::Report;
+use crate::state::{Loaded, Snapshot, Writer};
 use crate::stats::Totals;
 use exporter::{Exporter, Handler, Reply};
 use hdrlog::HdrLog;
@@ -51,6 +52,11 @@ pub struct Observers {
     /// Every `--target-pid` of the plan, once each, in order: sampled into
     /// the timeline once a point.
     target_pids: Vec<u32>,
+    /// `--state`: the checkpoint writer.
+    checkpoint: Option<Writer>,
+    /// The run ended on its own (not by a signal or a failure): its last
+    /// checkpoint says it is finished.
+    complete: bool,
 }
 
 /// The plan's target PIDs, each once, in the order given.
@@ -65,17 +71,34 @@ fn target_pids(workloads: &[Workload]) -> Vec<u32> {
 }
 
 impl Observers {
-    /// Binds the metrics endpoint and opens the HDR log. Done before any
-    /// connection is opened: a port that cannot be had is a preflight
-    /// failure (exit 2), not a surprise an hour in.
-    pub fn start(plan: &Plan) -> Result<Observers, Error> {
-        let thresholds = Watch::new(plan);
+    /// Binds the metrics endpoint, opens the HDR log and starts the
+    /// `--state` writer. Done before any connection is opened: a port that
+    /// cannot be had is a preflight failure (exit 2), not a surprise an
+    /// hour in. `resumed`: the run continues from its state file (the
+    /// live thresholds continue, the HDR log is appended to).
+    pub fn start(plan: &Plan, resumed: Option<&Loaded>) -> Result<Observers, Error> {
+        let mut thresholds = Watch::new(plan);
+        if let (Some(w), Some(saved)) = (thresholds.as_mut(), resumed.and_then(|l| l.window.clone())) {
+            w.restore(saved);
+        }
+        let from = resumed.map(|l| l.now);
         let (metrics, exporter) = match plan.metrics_listen {
             Some(addr) => {
                 let names: Vec<String> = plan.workloads.iter().map(|w| w.name.clone()).collect();
                 let pids = plan.workloads.iter().map(|w| w.target_pids.clone()).collect();
                 let requests: Vec<Vec<String>> = plan.workloads.iter().map(|w| w.request_names()).collect();
                 let mut m = Metrics::new(&names, &requests, pids, plan.shard);
+                // A continued run's counters are where the checkpoint left
+                // them from the first scrape on: Prometheus must never see
+                // them drop to zero (a reset) while the engine starts.
+                if let Some(l) = resumed {
+                    let mut t = Totals::new(names.clone(), 0, false, false);
+                    for (wi, r) in requests.iter().enumerate() {
+                        t.set_requests(wi, r.clone());
+                    }
+                    t.restore(l.totals.clone(), l.checkpoint_at, l.now);
+                    m.update(&mut t);
+                }
                 // Every threshold's gauge exists (passing) from the first
                 // scrape.
                 if let Some(w) = &thresholds {
@@ -88,22 +111,42 @@ impl Observers {
             None => (None, None),
         };
         let hdr_log = match &plan.hdr_log {
-            Some(path) => Some(HdrLog::create(path, plan.hdr_log_interval)?),
+            Some(path) => Some(HdrLog::create(path, plan.hdr_log_interval, from)?),
             None => None,
         };
+        let mut status = StatusLine::new();
+        // A continued run's counts start where the checkpoint left them.
+        let (mut completed, mut errors) = (0, 0);
+        for st in resumed.iter().flat_map(|l| &l.totals.stats) {
+            completed += st.counters.completed;
+            errors += st.counters.total_errors();
+        }
+        status.continue_at(from.unwrap_or_default(), errors);
         Ok(Observers {
             metrics,
             exporter,
             hdr_log,
             thresholds,
-            status: StatusLine::new(),
+            status,
             notifier: Notifier::from_env(),
             linger: plan.metrics_linger,
             last_ping: Instant::now(),
-            last_status: Duration::ZERO,
-            completed_at_status: 0,
+            last_status: from.unwrap_or_default(),
+            completed_at_status: completed,
             target_pids: target_pids(&plan.workloads),
+            checkpoint: Writer::start(plan, from.unwrap_or_default())?,
+            complete: false,
         })
+    }
+
+    /// `--state`: the run as it is now, for the writer.
+    fn snapshot(&self, totals: &Totals, elapsed: Duration, finished: bool) -> Snapshot {
+        Snapshot {
+            at: elapsed,
+            finished,
+            totals: totals.saved(),
+            window: self.thresholds.as_ref().map(Watch::saved),
+        }
     }
 
     /// systemd: watchdog pings only while every worker loop checks in (so a
@@ -159,6 +202,12 @@ impl Sink for Observers {
         }
         self.status.tick(totals, elapsed);
         self.notify(totals, elapsed);
+        if self.checkpoint.as_ref().is_some_and(|c| c.due(elapsed)) {
+            let snap = self.snapshot(totals, elapsed, false);
+            if let Some(c) = self.checkpoint.as_mut() {
+                c.offer(snap);
+            }
+        }
     }
 
     fn note(&mut self, msg: &str) {
@@ -199,11 +248,25 @@ impl Sink for Observers {
         if let Some(log) = self.hdr_log.as_mut() {
             log.finish(totals, elapsed);
         }
+        // The last checkpoint: a run stopped by a signal (systemctl stop,
+        // a reboot) or a failure continues at the next start; one that
+        // ended on its own is finished.
+        let snap = self
+            .checkpoint
+            .is_some()
+            .then(|| self.snapshot(totals, elapsed, self.complete));
+        if let (Some(c), Some(snap)) = (self.checkpoint.as_mut(), snap) {
+            c.finish(snap);
+        }
         if self.exporter.is_some() {
             self.linger
         } else {
             Duration::ZERO
         }
+    }
+
+    fn ended(&mut self, complete: bool) {
+        self.complete = complete;
     }
 
     fn abort(&mut self) -> Option<String> {

@@ -47,6 +47,14 @@ impl StatusLine {
     }
 
     /// Called every aggregation tick; prints when a line is due.
+    /// A run continued from its `--state` at run time `at`, with
+    /// `errors` counted before: the first line's rate and new errors are
+    /// this process's, not the whole run's.
+    pub fn continue_at(&mut self, at: Duration, errors: u64) {
+        self.last = at;
+        self.last_errors = errors;
+    }
+
     pub fn tick(&mut self, totals: &mut Totals, elapsed: Duration) {
         if elapsed < self.last + self.every {
             return;

@@ -32,6 +32,7 @@ use std::time::Duration;
 
 use crate::plan::{Plan, Threshold};
 use crate::report::{ThresholdResult, measure, threshold_value, trend_settings};
+use crate::state::{ItemSaved, SliceSaved, WindowSaved};
 use crate::stats::{Totals, WorkloadStats};
 
 /// Slices a window is kept in.
@@ -132,6 +133,64 @@ impl Watch {
             .collect()
     }
 
+    /// The live state as data for a `--state` checkpoint.
+    pub fn saved(&self) -> WindowSaved {
+        WindowSaved {
+            items: self
+                .items
+                .iter()
+                .map(|w| ItemSaved {
+                    threshold: w.threshold.text.clone(),
+                    passing: w.passing,
+                    failing_since: w.failing_since,
+                    last: w.last,
+                })
+                .collect(),
+            slices: self
+                .slices
+                .iter()
+                .map(|s| SliceSaved {
+                    start: s.start,
+                    stats: s.stats.clone(),
+                    open_min: s.open_min.clone(),
+                    open_min_all: s.open_min_all,
+                })
+                .collect(),
+            last_eval: self.last_eval,
+            last_trends: self.last_trends,
+            abort: self.abort.clone(),
+        }
+    }
+
+    /// Continues from a checkpoint: each threshold's state (matched by
+    /// its text; the plan digest makes them the same) and the window's
+    /// slices, so a threshold failing for 50 minutes of a 60-minute
+    /// `--abort-on-fail` is still 10 minutes from the abort.
+    pub fn restore(&mut self, s: WindowSaved) {
+        for (w, saved) in self.items.iter_mut().zip(s.items) {
+            if w.threshold.text == saved.threshold {
+                w.passing = saved.passing;
+                w.failing_since = saved.failing_since;
+                w.last = saved.last;
+            }
+        }
+        if self.window.is_some() {
+            self.slices = s
+                .slices
+                .into_iter()
+                .map(|s| Slice {
+                    start: s.start,
+                    stats: s.stats,
+                    open_min: s.open_min,
+                    open_min_all: s.open_min_all,
+                })
+                .collect();
+        }
+        self.last_eval = s.last_eval;
+        self.last_trends = s.last_trends;
+        self.abort = s.abort;
+    }
+
     /// Called every aggregation tick; returns true when the states were
     /// evaluated (once a second).
     pub fn tick(&mut self, totals: &mut Totals, elapsed: Duration) -> bool {
@@ -169,11 +228,11 @@ impl Watch {
         totals.take_recent(&mut slice.stats);
         slice.open_min.resize(n, None);
         for wi in 0..n {
-            if totals.ramp[wi].is_some() && totals.open_at_stop.is_none() {
+            if totals.ramp[wi].is_some() && !totals.reramping[wi] && totals.open_at_stop.is_none() {
                 slice.open_min[wi] = min_opt(slice.open_min[wi], Some(totals.gauges[wi].open));
             }
         }
-        if totals.open_min_all.is_some() && totals.open_at_stop.is_none() {
+        if totals.open_min_all.is_some() && !totals.reramping.contains(&true) && totals.open_at_stop.is_none() {
             let open = totals.gauges.iter().map(|g| g.open).sum();
             slice.open_min_all = min_opt(slice.open_min_all, Some(open));
         }
@@ -354,6 +413,41 @@ mod tests {
             why.contains("p50<10ms") && why.contains("all workloads") && why.contains("failed for 2s"),
             "{why}"
         );
+    }
+
+    /// A run continued from its `--state`: the window's slices and how
+    /// long a threshold has been failing carry over, through the state's
+    /// JSON, so `--abort-on-fail` counts from when it began failing in the
+    /// first process.
+    #[test]
+    fn a_restored_watch_keeps_its_window_and_failing_time() {
+        let p = plan(
+            Some(Duration::from_secs(2)),
+            Some(Duration::from_secs(4)),
+            &["p50<10ms"],
+        );
+        let mut totals = Totals::new(vec![p.workloads[0].name.clone()], 1, false, true);
+        let mb: Vec<Mailbox> = vec![Mutex::new(Delta::new(1))];
+        let mut watch = Watch::new(&p).unwrap();
+        for s in 1..=3u64 {
+            second(&mut totals, &mb, 100, Duration::from_millis(50));
+            watch.tick(&mut totals, Duration::from_secs(s));
+        }
+        assert!(!watch.states()[0].2);
+        let saved: WindowSaved = serde_json::from_str(&serde_json::to_string(&watch.saved()).unwrap()).unwrap();
+        let mut again = Watch::new(&p).unwrap();
+        again.restore(saved);
+        assert!(!again.states()[0].2, "failing, as before the restart");
+        assert_eq!(again.slices.len(), watch.slices.len());
+        assert_eq!(again.items[0].failing_since, Some(Duration::from_secs(1)));
+        // Failing since 1 s: the abort comes at 5 s of run time, not 4 s
+        // after the restart.
+        let mut totals = Totals::new(vec![p.workloads[0].name.clone()], 1, false, true);
+        for s in 4..=5u64 {
+            second(&mut totals, &mb, 100, Duration::from_millis(50));
+            again.tick(&mut totals, Duration::from_secs(s));
+        }
+        assert!(again.abort.is_some(), "aborted at 5 s");
     }
 
     /// A trend threshold live: unjudged (passing) until enough points

@@ -201,6 +201,42 @@ pub struct Plan {
     pub abort_on_fail: Option<Duration>,
     /// A report to compare this run's with at the end.
     pub baseline: Option<Baseline>,
+    /// `--state`: where the run checkpoints itself, so a restart continues
+    /// it (`None`: a restart starts over).
+    pub state: Option<StateFile>,
+}
+
+/// `--state FILE` and its companions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateFile {
+    /// The state file.
+    pub path: PathBuf,
+    /// How often the run's state is written (`--checkpoint-interval`).
+    pub checkpoint_interval: Duration,
+    /// `--fresh`: move an existing state aside and start a new soak.
+    pub fresh: bool,
+}
+
+impl StateFile {
+    /// `--state` (config `state`) with `--checkpoint-interval` (config
+    /// `checkpoint_interval`, default [`defaults::CHECKPOINT_INTERVAL`])
+    /// and `--fresh`; the last two mean nothing without a state file.
+    pub fn of(path: Option<PathBuf>, interval: Option<Duration>, fresh: bool) -> Result<Option<StateFile>, Error> {
+        match path {
+            Some(path) => Ok(Some(StateFile {
+                path,
+                checkpoint_interval: interval.unwrap_or(defaults::CHECKPOINT_INTERVAL),
+                fresh,
+            })),
+            None if interval.is_some() => Err(Error::Usage(
+                "--checkpoint-interval / checkpoint_interval is how often --state is written, but no --state FILE (state = \"FILE\") is given; add one or drop it".into(),
+            )),
+            None if fresh => Err(Error::Usage(
+                "--fresh starts a new soak over an existing --state file, but no --state FILE (state = \"FILE\") is given; add one or drop --fresh".into(),
+            )),
+            None => Ok(None),
+        }
+    }
 }
 
 /// `--baseline`: an earlier run's report to compare with at the end.

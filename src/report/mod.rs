@@ -20,6 +20,7 @@ pub use text::{human, threshold_value};
 pub use trend::trend_settings;
 
 use crate::plan::{Metric, Plan, Threshold};
+pub use crate::stats::Restart;
 use crate::stats::trends::{Judged, Trends};
 use crate::stats::{CheckKind, CloseReason, ErrorKind, Gauges, StatusClass, TimelineJson, Totals, WorkloadStats};
 
@@ -524,6 +525,12 @@ pub struct Report {
     /// before it.
     #[serde(default)]
     pub trends: Trends,
+    /// Each restart that continued the run from its `--state` checkpoint:
+    /// when (`at`, seconds since the run started) and how much run time
+    /// the restart lost (`lost_seconds`, from the last checkpoint; the
+    /// timeline flags it as a `gap`). Absent for a run in one piece.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resumed: Vec<Restart>,
 }
 
 /// One threshold's verdict.
@@ -768,6 +775,7 @@ impl Report {
             plan: crate::plan::describe(plan),
             timeline,
             trends,
+            resumed: t.resumed.clone(),
         }
     }
 

@@ -16,6 +16,7 @@
 
 mod kinds;
 pub mod rank;
+pub mod saved;
 mod timeline;
 mod totals;
 pub mod trend;
@@ -25,6 +26,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
 
 pub use kinds::{CheckKind, CloseReason, ErrorKind, StatusClass};
 pub use timeline::{PointJson, ProcSample, Resources, Timeline, TimelineJson};
@@ -33,13 +35,17 @@ pub use timeline::{PointJson, ProcSample, Resources, Timeline, TimelineJson};
 /// tenth of the memory of the workload's (a workload may have 64 requests,
 /// each with a histogram on every worker).
 const REQUEST_HIST_DIGITS: u8 = 2;
+pub use saved::{Restart, TotalsSaved};
 pub use totals::Totals;
 
 /// Highest value the histograms track, in microseconds (1 hour).
 pub const HIST_MAX_US: u64 = 3_600_000_000;
 
-/// Plain event counters of one workload.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Plain event counters of one workload. Serialized as they are into a
+/// `--state` checkpoint ([`saved`]), so a counter added here is carried
+/// across a restart without another list.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Counters {
     /// Successful connects.
     pub opened: u64,
@@ -147,7 +153,8 @@ pub fn request_histogram() -> Histogram<u64> {
 }
 
 /// Counters of one request of a workload's mix.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RequestStats {
     /// Complete responses (mixes only; see [`WorkloadStats::request`]).
     pub completed: u64,
@@ -156,6 +163,7 @@ pub struct RequestStats {
     /// Failed checks by [`CheckKind`].
     pub checks: [u64; CheckKind::COUNT],
     /// Latency, µs (mixes only).
+    #[serde(with = "saved::hist")]
     pub latency: Histogram<u64>,
 }
 
@@ -208,19 +216,26 @@ pub struct RequestView<'a> {
     pub latency: &'a Histogram<u64>,
 }
 
-/// Counters and histograms of one workload.
-#[derive(Clone, Debug)]
+/// Counters and histograms of one workload: what the report is built
+/// from, and what a `--state` checkpoint carries (histograms in
+/// HdrHistogram's compressed V2 encoding, see [`saved`]).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
 pub struct WorkloadStats {
     /// Event counters.
     pub counters: Counters,
     /// Request latency (from due time in paced/open modes, from write in
     /// closed loop), µs.
+    #[serde(with = "saved::hist")]
     pub latency: Histogram<u64>,
     /// Due → written, µs (paced/open modes only).
+    #[serde(with = "saved::hist")]
     pub lag: Histogram<u64>,
     /// TCP connect time, µs.
+    #[serde(with = "saved::hist")]
     pub connect: Histogram<u64>,
     /// TLS handshake time (after the TCP connect), µs.
+    #[serde(with = "saved::hist")]
     pub tls_handshake: Histogram<u64>,
     /// Per request of the workload (see [`WorkloadStats::request`]).
     pub requests: Vec<RequestStats>,

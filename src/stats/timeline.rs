@@ -71,7 +71,7 @@ pub const POINT_BYTES: usize = 4096;
 /// bucket. Counts saturate at u32: 4·10⁹ samples in one 2%-wide bucket of
 /// one point would take a million requests per second into that bucket
 /// for over an hour.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sparse {
     index: Vec<u16>,
     counts: Vec<u32>,
@@ -224,7 +224,8 @@ mod millis_as_seconds {
 /// What the processes of a run looked like at one moment: the server
 /// under test (one entry per `--target-pid` that could be read) and soakd
 /// itself, whose memory must stay flat too.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Resources {
     /// The `--target-pid` processes, in the order given.
     pub targets: Vec<ProcSample>,
@@ -233,7 +234,7 @@ pub struct Resources {
 }
 
 /// One closed interval.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Point {
     /// Start, since the run started.
     pub start: Duration,
@@ -251,6 +252,10 @@ pub struct Point {
     pub lag: Sparse,
     /// The processes, as last sampled in the interval.
     pub resources: Resources,
+    /// The interval holds time when soakd was not running (killed, then
+    /// continued from a `--state` checkpoint): its figures miss that time.
+    #[serde(default)]
+    pub gap: bool,
 }
 
 impl Point {
@@ -265,6 +270,7 @@ impl Point {
         if next.resources != Resources::default() {
             self.resources.clone_from(&next.resources);
         }
+        self.gap |= next.gap;
     }
 
     /// Bytes the point holds, itself and its heap.
@@ -312,6 +318,7 @@ impl Filling {
             latency: Sparse::of(&self.latency),
             lag: Sparse::of(&self.lag),
             resources: self.resources.clone(),
+            gap: false,
         }
     }
 
@@ -455,6 +462,47 @@ impl Timeline {
         self.points.iter().map(Point::bytes).max().unwrap_or(0)
     }
 
+    /// The timeline as data for a `--state` checkpoint: the closed points
+    /// and the one being filled, closed at the last tick.
+    pub fn saved(&self) -> TimelineSaved {
+        TimelineSaved {
+            started_at: self.started_at,
+            interval: self.interval,
+            max_points: self.max_points,
+            points: self.points(),
+        }
+    }
+
+    /// Continues from `s` with the run now at `now` (since its original
+    /// start): the points saved, then one point flagged `gap` for the time
+    /// no soakd measured (from the last saved point's end to `now`), then
+    /// a new point filling from `now`.
+    pub fn restore(&mut self, s: TimelineSaved, now: Duration) {
+        self.started_at = s.started_at;
+        self.interval = s.interval;
+        self.max_points = s.max_points.max(2);
+        self.points = s.points;
+        let from = self.points.last().map_or(Duration::ZERO, |p| p.start + p.length);
+        if now > from {
+            self.push(Point {
+                start: from,
+                length: now - from,
+                counters: Counters::default(),
+                open: 0,
+                open_min: 0,
+                latency: Sparse::default(),
+                lag: Sparse::default(),
+                resources: Resources::default(),
+                gap: true,
+            });
+        }
+        while self.points.len() > self.max_points {
+            self.coarsen();
+        }
+        self.filling = Filling::new(now.max(from));
+        self.last_tick = now.max(from);
+    }
+
     /// The JSON form the report embeds.
     pub fn to_json(&self) -> TimelineJson {
         TimelineJson {
@@ -474,6 +522,19 @@ impl Default for Timeline {
     fn default() -> Self {
         Timeline::new()
     }
+}
+
+/// The timeline in a `--state` checkpoint ([`Timeline::saved`]).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TimelineSaved {
+    /// Wall-clock start of the run.
+    pub started_at: SystemTime,
+    /// Length of a point.
+    pub interval: Duration,
+    /// Most points kept.
+    pub max_points: usize,
+    /// The points, the last one possibly partial.
+    pub points: Vec<Point>,
 }
 
 /// The report's `timeline` object.
@@ -505,6 +566,10 @@ fn one_line_each<T: Serialize, S: serde::Serializer>(items: &[T], ser: S) -> Res
         raw.push(serde_json::value::RawValue::from_string(text).map_err(S::Error::custom)?);
     }
     ser.collect_seq(raw)
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// Nonzero counts by name (absent = 0).
@@ -547,6 +612,11 @@ pub struct PointJson {
     /// soakd's own resident memory, bytes (`null` when not sampled).
     #[serde(default)]
     pub soakd_rss_bytes: Option<u64>,
+    /// The point holds time when soakd was not running (it was killed
+    /// and continued from its `--state`): its counts miss that time.
+    /// Absent when false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub gap: bool,
 }
 
 impl PointJson {
@@ -579,6 +649,7 @@ impl PointJson {
             lag_p99: secs(&p.lag, 0.99),
             targets: p.resources.targets.clone(),
             soakd_rss_bytes: p.resources.soakd_rss_bytes,
+            gap: p.gap,
         }
     }
 }

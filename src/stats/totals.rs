@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Delta, Gauges, Mailbox, Timeline, WorkloadStats, histogram};
+use super::{Delta, Gauges, Mailbox, Restart, Timeline, WorkloadStats, histogram};
 
 /// Running totals over all workers, per workload. Owned by the control
 /// thread; workers never touch it.
@@ -36,6 +36,12 @@ pub struct Totals {
     pub open_min: Vec<Option<u64>>,
     /// The same over all workloads together, once every one has ramped.
     pub open_min_all: Option<u64>,
+    /// Per workload: the run continued from a checkpoint and its
+    /// connections are ramping again; `open_min` waits until they are all
+    /// open (the restart's ramp is not a low of the server's).
+    pub reramping: Vec<bool>,
+    /// Restarts that continued the run from a `--state` checkpoint.
+    pub resumed: Vec<Restart>,
     /// Per worker: loop iterations seen in its last flush, and when that
     /// count last moved.
     pub heartbeats: Vec<(u64, Instant)>,
@@ -70,6 +76,8 @@ impl Totals {
             open_at_stop: None,
             open_min: vec![None; n],
             open_min_all: None,
+            reramping: vec![false; n],
+            resumed: Vec::new(),
             heartbeats: vec![(0, Instant::now()); workers],
             window: (0..n).map(|_| histogram()).collect(),
             log_interval: hdr_log.then(|| (0..n).map(|_| histogram()).collect()),
@@ -141,12 +149,15 @@ impl Totals {
             if self.ramp[wi].is_none() && gauges[wi].desired > 0 {
                 self.ramp[wi] = ramp_done[wi];
             }
-            if running && self.ramp[wi].is_some() {
+            if self.reramping[wi] && gauges[wi].desired > 0 && ramp_done[wi].is_some() {
+                self.reramping[wi] = false;
+            }
+            if running && self.ramp[wi].is_some() && !self.reramping[wi] {
                 let open = gauges[wi].open;
                 self.open_min[wi] = Some(self.open_min[wi].map_or(open, |m| m.min(open)));
             }
         }
-        if running && n > 0 && self.ramp.iter().all(Option::is_some) {
+        if running && n > 0 && self.ramp.iter().all(Option::is_some) && !self.reramping.contains(&true) {
             let open: u64 = gauges.iter().map(|g| g.open).sum();
             self.open_min_all = Some(self.open_min_all.map_or(open, |m| m.min(open)));
         }
@@ -184,6 +195,7 @@ impl Totals {
         self.peak_open.push(0);
         self.ramp.push(None);
         self.open_min.push(None);
+        self.reramping.push(false);
         self.window.push(histogram());
         if let Some(log) = self.log_interval.as_mut() {
             log.push(histogram());
