@@ -111,7 +111,7 @@ impl Totals {
                         log[wi].add(&stats[wi].latency).expect("histograms share bounds");
                     }
                 }
-                self.timeline.add(&stats[wi]);
+                self.timeline.add(wi, &stats[wi]);
                 stats[wi].clear();
                 gauges[wi].add(&g[wi]);
                 if g[wi].desired > 0 {
