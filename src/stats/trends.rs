@@ -955,7 +955,7 @@ mod tests {
         assert!(text.contains("    workload search\n      p50_drift"), "{text}");
         let back: Trends = serde_json::from_str(&serde_json::to_string(&tr).unwrap()).unwrap();
         assert_eq!(back.workloads.len(), 2);
-        assert_eq!(back.workloads[1].drifts[1].significant, true);
+        assert!(back.workloads[1].drifts[1].significant);
         // One workload: no per-workload list (the run-wide figures are its).
         for p in &mut t.points {
             p.workloads.truncate(1);
