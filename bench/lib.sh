@@ -63,9 +63,26 @@ bench_init() {
     trap 'exit 130' INT TERM
 }
 
+# work_init NAME: $WORK (a temp dir, removed on exit) and the exit trap, for
+# scripts that need neither nginx nor the tools bench_init installs (they
+# run soakd against its built-in target: bench/verdicts.sh, bench/trends.sh).
+work_init() {
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/soakd-$1.XXXXXX")
+    NGINX_PID=
+    LOAD_PID=
+    trap cleanup EXIT
+    trap 'exit 130' INT TERM
+}
+
+# Processes a script started (targets, leakers) that cleanup stops.
+PIDS=()
+
+# cleanup: stops the load generator, every process in PIDS and nginx, then
+# removes $WORK, first copying it to $KEEP when that is set.
 cleanup() {
     set +e
     [ -z "$LOAD_PID" ] || kill -KILL "$LOAD_PID" 2>/dev/null
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
     if [ -n "$NGINX_PID" ] && kill -0 "$NGINX_PID" 2>/dev/null; then
         kill -TERM "$NGINX_PID" 2>/dev/null
         for _ in $(seq 100); do
@@ -75,7 +92,29 @@ cleanup() {
         kill -KILL "$NGINX_PID" 2>/dev/null
     fi
     wait 2>/dev/null
+    if [ -n "${KEEP:-}" ]; then
+        mkdir -p "$KEEP" && cp -a "$WORK"/. "$KEEP"/ && echo "kept in $KEEP"
+    fi
     rm -rf "$WORK"
+}
+
+# start_target NAME ARGS...: `$SOAKD target` on a free port of 127.0.0.1
+# with ARGS, its output in $WORK/NAME.out; sets ADDR (host:port) and
+# TARGET_PID, and adds the PID to PIDS.
+start_target() {
+    local name=$1
+    shift
+    "$SOAKD" target --listen 127.0.0.1:0 "$@" >"$WORK/$name.out" 2>&1 &
+    TARGET_PID=$!
+    PIDS+=("$TARGET_PID")
+    for _ in $(seq 50); do
+        ADDR=$(sed -n 's/^listening on //p' "$WORK/$name.out")
+        [ -n "$ADDR" ] && return 0
+        sleep 0.1
+    done
+    echo "target $name did not start:" >&2
+    cat "$WORK/$name.out" >&2
+    exit 1
 }
 
 # json_get FILE PATH: prints the value at PATH (like .requests.completed).

@@ -29,31 +29,9 @@ if [ -z "$SOAKD" ]; then
     SOAKD=${CARGO_TARGET_DIR:-target}/release/soakd
 fi
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/soakd-verdicts.XXXXXX")
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    if [ -n "${KEEP:-}" ]; then
-        mkdir -p "$KEEP" && cp -a "$WORK"/. "$KEEP"/ && echo "kept in $KEEP"
-    fi
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-# start_target NAME ARGS...: a built-in target on a free port; sets $ADDR.
-start_target() {
-    local name=$1
-    shift
-    "$SOAKD" target --listen 127.0.0.1:0 "$@" >"$WORK/$name.out" 2>&1 &
-    PIDS+=($!)
-    for _ in $(seq 50); do
-        ADDR=$(sed -n 's/^listening on //p' "$WORK/$name.out")
-        [ -n "$ADDR" ] && return 0
-        sleep 0.1
-    done
-    echo "target $name did not start" >&2
-    exit 1
-}
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+work_init verdicts
 
 # soak ADDR NAME: one run; report NAME.json, log NAME.hlog, and a copy of
 # the report without the log's name (NAME.nolog.json: tolerance only).

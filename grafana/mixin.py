@@ -122,6 +122,7 @@ WATCHED = ('Only when soakd runs with --target-pid PID (empty otherwise); one'
            ' line per watched process, read by the soakd instance on its'
            ' host. ')
 PID = '{{target}} pid {{pid}} ({{instance}})'
+SOAKD_SELF = 'soakd ({{instance}})'
 REQ_BUCKETS = 'target_le:soakd_request_duration_seconds_bucket:rate5m'
 HIDE_FROM = {'legend': False, 'tooltip': False, 'viz': False}
 
@@ -546,30 +547,47 @@ def panels():
                         prop('custom.axisPlacement', 'right'))]),
 
         row('Server under test (soakd --target-pid)'),
-        timeseries('Server resident memory', 'bytes', [
+        # The server's resources, each with soakd's own beside it (dashed,
+        # per instance): a line that climbs for the server while soakd's
+        # stays flat is the server's; both climbing points at the host or
+        # at soakd. The same figures the report's trends judge
+        # (target_rss_slope, target_fds_slope, soakd_rss_slope).
+        timeseries('Server resident memory (soakd dashed)', 'bytes', [
             (sel('soakd_target_process_resident_memory_bytes', IT), PID),
+            (sel('process_resident_memory_bytes', I), SOAKD_SELF),
         ], WATCHED + """Resident memory of the server under test: in a soak,
-           a line that keeps climbing after warm-up is a leak.""", w=6),
-        timeseries('Server memory growth per hour', 'bytes', [
+           a line that keeps climbing after warm-up is a leak. Dashed: each
+           soakd's own resident memory, which should stay flat after the
+           ramp.""", w=6, overrides=[by_query('B', DASHED, UNFILLED)]),
+        timeseries('Memory growth per hour (soakd dashed)', 'bytes', [
             ('deriv(%s[1h]) * 3600'
              % sel('soakd_target_process_resident_memory_bytes', IT), PID),
+            ('deriv(%s[1h]) * 3600'
+             % sel('process_resident_memory_bytes', I), SOAKD_SELF),
         ], WATCHED + """Slope of the resident memory over the last hour
            (deriv), in bytes per hour: a slow leak shows as a line that
            stays above zero; above %(memory_growth_per_hour)s bytes an hour
            for %(memory_growth_for_words)s (and real growth over the hour)
-           raises SoakdTargetMemoryGrowing.""", w=6, min0=False),
-        timeseries('Server CPU', 'percentunit', [
+           raises SoakdTargetMemoryGrowing. Dashed: soakd's own (a least
+           squares slope, fine for a graph; the report's trends use a
+           Theil-Sen slope with a significance test).""", w=6, min0=False,
+           overrides=[by_query('B', DASHED, UNFILLED)]),
+        timeseries('Server CPU (soakd dashed)', 'percentunit', [
             ('rate(%s[$__rate_interval])'
              % sel('soakd_target_process_cpu_seconds_total', IT), PID),
+            ('rate(%s[5m])' % sel('process_cpu_seconds_total', I),
+             SOAKD_SELF),
         ], WATCHED + """CPU (user + system) of the server under test, 100 %%
-           = one core.""", w=6),
+           = one core. Dashed: soakd's own, 5m rate (it counts whole
+           seconds). On one host the two compete for the same cores.""",
+           w=6, overrides=[by_query('B', DASHED, UNFILLED)]),
         timeseries('Server open fds', 'short', [
             (sel('soakd_target_process_open_fds', IT), PID),
         ], WATCHED + """Open file descriptors of the server under test:
            about one per connection held; growth with connections flat is a
-           descriptor leak.""", w=6),
+           descriptor leak (soakd's own are in the soakd process row).""",
+           w=6),
     ]
-
 
 
 def query_variable(name, label, query, multi):

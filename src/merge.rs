@@ -249,13 +249,27 @@ fn add_counts(into: &mut PointJson, p: &PointJson) {
     for (k, v) in &p.errors {
         *into.errors.entry(k.clone()).or_default() += v;
     }
+    // Per workload (runs with several): counts add, quantiles the worse.
+    if into.workloads.len() < p.workloads.len() {
+        into.workloads.resize(p.workloads.len(), Default::default());
+    }
+    for (a, b) in into.workloads.iter_mut().zip(&p.workloads) {
+        a.completed += b.completed;
+        a.errors += b.errors;
+        a.p50 = worst(a.p50, b.p50);
+        a.p99 = worst(a.p99, b.p99);
+    }
+}
+
+/// The larger of two quantiles, or the one there is.
+fn worst(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 fn worst_quantiles(into: &mut PointJson, p: &PointJson) {
-    let worst = |a: Option<f64>, b: Option<f64>| match (a, b) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    };
     into.p50 = worst(into.p50, p.p50);
     into.p90 = worst(into.p90, p.p90);
     into.p99 = worst(into.p99, p.p99);

@@ -291,17 +291,7 @@ fn no_circle_between_modules_or_between_the_files_of_one() {
         "read no file-level dependencies inside netio: {:?}",
         graphs.keys().collect::<Vec<_>>()
     );
-    // Circles that two branches made while this check was being written
-    // (merged the same day). Each is a debt, listed so no new circle gets
-    // in while they are paid: remove a line once its circle is broken.
-    const KNOWN: &[&str] = &[
-        "config: settings -> stages -> settings",
-        "config: settings -> workload -> settings",
-    ];
-    let found: Vec<String> = circles(&graphs)
-        .into_iter()
-        .filter(|c| !KNOWN.contains(&c.as_str()))
-        .collect();
+    let found = circles(&graphs);
     assert!(
         found.is_empty(),
         "import circles (move what both sides need into a third file): {found:#?}"

@@ -183,3 +183,65 @@ fn target_trend_thresholds_need_a_target_pid() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("10MiB/h"), "says how to write it: {err}");
 }
+
+/// A config with two workloads, one of them against a target that slows
+/// down fast, and `thresholds` written in its workload table.
+fn two_workloads(steady: &str, slowing: &str, slow_threshold: &str) -> std::path::PathBuf {
+    let path = util::temp_path("trends-workloads", "toml");
+    std::fs::write(
+        &path,
+        format!(
+            "metrics_listen = \"off\"\n\n\
+             [[workload]]\nname = \"steady\"\nurl = \"{steady}\"\nconnections = 5\nrate = 100\nwarmup = \"2s\"\n\n\
+             [[workload]]\nname = \"slowing\"\nurl = \"{slowing}\"\nconnections = 5\nrate = 100\nwarmup = \"2s\"\n\
+             thresholds = [\"{slow_threshold}\"]\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn each_workload_has_its_own_drifts_and_thresholds() {
+    let steady = BuiltinTarget::start(&[]);
+    // 5 ms growing 600% a minute: ~8 ms in the first steady quarter,
+    // ~16 ms in the last.
+    let slowing = BuiltinTarget::start(&["--delay", "5ms", "--slowdown", "600%/min"]);
+    let cfg = two_workloads(&steady.url("/"), &slowing.url("/"), "p50_drift<=20%");
+    let out = soakd_report(&["run", "--config", cfg.to_str().unwrap(), "-d", "26s"], 90);
+    assert_eq!(out.status.code(), Some(3), "{}", out.stderr);
+    let w = out.report["trends"]["workloads"]
+        .as_array()
+        .expect("per-workload trends");
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert_eq!(w[1]["workload"], "slowing");
+    let drift = |i: usize, m: &str| {
+        w[i]["drifts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["metric"] == m)
+            .unwrap()
+            .clone()
+    };
+    let slow = drift(1, "p50_drift");
+    assert_eq!(slow["significant"], true, "{slow}");
+    assert!(slow["drift"].as_f64().unwrap() > 0.5, "{slow}");
+    // The steady workload's median barely moves.
+    let fast = drift(0, "p50_drift");
+    assert!(fast["drift"].as_f64().unwrap() < 0.5, "{fast}");
+    // The points carry each workload's share.
+    let p = &out.report["timeline"]["points"][5];
+    assert_eq!(p["workloads"].as_array().map(Vec::len), Some(2), "{p}");
+    // The workload's threshold judged its own drift.
+    let t = threshold(&out.report, "p50_drift<=20%");
+    assert_eq!(t["workload"], "slowing", "{t}");
+    assert_eq!(t["pass"], false, "{t}");
+    assert!(out.stderr.contains("workload slowing"), "{}", out.stderr);
+    // A slope in a workload table is refused: one server, one soakd.
+    let cfg = two_workloads(&steady.url("/"), &slowing.url("/"), "soakd_rss_slope<=10MiB/h");
+    let out = soakd(&["check", "--config", cfg.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("soakd_rss_slope") && err.contains("run-wide"), "{err}");
+}

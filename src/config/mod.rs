@@ -16,8 +16,9 @@
 //!
 //! By concern: [`settings`] declares every workload setting once (flag,
 //! key, kind, default, help) and [`kinds`] their kinds of value;
-//! `workload` turns a `[[workload]]` table into a workload, `stages` its
-//! steps, `globals` the file's globals and the flags that override them.
+//! `workload` turns a `[[workload]]` table into a workload, `request` its
+//! `[[workload.request]]` tables, `stages` its steps, `globals` the
+//! file's globals and the flags that override them.
 //!
 //! ```toml
 //! metrics_listen = "127.0.0.1:9469"
@@ -32,6 +33,7 @@
 
 mod globals;
 pub mod kinds;
+mod request;
 pub mod settings;
 mod stages;
 mod workload;

@@ -38,8 +38,8 @@ use toml::Spanned;
 use super::Locator;
 use super::kinds::{self, Count, Depth, Dur, File, FileCx, Files, Headers, Ips, Kind, Method, OnOff, Pids, Rate, Slot};
 use super::kinds::{Switch, Text, Version};
+use super::request::FileRequest;
 use super::stages::FileStage;
-use super::workload::FileRequest;
 use crate::Error;
 use crate::plan::{LoadModel, TlsVersion, WorkloadSpec, defaults};
 

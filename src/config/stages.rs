@@ -6,7 +6,6 @@ use toml::Spanned;
 
 use super::Locator;
 use super::kinds::{Count, FileCx, Kind, Rate};
-use super::settings::FileWorkload;
 use crate::Error;
 use crate::plan::{self, LoadModel, WorkloadSpec};
 
@@ -21,18 +20,22 @@ pub(super) struct FileStage {
 }
 
 /// Reads the stages into `spec`: the first step replaces the workload's
-/// own connections and model. `key_at` names the workload's table, for a
-/// rule about the table rather than one key.
+/// own connections and model; `then` is the workload's `then` key.
+/// `key_at` names the workload's table, for a rule about the table rather
+/// than one key. (It takes the two keys, not the workload's table, so that
+/// the settings table, which declares `stages`, and this file do not use
+/// each other.)
 pub(super) fn apply(
-    ww: &FileWorkload,
+    list: &[Spanned<FileStage>],
+    then: Option<&Spanned<String>>,
     spec: &mut WorkloadSpec,
     loc: &Locator<'_>,
     cx: &FileCx<'_>,
     key_at: &dyn Fn(&str) -> String,
 ) -> Result<(), Error> {
-    let mut stages = Vec::with_capacity(ww.stages.len());
+    let mut stages = Vec::with_capacity(list.len());
     let (mut connections, mut model) = (spec.connections, spec.model);
-    for st in &ww.stages {
+    for st in list {
         let step = st.get_ref();
         if let Some(c) = &step.connections {
             connections = Count::file(*c.get_ref(), cx).map_err(|e| loc.err(c, "stages.connections", e))?;
@@ -47,7 +50,7 @@ pub(super) fn apply(
             hold,
         });
     }
-    let then_stop = match &ww.then {
+    let then_stop = match then {
         None => false,
         Some(t) if t.get_ref() == "stop" => true,
         Some(t) if t.get_ref() == "hold" => false,

@@ -3,53 +3,16 @@
 //! name, the load model's `closed`, a request mix, checks, stages,
 //! thresholds.
 
-use std::collections::{BTreeMap, HashSet};
-use std::path::PathBuf;
+use std::collections::HashSet;
 
-use serde::Deserialize;
 use toml::Spanned;
 
 use super::Locator;
-use super::kinds::{FileCx, Headers, Kind, Method};
+use super::kinds::FileCx;
+use super::request::check_spec;
 use super::settings::FileWorkload;
 use crate::Error;
-use crate::plan::{self, LoadModel, Workload, WorkloadSpec, defaults};
-
-/// One `[[workload.request]]` table.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct FileRequest {
-    name: Option<String>,
-    method: Option<Spanned<String>>,
-    path: Spanned<String>,
-    headers: Option<Spanned<BTreeMap<String, String>>>,
-    body: Option<String>,
-    body_file: Option<PathBuf>,
-    weight: Option<u32>,
-    expect_status: Option<Spanned<Vec<u16>>>,
-    expect_header: Option<Spanned<BTreeMap<String, String>>>,
-    expect_body_contains: Option<Spanned<String>>,
-    check_body_limit: Option<Spanned<u64>>,
-    max_body_bytes: Option<Spanned<u64>>,
-}
-
-/// The check keys, which a workload (inherited) and a request both take
-/// (serde's `flatten` cannot be combined with `deny_unknown_fields`, so
-/// both structs list them and this macro reads them the same way).
-macro_rules! check_spec {
-    ($t:expr) => {
-        plan::CheckSpec {
-            expect_status: $t.expect_status.as_ref().map(|v| v.get_ref().clone()),
-            expect_header: $t
-                .expect_header
-                .as_ref()
-                .map(|h| h.get_ref().iter().map(|(n, v)| (n.clone(), v.clone())).collect()),
-            expect_body_contains: $t.expect_body_contains.as_ref().map(|v| v.get_ref().clone()),
-            check_body_limit: $t.check_body_limit.as_ref().map(|v| *v.get_ref()),
-            max_body_bytes: $t.max_body_bytes.as_ref().map(|v| *v.get_ref()),
-        }
-    };
-}
+use crate::plan::{LoadModel, Workload, WorkloadSpec};
 
 /// Every workload of the file, names unique.
 pub(super) fn build_all(
@@ -101,14 +64,14 @@ fn build(w: &Spanned<FileWorkload>, loc: &Locator<'_>, cx: &FileCx<'_>) -> Resul
         name: ww.name.as_ref().map(|n| n.get_ref().clone()),
         url: ww.url.get_ref().clone(),
         model,
-        requests: requests(ww, loc, cx)?,
+        requests: super::request::read_all(&ww.request, loc, cx)?,
         checks: check_spec!(ww),
         thresholds: loc.thresholds(&ww.thresholds)?,
         ..WorkloadSpec::default()
     };
     settings.apply(&mut spec);
     let key_at = |k: &str| format!("{}: workload key {k}", loc.place(w.span()));
-    super::stages::apply(ww, &mut spec, loc, cx, &key_at)?;
+    super::stages::apply(&ww.stages, ww.then.as_ref(), &mut spec, loc, cx, &key_at)?;
     // Cross-field errors from `build` name each key where it is written.
     let at = |k: &str| -> String {
         let found = match k {
@@ -130,31 +93,4 @@ fn load_model(ww: &FileWorkload, model: LoadModel, loc: &Locator<'_>) -> Result<
         (None, Some(r)) if closed => Err(loc.err(r, "rate", "cannot be used with closed = true")),
         _ => Ok(model),
     }
-}
-
-/// The `[[workload.request]]` tables, each named by its line.
-fn requests(ww: &FileWorkload, loc: &Locator<'_>, cx: &FileCx<'_>) -> Result<Vec<plan::RequestEntry>, Error> {
-    let mut out = Vec::with_capacity(ww.request.len());
-    for (i, r) in ww.request.iter().enumerate() {
-        let rr = r.get_ref();
-        if let Some(m) = &rr.method {
-            Method::file(m.get_ref().clone(), cx).map_err(|e| loc.err(m, "request.method", e))?;
-        }
-        let headers = match &rr.headers {
-            Some(h) => Headers::file(h.get_ref().clone(), cx).map_err(|e| loc.err(h, "request.headers", e))?,
-            None => Vec::new(),
-        };
-        out.push(plan::RequestEntry {
-            name: rr.name.clone(),
-            method: rr.method.as_ref().map(|m| m.get_ref().clone()),
-            path: rr.path.get_ref().clone(),
-            headers,
-            body: rr.body.clone().map(String::into_bytes),
-            body_file: rr.body_file.as_deref().map(|p| cx.path(p)),
-            weight: rr.weight.unwrap_or(defaults::WEIGHT),
-            checks: check_spec!(rr),
-            origin: format!("{}: workload.request {}", loc.place(r.span()), i + 1),
-        });
-    }
-    Ok(out)
 }

@@ -1,5 +1,5 @@
 //! The page's trends: the report's `trends` table (slopes and drifts,
-//! significant or not) and the process charts drawn from the timeline's
+//! significant or not, run-wide and per workload) and the process charts drawn from the timeline's
 //! samples (the server's memory and descriptors via `--target-pid`,
 //! soakd's own memory beside it).
 //!
@@ -13,6 +13,7 @@ use super::svg::{Chart, Unit, esc};
 use super::{Line, P50, P99, PMAX, both, points, time_chart};
 use crate::report::Report;
 use crate::stats::PointJson;
+use crate::stats::trends::Drift;
 
 /// The sum of one field over a point's `--target-pid` samples (`None`
 /// without any).
@@ -115,23 +116,44 @@ pub(super) fn table(s: &mut String, r: &Report) {
         );
     }
     for x in &tr.drifts {
-        if let Some(why) = &x.not_judged {
-            let _ = write!(s, "<tr><td>{}</td><td colspan=4>{}</td></tr>", esc(&x.metric), esc(why));
-            continue;
+        drift_row(s, "", x);
+    }
+    for w in &tr.workloads {
+        for x in &w.drifts {
+            drift_row(s, &w.workload, x);
         }
-        let w = |a: [f64; 2]| format!("{:.0}–{:.0} s", a[0], a[1]);
-        let _ = write!(
-            s,
-            "<tr><td>{}</td><td>{}</td><td>{} → {}</td><td>{}</td>{}</tr>",
-            esc(&x.metric),
-            x.drift.map_or("-".into(), |d| format!("{:+.1}%", d * 100.0)),
-            w(x.first_window),
-            w(x.last_window),
-            p(x.p_value),
-            sig(x.significant)
-        );
     }
     s.push_str("</table>");
+}
+
+/// One drift's row, its metric prefixed by `workload` when it is one
+/// workload's.
+fn drift_row(s: &mut String, workload: &str, x: &Drift) {
+    let name = if workload.is_empty() {
+        esc(&x.metric)
+    } else {
+        format!("{} {}", esc(workload), esc(&x.metric))
+    };
+    if let Some(why) = &x.not_judged {
+        let _ = write!(s, "<tr><td>{name}</td><td colspan=4>{}</td></tr>", esc(why));
+        return;
+    }
+    let w = |a: [f64; 2]| format!("{:.0}–{:.0} s", a[0], a[1]);
+    let verdict = match x.generator_lag {
+        Some(lag) if x.excused_by_lag => format!(
+            "<td>no: soakd's own lag ({:.2} ms) is half the change or more</td>",
+            lag * 1e3
+        ),
+        _ => sig(x.significant).to_string(),
+    };
+    let _ = write!(
+        s,
+        "<tr><td>{name}</td><td>{}</td><td>{} → {}</td><td>{}</td>{verdict}</tr>",
+        x.drift.map_or("-".into(), |d| format!("{:+.1}%", d * 100.0)),
+        w(x.first_window),
+        w(x.last_window),
+        p(x.p_value),
+    );
 }
 
 #[cfg(test)]
@@ -148,7 +170,8 @@ mod tests {
             "trends": {"steady_from_seconds": 3.0, "significance": 0.01,
                 "slopes": [{"metric": "target_rss_slope", "unit": "bytes/s", "slope": 34952.5, "low": 30000.0, "high": 40000.0, "p_value": 1e-9, "significant": true, "points": 20, "from_seconds": 3.0, "to_seconds": 27.0},
                            {"metric": "soakd_rss_slope", "unit": "bytes/s", "not_judged": "too few points", "significant": false, "points": 0, "from_seconds": 3.0, "to_seconds": 27.0}],
-                "drifts": [{"metric": "p99_drift", "unit": "seconds", "first_window": [3.0, 10.0], "last_window": [20.0, 27.0], "drift": 0.25, "p_value": 0.001, "significant": true}]}
+                "drifts": [{"metric": "p99_drift", "unit": "seconds", "first_window": [3.0, 10.0], "last_window": [20.0, 27.0], "drift": 0.25, "p_value": 0.001, "significant": true}],
+                "workloads": [{"workload": "api", "drifts": [{"metric": "p50_drift", "unit": "seconds", "first_window": [3.0, 10.0], "last_window": [20.0, 27.0], "drift": 0.5, "p_value": 0.001, "significant": false, "generator_lag": 0.004, "excused_by_lag": true}]}]}
         });
         let typed = |v: serde_json::Value| -> Report {
             let mut v = v;
@@ -171,6 +194,11 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("3–10 s → 20–27 s"), "{s}");
+        // A workload's own drift, excused by soakd's lag.
+        assert!(
+            s.contains("<td>api p50_drift</td><td>+50.0%</td>") && s.contains("soakd's own lag (4.00 ms)"),
+            "{s}"
+        );
         // Nothing sampled, nothing drawn; no trends, no table.
         let old = typed(
             serde_json::json!({"timeline": {"started_at": "", "started_at_unix_seconds": 0.0, "interval_seconds": 1.0, "max_points": 1000, "points": [{"t": 0.0, "seconds": 1.0, "sent": 0, "completed": 0, "responses": {}, "errors": {}, "open": 0, "open_min": 0}]}}),

@@ -11,6 +11,7 @@ use std::time::Duration;
 use crate::report::human;
 use crate::stats::Gauges;
 use crate::stats::Totals;
+use crate::stats::WorkloadStats;
 
 /// Prints the status line.
 #[derive(Debug)]
@@ -20,6 +21,9 @@ pub struct StatusLine {
     last: Duration,
     last_errors: u64,
     shown: bool,
+    /// The interval's sum, kept from line to line (see
+    /// [`Totals::take_interval`]).
+    interval: WorkloadStats,
 }
 
 impl Default for StatusLine {
@@ -43,6 +47,7 @@ impl StatusLine {
             last: Duration::ZERO,
             last_errors: 0,
             shown: false,
+            interval: WorkloadStats::default(),
         }
     }
 
@@ -61,7 +66,8 @@ impl StatusLine {
         }
         let span = (elapsed - self.last).as_secs_f64();
         self.last = elapsed;
-        let interval = totals.take_interval();
+        totals.take_interval(&mut self.interval);
+        let interval = &self.interval;
         let mut g = Gauges::default();
         for x in &totals.gauges {
             g.add(x);

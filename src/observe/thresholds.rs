@@ -284,13 +284,15 @@ impl Watch {
             crate::stats::trends::analyze(
                 &totals.timeline.to_json(),
                 &trend_settings(self.duration, self.warmup, ramp, elapsed),
+                &totals.names,
             )
         });
         for w in &mut self.items {
             if w.threshold.metric.is_trend() {
                 // Between trend evaluations the last verdict stands.
                 let Some(trends) = &trends else { continue };
-                let r = ThresholdResult::of_trend(&w.threshold, trends);
+                let name = w.workload.and_then(|wi| totals.names.get(wi)).map(String::as_str);
+                let r = ThresholdResult::of_trend(&w.threshold, name, trends);
                 w.last = r.measured;
                 w.passing = r.pass || r.measured.is_none();
             } else {

@@ -425,9 +425,15 @@ impl WorkloadSpec {
                 self.url
             )));
         }
-        if let Some(t) = self.thresholds.iter().find(|t| t.metric.is_trend()) {
+        // Drifts are per workload too; slopes (one server, one soakd) are not.
+        if let Some(t) = self.thresholds.iter().find(|t| {
+            matches!(
+                t.metric,
+                Metric::TargetRssSlope | Metric::TargetFdsSlope | Metric::SoakdRssSlope
+            )
+        }) {
             return Err(Error::Usage(format!(
-                "{} {:?}: trends are computed over the whole run (the timeline sums the workloads), not per workload; give it as a run-wide --threshold (thresholds = [...] at the top of the file)",
+                "{} {:?}: a slope of the server's or soakd's resources is one per run, not per workload; give it as a run-wide --threshold (thresholds = [...] at the top of the file)",
                 key("thresholds"),
                 t.text
             )));

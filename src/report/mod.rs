@@ -573,11 +573,13 @@ impl ThresholdResult {
         }
     }
 
-    /// Evaluates a trend threshold (run-wide): it fails when the figure
-    /// is over the limit and significant, or when it could not be judged.
-    pub fn of_trend(t: &Threshold, trends: &Trends) -> ThresholdResult {
-        let mut r = ThresholdResult::of(t, None, None);
-        match trends.judged(t.metric.name()) {
+    /// Evaluates a trend threshold, of `workload` (its own drift when
+    /// the trends have per-workload ones; slopes are run-wide) or
+    /// run-wide: it fails when the figure is over the limit and
+    /// significant, or when it could not be judged.
+    pub fn of_trend(t: &Threshold, workload: Option<&str>, trends: &Trends) -> ThresholdResult {
+        let mut r = ThresholdResult::of(t, workload, None);
+        match trends.judged_for(workload, t.metric.name()) {
             Some(Judged::Value(v, significant)) => {
                 r.measured = Some(v);
                 r.pass = !significant || t.op.holds(v, t.limit);
@@ -746,12 +748,18 @@ impl Report {
             all.tls = Some(TlsFigures::of(&sum.counters, &g, tls.iter().all(|t| t.verified())));
         }
         let timeline = t.timeline.to_json();
-        let trends = crate::stats::trends::analyze(&timeline, &trend_settings(plan.duration, plan.warmup(), ramp, ran));
+        let trends = crate::stats::trends::analyze(
+            &timeline,
+            &trend_settings(plan.duration, plan.warmup(), ramp, ran),
+            &t.names,
+        );
         let thresholds = plan
             .all_thresholds()
             .into_iter()
             .map(|(wi, th)| match wi {
-                _ if th.metric.is_trend() => ThresholdResult::of_trend(th, &trends),
+                _ if th.metric.is_trend() => {
+                    ThresholdResult::of_trend(th, wi.map(|wi| plan.workloads[wi].name.as_str()), &trends)
+                }
                 Some(wi) => ThresholdResult::of(
                     th,
                     Some(&plan.workloads[wi].name),

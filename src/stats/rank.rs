@@ -13,6 +13,16 @@
 /// correction; fine from about 5 samples a side, which is all it is used
 /// for).
 pub fn mann_whitney(a: &[f64], b: &[f64]) -> f64 {
+    mann_whitney_dependent(a, b, 1.0)
+}
+
+/// [`mann_whitney`] for values that are not independent: U's variance is
+/// multiplied by `inflation` (≥ 1), so the samples count as fewer. A
+/// series whose neighbours are correlated (lag-1 autocorrelation ρ, as
+/// a timeline's points are while a shared machine's load comes and goes)
+/// holds about n (1 − ρ)/(1 + ρ) independent values: `inflation` is
+/// (1 + ρ)/(1 − ρ).
+pub fn mann_whitney_dependent(a: &[f64], b: &[f64], inflation: f64) -> f64 {
     let (n1, n2) = (a.len() as f64, b.len() as f64);
     if a.is_empty() || b.is_empty() {
         return 1.0;
@@ -41,7 +51,7 @@ pub fn mann_whitney(a: &[f64], b: &[f64]) -> f64 {
     let u = rank_a - n1 * (n1 + 1.0) / 2.0;
     let mean = n1 * n2 / 2.0;
     let n = n1 + n2;
-    let var = n1 * n2 / 12.0 * ((n + 1.0) - ties / (n * (n - 1.0)));
+    let var = n1 * n2 / 12.0 * ((n + 1.0) - ties / (n * (n - 1.0))) * inflation.max(1.0);
     if var <= 0.0 {
         return 1.0;
     }

@@ -32,9 +32,16 @@
 //! descriptors, and soakd's own memory), which the observer takes once a
 //! point; the report's trends are computed from them.
 //!
-//! The timeline is summed over workloads (one series per chart); the
-//! per-workload split stays in the report's `workloads` and the metrics.
+//! The timeline is summed over workloads (one series per chart). With
+//! several workloads, a point also carries each one's counts and latency
+//! median and p99 ([`WorkloadPoint`], 24 bytes; the first
+//! [`MAX_WORKLOADS`] workloads), so the trends can say which workload
+//! drifted. Those are quantiles, not histograms: when points merge, a
+//! workload's quantiles become the completed-weighted mean of the two
+//! (close enough for a drift, which compares window medians; the
+//! run-wide quantiles stay exact to the bucket).
 
+use std::num::NonZeroU32;
 use std::time::{Duration, SystemTime};
 
 use hdrhistogram::Histogram;
@@ -64,6 +71,9 @@ pub const MAX_BUCKETS: usize = 256;
 /// The bound on a point's memory, the point itself and its heap
 /// (`a_week_stays_small`, `the_worst_point_fits`).
 pub const POINT_BYTES: usize = 4096;
+/// Most workloads a point carries its own figures for (16 × 24 bytes of
+/// the point's 4 KiB); later workloads are in the run-wide figures only.
+pub const MAX_WORKLOADS: usize = 16;
 
 /// A latency distribution as log-spaced buckets: each bucket's index
 /// (⌈log₂(µs)·32⌉, so 0 ..= 1,016 for 1 µs .. 1 h) and its count,
@@ -233,6 +243,38 @@ pub struct Resources {
     pub soakd_rss_bytes: Option<u64>,
 }
 
+/// One workload's share of a point (runs with several workloads).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkloadPoint {
+    /// Complete responses.
+    pub completed: u64,
+    /// Errors, all kinds.
+    pub errors: u64,
+    /// Latency median, µs (`None`: nothing completed; never 0, so the
+    /// `Option` costs no space).
+    pub p50_us: Option<NonZeroU32>,
+    /// Latency 99th percentile, µs.
+    pub p99_us: Option<NonZeroU32>,
+}
+
+impl WorkloadPoint {
+    /// Merges the following point's share `next` into `self`: counts
+    /// add, quantiles are weighted by the completed responses.
+    fn absorb(&mut self, next: &WorkloadPoint) {
+        let (a, b) = (self.completed as f64, next.completed as f64);
+        let mix = |x: Option<NonZeroU32>, y: Option<NonZeroU32>| match (x, y) {
+            (Some(x), Some(y)) if a + b > 0.0 => {
+                NonZeroU32::new(((f64::from(x.get()) * a + f64::from(y.get()) * b) / (a + b)).round() as u32)
+            }
+            (x, y) => x.or(y),
+        };
+        self.p50_us = mix(self.p50_us, next.p50_us);
+        self.p99_us = mix(self.p99_us, next.p99_us);
+        self.completed += next.completed;
+        self.errors += next.errors;
+    }
+}
+
 /// One closed interval.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Point {
@@ -256,6 +298,10 @@ pub struct Point {
     /// continued from a `--state` checkpoint): its figures miss that time.
     #[serde(default)]
     pub gap: bool,
+    /// Each workload's share, in the plan's order (empty with one
+    /// workload; at most [`MAX_WORKLOADS`]).
+    #[serde(default)]
+    pub workloads: Vec<WorkloadPoint>,
 }
 
 impl Point {
@@ -271,6 +317,12 @@ impl Point {
             self.resources.clone_from(&next.resources);
         }
         self.gap |= next.gap;
+        if self.workloads.len() < next.workloads.len() {
+            self.workloads.resize(next.workloads.len(), WorkloadPoint::default());
+        }
+        for (a, b) in self.workloads.iter_mut().zip(&next.workloads) {
+            a.absorb(b);
+        }
     }
 
     /// Bytes the point holds, itself and its heap.
@@ -279,6 +331,7 @@ impl Point {
             + self.latency.heap_bytes()
             + self.lag.heap_bytes()
             + self.resources.targets.capacity() * std::mem::size_of::<ProcSample>()
+            + self.workloads.capacity() * std::mem::size_of::<WorkloadPoint>()
     }
 }
 
@@ -293,6 +346,9 @@ struct Filling {
     latency: Histogram<u64>,
     lag: Histogram<u64>,
     resources: Resources,
+    /// Per workload (up to [`MAX_WORKLOADS`], made as workloads report):
+    /// completed, errors, latency.
+    workloads: Vec<(u64, u64, Histogram<u64>)>,
 }
 
 impl Filling {
@@ -305,6 +361,7 @@ impl Filling {
             latency: point_histogram(),
             lag: point_histogram(),
             resources: Resources::default(),
+            workloads: Vec::new(),
         }
     }
 
@@ -319,6 +376,23 @@ impl Filling {
             lag: Sparse::of(&self.lag),
             resources: self.resources.clone(),
             gap: false,
+            workloads: if self.workloads.len() > 1 {
+                let us = |h: &Histogram<u64>, q: f64| {
+                    NonZeroU32::new(h.value_at_quantile(q).clamp(1, u64::from(u32::MAX)) as u32)
+                        .filter(|_| !h.is_empty())
+                };
+                self.workloads
+                    .iter()
+                    .map(|(completed, errors, h)| WorkloadPoint {
+                        completed: *completed,
+                        errors: *errors,
+                        p50_us: us(h, 0.5),
+                        p99_us: us(h, 0.99),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -328,6 +402,12 @@ impl Filling {
         self.open_min = None;
         self.resources = Resources::default();
         for h in [&mut self.latency, &mut self.lag] {
+            if !h.is_empty() {
+                h.reset();
+            }
+        }
+        for (completed, errors, h) in &mut self.workloads {
+            (*completed, *errors) = (0, 0);
             if !h.is_empty() {
                 h.reset();
             }
@@ -365,8 +445,20 @@ impl Timeline {
         }
     }
 
-    /// Adds one drained delta (one workload of one worker).
-    pub fn add(&mut self, s: &WorkloadStats) {
+    /// Adds one drained delta (workload `workload` of one worker).
+    pub fn add(&mut self, workload: usize, s: &WorkloadStats) {
+        if workload < MAX_WORKLOADS {
+            let ws = &mut self.filling.workloads;
+            while ws.len() <= workload {
+                ws.push((0, 0, point_histogram()));
+            }
+            let (completed, errors, h) = &mut ws[workload];
+            *completed += s.counters.completed;
+            *errors += s.counters.total_errors();
+            if !s.latency.is_empty() {
+                h.add(&s.latency).expect("histograms share the upper bound");
+            }
+        }
         self.filling.counters.add(&s.counters);
         for (to, from) in [(&mut self.filling.latency, &s.latency), (&mut self.filling.lag, &s.lag)] {
             if !from.is_empty() {
@@ -617,6 +709,23 @@ pub struct PointJson {
     /// Absent when false.
     #[serde(default, skip_serializing_if = "is_false")]
     pub gap: bool,
+    /// Each workload's share, in the report's workload order (only in a
+    /// run with several workloads; the first [`MAX_WORKLOADS`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<WorkloadPointJson>,
+}
+
+/// One workload's share of a point in the report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadPointJson {
+    /// Complete responses.
+    pub completed: u64,
+    /// Errors, all kinds.
+    pub errors: u64,
+    /// Latency median, seconds.
+    pub p50: Option<f64>,
+    /// Latency 99th percentile, seconds.
+    pub p99: Option<f64>,
 }
 
 impl PointJson {
@@ -650,6 +759,16 @@ impl PointJson {
             targets: p.resources.targets.clone(),
             soakd_rss_bytes: p.resources.soakd_rss_bytes,
             gap: p.gap,
+            workloads: p
+                .workloads
+                .iter()
+                .map(|w| WorkloadPointJson {
+                    completed: w.completed,
+                    errors: w.errors,
+                    p50: w.p50_us.map(|us| f64::from(us.get()) / 1e6),
+                    p99: w.p99_us.map(|us| f64::from(us.get()) / 1e6),
+                })
+                .collect(),
         }
     }
 }
@@ -679,7 +798,7 @@ mod tests {
     fn a_ten_second_run_has_ten_points() {
         let mut t = Timeline::new();
         for tick in 1..=40u64 {
-            t.add(&delta(5, &[1_000], None));
+            t.add(0, &delta(5, &[1_000], None));
             t.level(100);
             t.tick(Duration::from_millis(250 * tick));
         }
@@ -711,7 +830,7 @@ mod tests {
     #[test]
     fn the_partial_last_point_is_reported() {
         let mut t = Timeline::new();
-        t.add(&delta(3, &[10], Some(ErrorKind::Reset)));
+        t.add(0, &delta(3, &[10], Some(ErrorKind::Reset)));
         t.tick(Duration::from_millis(500));
         let pts = t.points();
         assert_eq!(pts.len(), 1);
@@ -724,11 +843,11 @@ mod tests {
         // 1 ms in one point, 100 ms in the next: after the merge the median
         // is 1 ms and p99 100 ms, which no average of quantiles would give.
         let mut t = Timeline::with_bounds(Duration::from_secs(1), 2);
-        t.add(&delta(60, &[1_000; 60], None));
+        t.add(0, &delta(60, &[1_000; 60], None));
         t.tick(Duration::from_secs(1));
-        t.add(&delta(40, &[100_000; 40], None));
+        t.add(0, &delta(40, &[100_000; 40], None));
         t.tick(Duration::from_secs(2));
-        t.add(&delta(1, &[5], None));
+        t.add(0, &delta(1, &[5], None));
         t.tick(Duration::from_secs(3));
         assert_eq!(t.interval(), Duration::from_secs(2));
         let p = &t.points()[0];
@@ -761,7 +880,7 @@ mod tests {
                 h.lag.record(us / 10 + 1).unwrap();
             }
             h.counters.completed = 30;
-            t.add(&h);
+            t.add(0, &h);
             h.clear();
             t.level(1000);
             t.tick(Duration::from_secs(step * tick));
@@ -798,6 +917,45 @@ mod tests {
     /// The worst point: every bucket of the whole range filled in both
     /// distributions, and a process sample for four target PIDs.
     #[test]
+    fn each_workload_has_its_share_of_a_point() {
+        let mut t = Timeline::new();
+        // One workload: nothing per workload (the point's own figures are
+        // its).
+        t.add(0, &delta(10, &[1_000; 10], None));
+        t.tick(Duration::from_secs(1));
+        assert!(t.points()[0].workloads.is_empty());
+        // Two: each its own counts and quantiles.
+        let mut t = Timeline::with_bounds(Duration::from_secs(1), 2);
+        for s in 1..=3u64 {
+            t.add(0, &delta(10, &[1_000 * s; 10], None));
+            t.add(1, &delta(30, &[50_000; 30], Some(ErrorKind::Reset)));
+            t.tick(Duration::from_secs(s));
+        }
+        let pts = t.points();
+        // Three points past a bound of 2: the first two merged.
+        assert_eq!(pts.len(), 2);
+        let (merged, last) = (pts[0].workloads[0], pts[1].workloads[0]);
+        assert_eq!((merged.completed, merged.errors), (20, 0));
+        // Quantiles of a merge: weighted by completed (1 ms and 2 ms).
+        let p50 = f64::from(merged.p50_us.unwrap().get());
+        assert!((1_480.0..=1_520.0).contains(&p50), "{p50}");
+        assert!((2_970..=3_030).contains(&last.p50_us.unwrap().get()), "{last:?}");
+        assert_eq!((pts[1].workloads[1].completed, pts[1].workloads[1].errors), (30, 1));
+        let j = t.to_json();
+        let w = &j.points[1].workloads[1];
+        assert_eq!((w.completed, w.errors), (30, 1));
+        assert!((w.p99.unwrap() - 0.050).abs() < 0.001, "{w:?}");
+        let v = serde_json::to_value(&j).unwrap();
+        assert_eq!(v["points"][1]["workloads"][0]["completed"], 10);
+        // A one-workload point writes no `workloads`.
+        let mut one = Timeline::new();
+        one.add(0, &delta(1, &[1_000], None));
+        one.tick(Duration::from_secs(1));
+        let v = serde_json::to_value(one.to_json()).unwrap();
+        assert!(v["points"][0].get("workloads").is_none(), "{v}");
+    }
+
+    #[test]
     fn the_worst_point_fits() {
         let mut t = Timeline::new();
         let mut h = WorkloadStats::default();
@@ -807,7 +965,10 @@ mod tests {
             h.lag.record(us).unwrap();
             us += us / 50 + 1;
         }
-        t.add(&h);
+        // As many workloads as a point carries, and one more it does not.
+        for wi in 0..=MAX_WORKLOADS {
+            t.add(wi, &h);
+        }
         t.sample(Resources {
             targets: (1..=4)
                 .map(|pid| ProcSample {
@@ -821,7 +982,8 @@ mod tests {
         let bytes = t.largest_point_bytes();
         assert!(bytes <= POINT_BYTES, "{bytes} bytes");
         let p = &t.points()[0];
-        assert_eq!(p.latency.len(), h.latency.len());
+        assert_eq!(p.workloads.len(), MAX_WORKLOADS);
+        assert_eq!(p.latency.len(), (MAX_WORKLOADS as u64 + 1) * h.latency.len());
         assert_eq!(p.latency.index.len(), MAX_BUCKETS);
         // The top stays exact to the bucket.
         let max = p.latency.quantile_us(1.0).unwrap() as f64;
@@ -886,7 +1048,7 @@ mod tests {
                 completed += n;
                 errors += e;
                 samples += n;
-                t.add(&d);
+                t.add(0, &d);
                 now += Duration::from_millis(ms);
                 t.tick(now);
                 prop_assert!(t.points.len() <= bound);

@@ -119,7 +119,7 @@ impl Totals {
                         log[wi].add(&stats[wi].latency).expect("histograms share bounds");
                     }
                 }
-                self.timeline.add(&stats[wi]);
+                self.timeline.add(wi, &stats[wi]);
                 stats[wi].clear();
                 gauges[wi].add(&g[wi]);
                 if g[wi].desired > 0 {
@@ -231,14 +231,16 @@ impl Totals {
         }
     }
 
-    /// Everything that arrived since the last call, merged over workloads,
-    /// and the interval restarted.
-    pub fn take_interval(&mut self) -> WorkloadStats {
-        let mut sum = WorkloadStats::default();
+    /// Everything that arrived since the last call, merged over workloads
+    /// into `sum` (cleared first), and the interval restarted. The caller
+    /// keeps `sum` from call to call: a new one is four full histograms
+    /// (~750 KB), and making and dropping one every 10 s grew soakd's heap
+    /// in steps (glibc's dynamic mmap threshold; bench/README.md).
+    pub fn take_interval(&mut self, sum: &mut WorkloadStats) {
+        sum.clear();
         for s in &mut self.interval {
             sum.add(s);
             s.clear();
         }
-        sum
     }
 }
