@@ -349,7 +349,7 @@ mod tests {
                 d.lag.record(us / 10 + 1).unwrap();
             }
             d.counters.completed = 40;
-            tl.add(&d);
+            tl.add(0, &d);
             t.stats[0].add(&d);
             d.clear();
             tl.sample(crate::stats::Resources {

@@ -586,6 +586,7 @@ impl Timeline {
                 lag: Sparse::default(),
                 resources: Resources::default(),
                 gap: true,
+                workloads: Vec::new(),
             });
         }
         while self.points.len() > self.max_points {
