@@ -110,7 +110,9 @@ pub fn test_python() -> Option<PathBuf> {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
         .unwrap_or_else(|| PathBuf::from("/tmp/.cache"))
         .join("soakd/peers-venv/bin/python");
-    let python = std::env::var_os("SOAKD_TEST_PYTHON").map(PathBuf::from).unwrap_or(default);
+    let python = std::env::var_os("SOAKD_TEST_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or(default);
     let imports = Command::new(&python)
         .args(["-c", "import h2, websockets"])
         .stdout(Stdio::null())
