@@ -456,7 +456,7 @@ impl FrameDecoder {
             kind::SETTINGS => {
                 on_stream(h.stream == 0)?;
                 let ack = h.flags & flag::ACK != 0;
-                if (ack && !p.is_empty()) || p.len() % 6 != 0 {
+                if (ack && !p.is_empty()) || !p.len().is_multiple_of(6) {
                     return Err(FrameError::BadLength(h.kind));
                 }
                 let params = Settings(p);
@@ -817,10 +817,13 @@ mod tests {
         assert_eq!(dec().decode(&bad), Err(FrameError::BadPadding));
     }
 
+    /// A bad frame: type, flags, stream, payload, the error and its code.
+    type Case = (u8, u8, u32, &'static [u8], FrameError, ErrorCode);
+
     /// One table of bad frames: (type, flags, stream, payload) → error.
     #[test]
     fn bad_frames_are_refused_with_their_code() {
-        let cases: &[(u8, u8, u32, &[u8], FrameError, ErrorCode)] = &[
+        let cases: &[Case] = &[
             (
                 kind::DATA,
                 0,
