@@ -1,4 +1,6 @@
-//! HTTP/1.1 on the wire: request bytes rendered once, responses framed
+//! HTTP on the wire (HTTP/2's frames and HPACK in [`h2`]).
+//!
+//! HTTP/1.1: request bytes rendered once, responses framed
 //! incrementally, and the one set of header helpers every part of soakd
 //! reads heads with.
 //!
@@ -7,6 +9,7 @@
 //! and the fuzzers all frame bytes the same way.
 
 mod framer;
+pub mod h2;
 pub mod headers;
 mod request;
 
