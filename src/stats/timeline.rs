@@ -62,12 +62,14 @@ const POINT_DIGITS: u8 = 2;
 /// wide (2.2%), so a quantile read at its geometric middle is within
 /// ±1.1% of the true value.
 const PER_DOUBLING: f64 = 32.0;
-/// Most buckets a [`Sparse`] keeps: 256 buckets span a factor of 256
-/// (8 doublings) at full resolution; beyond that the lowest buckets fold
+/// Most buckets a [`Sparse`] keeps: 224 buckets span a factor of 128
+/// (7 doublings) at full resolution; beyond that the lowest buckets fold
 /// into the lowest one kept, so the median and the tail stay exact to the
-/// bucket and only the far low end (under a 256th of the maximum) reads
-/// high. With two distributions that is at most 3 KiB of buckets a point.
-pub const MAX_BUCKETS: usize = 256;
+/// bucket and only the far low end (under a 128th of the maximum) reads
+/// high. With two distributions that is at most 2.6 KiB of buckets a
+/// point. (It was 256 until the HTTP/2 counters, 2 × 15 codes, grew the
+/// point's [`Counters`] by 248 bytes.)
+pub const MAX_BUCKETS: usize = 224;
 /// The bound on a point's memory, the point itself and its heap
 /// (`a_week_stays_small`, `the_worst_point_fits`).
 pub const POINT_BYTES: usize = 4096;
