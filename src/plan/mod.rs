@@ -690,7 +690,7 @@ mod tests {
         let u = parse_url("http://[::1]:9000/").unwrap();
         assert_eq!((u.host.as_str(), u.host_header.as_str()), ("::1", "[::1]:9000"));
         for (bad, says) in [
-            ("wss://127.0.0.1/", "scheme"),
+            ("gopher://127.0.0.1/", "scheme"),
             ("ftp://127.0.0.1/", "scheme"),
             ("http://user:pw@127.0.0.1/", "user info"),
             ("127.0.0.1:80", "not valid"),

@@ -438,7 +438,11 @@ mod tests {
                 "timeout",
                 "protocol",
                 "tls_certificate",
-                "tls_handshake"
+                "tls_handshake",
+                // WebSocket
+                "ws_handshake",
+                "ws_protocol",
+                "ws_closed",
             ]
         );
         for (i, k) in ErrorKind::ALL.iter().enumerate() {

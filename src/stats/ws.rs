@@ -102,8 +102,10 @@ mod tests {
     #[test]
     fn adds_and_clears() {
         let mut a = WsStats::default();
-        let mut b = WsStats::default();
-        b.sent = 3;
+        let mut b = WsStats {
+            sent: 3,
+            ..WsStats::default()
+        };
         b.closes[CloseName::Normal as usize] = 2;
         super::super::record_ns(&mut b.ping_rtt, 2_000_000);
         a.add(&b);
