@@ -25,8 +25,14 @@
 //! (the entry whose request timeout runs out first) and
 //! [`Protocol::has_output`] (bytes owed: the write side wants WRITABLE).
 //!
-//! HTTP/1.1 ([`Http1`]) is the one protocol today: its entries are a FIFO
-//! ring, its output the requests in order, its input the response framer.
+//! HTTP/1.1 ([`Http1`]) and WebSocket ([`Ws`], `ws.rs`) are the protocols
+//! today. HTTP/1.1's entries are a FIFO ring, its output the requests in
+//! order, its input the response framer. WebSocket adds three calls the
+//! loop makes for any protocol: [`Protocol::open`] (the connection is up:
+//! start the upgrade), [`Protocol::may_issue`] (messages only once
+//! upgraded, in request mode) and [`Protocol::deadline`] (its own timer:
+//! the upgrade's deadline, the next ping, the close wait); what else it
+//! sees comes back as `Output::Ws` notes the loop accounts (`ws_io.rs`).
 //! What the seam leaves room for, without touching schedule, wheel, stats or
 //! observers:
 //!
