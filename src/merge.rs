@@ -130,6 +130,9 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
                 .fold(Default::default(), |a: crate::report::HttpFigures, (_, r)| {
                     a.plus(&r.workloads[wi].http)
                 }),
+            // WebSocket sections are not merged yet: a merged report says
+            // nothing rather than one shard's figures.
+            ws: None,
         });
     }
     let mut all = reports[1..]

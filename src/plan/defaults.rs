@@ -108,6 +108,15 @@ pub const MAX_WEIGHT: u32 = 10_000;
 /// Weight of a request that gives none.
 pub const WEIGHT: u32 = 1;
 
+// WebSocket
+/// How often a held WebSocket pings the server (`--ws-ping`; `off` never).
+pub const WS_PING: &str = "30s";
+/// The largest WebSocket message accepted (`--ws-max-message`), bytes.
+pub const WS_MAX_MESSAGE: u32 = 1024 * 1024;
+/// How long a closing WebSocket waits for the server's close frame at the
+/// end of a run.
+pub const WS_CLOSE_WAIT: Duration = Duration::from_secs(1);
+
 #[cfg(test)]
 mod tests {
     use super::*;

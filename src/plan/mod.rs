@@ -20,6 +20,7 @@ pub mod threshold;
 pub mod tls;
 mod tls_version;
 mod url;
+pub mod ws;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -33,6 +34,7 @@ pub use shard::Shard;
 pub use threshold::{Metric, Op, Threshold};
 pub use tls::{Tls, TlsSpec, TlsVersion};
 pub use url::{ParsedUrl, parse_url, resolve};
+pub use ws::{WsMode, WsPlan, WsSpec};
 
 use crate::Error;
 
@@ -136,6 +138,8 @@ pub struct Workload {
     pub streams: u16,
     /// soakd's HTTP/2 receive window (connection and stream), bytes.
     pub h2_window: u32,
+    /// `ws://`/`wss://`: what each connection does once upgraded.
+    pub ws: Option<std::sync::Arc<WsPlan>>,
 }
 
 /// One step of a workload's stages.
@@ -406,6 +410,8 @@ pub struct WorkloadSpec {
     pub streams: u16,
     /// HTTP/2 receive window, bytes.
     pub h2_window: u32,
+    /// WebSocket settings (only for `ws://`/`wss://` URLs).
+    pub ws: WsSpec,
 }
 
 impl WorkloadSpec {
@@ -422,7 +428,13 @@ impl WorkloadSpec {
         let tls = if parsed.tls {
             let mut t = tls::build(&self.tls, &parsed.host, key)?;
             if let Some(config) = std::sync::Arc::get_mut(&mut t.config) {
-                config.alpn_protocols = self.http.alpn();
+                // A WebSocket opens with an HTTP/1.1 upgrade (RFC 6455; its
+                // HTTP/2 form, RFC 8441, is not spoken here).
+                config.alpn_protocols = if parsed.ws {
+                    HttpVersion::Http11.alpn()
+                } else {
+                    self.http.alpn()
+                };
             }
             Some(t)
         } else {
@@ -491,6 +503,14 @@ impl WorkloadSpec {
                 key("max_requests_per_conn")
             )));
         }
+        if parsed.ws && self.http == HttpVersion::Http2 {
+            return Err(Error::Usage(format!(
+                "{} 2 cannot be used with a ws:// or wss:// URL: a WebSocket opens with an HTTP/1.1 upgrade; drop {}",
+                key("http"),
+                key("http")
+            )));
+        }
+        let ws = ws::build(&self.ws, &parsed, &self.headers, self.model, key)?.map(std::sync::Arc::new);
         let requests = self.render_requests(&parsed, key)?;
         let name = self.name.unwrap_or_else(|| {
             if parsed.host.contains(':') {
@@ -526,6 +546,7 @@ impl WorkloadSpec {
             http: self.http,
             streams: self.streams,
             h2_window: self.h2_window,
+            ws,
         })
     }
 }
@@ -764,7 +785,7 @@ mod tests {
         let u = parse_url("http://[::1]:9000/").unwrap();
         assert_eq!((u.host.as_str(), u.host_header.as_str()), ("::1", "[::1]:9000"));
         for (bad, says) in [
-            ("wss://127.0.0.1/", "scheme"),
+            ("gopher://127.0.0.1/", "scheme"),
             ("ftp://127.0.0.1/", "scheme"),
             ("http://user:pw@127.0.0.1/", "user info"),
             ("127.0.0.1:80", "not valid"),

@@ -44,6 +44,19 @@ name_table! {
         /// `--http 2` and the server would not speak HTTP/2 (ALPN picked
         /// another protocol, or h2c was answered with something else).
         H2NotNegotiated = "h2_not_negotiated",
+        // WebSocket
+        /// The WebSocket upgrade was refused (an answer other than 101, a
+        /// wrong Sec-WebSocket-Accept, a subprotocol or extension not
+        /// offered) or did not finish within the connect timeout.
+        WsHandshake = "ws_handshake",
+        /// A frame that breaks RFC 6455 (reserved bits, an unknown opcode,
+        /// a masked server frame, a bad close, text that is not UTF-8) or a
+        /// message over `--ws-max-message`; soakd closes with 1002, 1007 or
+        /// 1009.
+        WsProtocol = "ws_protocol",
+        /// The server closed the WebSocket with a code other than 1000
+        /// (normal) or 1001 (going away), or while a reply was owed.
+        WsClosed = "ws_closed",
     }
 }
 
@@ -60,6 +73,7 @@ impl ErrorKind {
                 | ErrorKind::TlsCertificate
                 | ErrorKind::TlsHandshake
                 | ErrorKind::H2NotNegotiated
+                | ErrorKind::WsHandshake
         )
     }
 }

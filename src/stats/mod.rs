@@ -21,6 +21,7 @@ mod timeline;
 mod totals;
 pub mod trend;
 pub mod trends;
+mod ws;
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -30,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 pub use kinds::{CheckKind, CloseReason, ErrorKind, StatusClass};
 pub use timeline::{PointJson, ProcSample, Resources, Timeline, TimelineJson};
+pub use ws::WsStats;
 
 /// Significant digits of the per-request histograms: 1% precision at a
 /// tenth of the memory of the workload's (a workload may have 64 requests,
@@ -257,6 +259,8 @@ pub struct WorkloadStats {
     pub tls_handshake: Histogram<u64>,
     /// Per request of the workload (see [`WorkloadStats::request`]).
     pub requests: Vec<RequestStats>,
+    /// WebSocket figures (zero for HTTP workloads).
+    pub ws: WsStats,
 }
 
 impl Default for WorkloadStats {
@@ -268,6 +272,7 @@ impl Default for WorkloadStats {
             connect: histogram(),
             tls_handshake: histogram(),
             requests: Vec::new(),
+            ws: WsStats::default(),
         }
     }
 }
@@ -321,6 +326,7 @@ impl WorkloadStats {
     /// Adds `other` into `self`.
     pub fn add(&mut self, other: &WorkloadStats) {
         self.counters.add(&other.counters);
+        self.ws.add(&other.ws);
         if self.requests.len() < other.requests.len() {
             self.set_requests(other.requests.len());
         }
@@ -344,6 +350,7 @@ impl WorkloadStats {
     /// (clearing walks the whole counts array).
     pub fn clear(&mut self) {
         self.counters = Counters::default();
+        self.ws.clear();
         for r in &mut self.requests {
             r.completed = 0;
             r.responses = [0; StatusClass::COUNT];
@@ -482,7 +489,11 @@ mod tests {
                 "stream_reset",
                 "goaway_error",
                 "h2_protocol",
-                "h2_not_negotiated"
+                "h2_not_negotiated",
+                // WebSocket
+                "ws_handshake",
+                "ws_protocol",
+                "ws_closed",
             ]
         );
         for (i, k) in ErrorKind::ALL.iter().enumerate() {

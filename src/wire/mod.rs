@@ -2,7 +2,8 @@
 //!
 //! HTTP/1.1: request bytes rendered once, responses framed
 //! incrementally, and the one set of header helpers every part of soakd
-//! reads heads with.
+//! reads heads with; and WebSocket's frames and opening handshake
+//! (`ws`), which both the engine and the built-in target speak.
 //!
 //! This is layer 0: it knows nothing of connections, plans or counters, so
 //! the engine, the built-in target, the metrics endpoint, `soakd status`
@@ -15,3 +16,4 @@ mod request;
 
 pub use framer::{AtEof, Framed, Framer, Inspect, MAX_HEAD_BYTES, ProtocolError};
 pub use request::{RequestSpec, check_header, check_method, render_request};
+pub mod ws;

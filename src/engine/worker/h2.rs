@@ -688,6 +688,7 @@ mod tests {
                 window: 1 << 20,
                 requests: vec![h2::render_request(&req, false).unwrap()].into(),
             })),
+            ws: None,
         }
     }
 

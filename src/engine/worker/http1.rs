@@ -317,6 +317,7 @@ mod tests {
             request_timeout_ns: 1,
             ramp: 1,
             h2: None,
+            ws: None,
         }
     }
 
@@ -347,6 +348,7 @@ mod tests {
                     Output::Taken => break,
                     Output::Response(r) => got.push((r.entry, r.status)),
                     Output::Error(kind) => return (got, Some(kind)),
+                    Output::Ws(_) => unreachable!("HTTP/1.1 says nothing of WebSocket"),
                     other => panic!("HTTP/1.1 gave {other:?}"),
                 }
             }

@@ -149,6 +149,7 @@ impl Worker {
         }
         let mut issued = 0u64;
         while c.proto.in_flight() < c.proto.depth(w)
+            && c.proto.may_issue()
             && !c.draining
             && *phase == PHASE_RUN
             && *budget_left > 0
@@ -193,6 +194,9 @@ impl Worker {
             return !(c.proto.is_h2() && c.proto.has_output()) || self.write_out(key);
         }
         st.counters.sent += issued;
+        if w.ws.is_some() {
+            st.ws.sent += issued;
+        }
         self.inflight_total += issued + reissued;
         self.gauges[self.conns[key].workload as usize].in_flight += issued + reissued;
         self.write_out(key)
@@ -335,11 +339,26 @@ impl Worker {
                     return false;
                 }
                 Output::Response(r) => {
+                    let wi = self.conns[key].workload as usize;
+                    if self.wl[wi].ws.is_some() {
+                        let ws = &mut self.local[wi].ws;
+                        ws.received += 1;
+                        ws.replies += 1;
+                    }
                     if !self.on_response(key, r, now) {
                         return false;
                     }
                 }
+                Output::Ws(note) => {
+                    if !self.on_ws(key, note, now) {
+                        return false;
+                    }
+                }
                 Output::Error(kind) => {
+                    // A WebSocket owes the close frame that says why.
+                    if self.conns[key].proto.ws_mut().is_some() {
+                        self.flush_best_effort(key);
+                    }
                     self.fail(key, kind, now);
                     return false;
                 }
@@ -403,6 +422,9 @@ impl Worker {
     }
 
     pub(super) fn on_eof(&mut self, key: usize, now: u64) {
+        if self.ws_eof(key, now) {
+            return;
+        }
         let c = &mut self.conns[key];
         let base = key * self.max_pipeline;
         let cx = Cx {
@@ -448,6 +470,9 @@ impl Worker {
         if let Some(entry) = c.proto.oldest() {
             let oldest = self.inflight[key * self.max_pipeline + entry as usize];
             deadline = oldest.written + w.request_timeout_ns;
+        }
+        if let Some(d) = c.proto.deadline() {
+            deadline = deadline.min(d);
         }
         if !c.draining {
             deadline = deadline.min(c.lifetime_end);

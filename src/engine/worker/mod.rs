@@ -33,6 +33,8 @@ mod lifecycle;
 mod protocol;
 pub(super) mod socket;
 mod transport;
+mod ws;
+mod ws_io;
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
@@ -145,6 +147,8 @@ pub struct WorkloadRt {
     pub ramp: u32,
     /// HTTP/2: how connections speak it; `None` when they never do.
     pub h2: Option<Arc<H2Rt>>,
+    /// `ws://`/`wss://`: what each connection does once upgraded.
+    pub ws: Option<Arc<crate::plan::WsPlan>>,
 }
 
 // HTTP/2
@@ -215,7 +219,7 @@ impl WorkloadRt {
             connect_timeout_ns: w.connect_timeout.as_nanos() as u64,
             request_timeout_ns: w.request_timeout.as_nanos() as u64,
             ramp: w.ramp,
-            h2: w.http.may_be_h2(w.target.tls.is_some()).then(|| {
+            h2: (w.ws.is_none() && w.http.may_be_h2(w.target.tls.is_some())).then(|| {
                 Arc::new(H2Rt {
                     required: w.http == crate::plan::HttpVersion::Http2,
                     cleartext: w.target.tls.is_none(),
@@ -232,6 +236,7 @@ impl WorkloadRt {
                         .collect(),
                 })
             }),
+            ws: w.ws.clone(),
         }
     }
 }
@@ -324,6 +329,9 @@ pub struct Worker {
     /// key, waiting for the slot's next connection (rare: empty but for
     /// the moment after a GOAWAY).
     retries: Vec<(u32, Inflight)>,
+    /// WebSocket connections whose closing handshake (at the stop) waits
+    /// for the server's close: the drain waits for them as for responses.
+    ws_closing: u64,
 }
 
 impl Worker {
@@ -391,6 +399,7 @@ impl Worker {
             next_flush: 0,
             heartbeat: 0,
             told_idle: false,
+            ws_closing: 0,
             shared,
             wl,
         })
@@ -455,7 +464,7 @@ impl Worker {
             // Draining and nothing left in flight: hand that over now and
             // wake the control thread, so the drain ends when the last
             // response is in rather than at its next look.
-            if self.phase == PHASE_DRAIN && self.inflight_total == 0 && !self.told_idle {
+            if self.phase == PHASE_DRAIN && self.inflight_total == 0 && self.ws_closing == 0 && !self.told_idle {
                 self.told_idle = true;
                 self.flush(now);
                 let _ = self.shared.control.wake();
@@ -505,6 +514,7 @@ impl Worker {
                 State::Open | State::Idle => {}
             }
         }
+        self.ws_drain(now);
         self.flush(now);
     }
 
@@ -534,7 +544,7 @@ impl Worker {
 
     fn flush(&mut self, now: u64) {
         self.next_flush = now + FLUSH_EVERY_NS;
-        let idle = self.phase != PHASE_RUN && self.inflight_total == 0;
+        let idle = self.phase != PHASE_RUN && self.inflight_total == 0 && self.ws_closing == 0;
         let budget_done = self.has_budget && self.budget_left == 0 && self.inflight_total == 0;
         let mut mb = self.shared.mailboxes[self.index]
             .lock()

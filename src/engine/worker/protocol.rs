@@ -25,8 +25,14 @@
 //! (the entry whose request timeout runs out first) and
 //! [`Protocol::has_output`] (bytes owed: the write side wants WRITABLE).
 //!
-//! HTTP/1.1 ([`Http1`]) is the one protocol today: its entries are a FIFO
-//! ring, its output the requests in order, its input the response framer.
+//! HTTP/1.1 ([`Http1`]) and WebSocket ([`Ws`], `ws.rs`) are the protocols
+//! today. HTTP/1.1's entries are a FIFO ring, its output the requests in
+//! order, its input the response framer. WebSocket adds three calls the
+//! loop makes for any protocol: [`Protocol::open`] (the connection is up:
+//! start the upgrade), [`Protocol::may_issue`] (messages only once
+//! upgraded, in request mode) and [`Protocol::deadline`] (its own timer:
+//! the upgrade's deadline, the next ping, the close wait); what else it
+//! sees comes back as `Output::Ws` notes the loop accounts (`ws_io.rs`).
 //! What the seam leaves room for, without touching schedule, wheel, stats or
 //! observers:
 //!
@@ -55,6 +61,7 @@ use super::WorkloadRt;
 pub(super) use super::exchange::{AtClose, Cx, Inflight, Output, Response};
 use super::h2::H2;
 use super::http1::Http1;
+use super::ws::Ws;
 
 /// A connection's protocol state; one per slot, reset for each connection.
 #[derive(Debug)]
@@ -64,14 +71,17 @@ pub(super) enum Protocol {
     /// HTTP/2: streams on one connection (boxed: its state is larger than
     /// HTTP/1.1's, and a slot pays one pointer for it).
     H2(Box<H2>),
+    /// WebSocket: the upgrade, then messages (see `ws.rs`).
+    Ws(Ws),
 }
 
 impl Protocol {
     /// The state for a new connection of workload `w`.
     pub(super) fn new(w: &WorkloadRt) -> Protocol {
-        match &w.h2 {
+        match (&w.ws, &w.h2) {
+            (Some(plan), _) => Protocol::Ws(Ws::new(plan)),
             // h2c with prior knowledge: HTTP/2 from the first byte.
-            Some(h) if h.cleartext => Protocol::H2(Box::new(H2::new(h.clone(), w.depth()))),
+            (None, Some(h)) if h.cleartext => Protocol::H2(Box::new(H2::new(h.clone(), w.depth()))),
             _ => Protocol::Http1(Http1::new(w.head)),
         }
     }
@@ -79,6 +89,9 @@ impl Protocol {
     /// The state for a TLS connection whose handshake picked HTTP/2
     /// (ALPN `h2`) or not.
     pub(super) fn negotiated(w: &WorkloadRt, h2: bool) -> Protocol {
+        if let Some(plan) = &w.ws {
+            return Protocol::Ws(Ws::new(plan));
+        }
         match &w.h2 {
             Some(h) if h2 => Protocol::H2(Box::new(H2::new(h.clone(), w.depth()))),
             _ => Protocol::Http1(Http1::new(w.head)),
@@ -98,7 +111,7 @@ impl Protocol {
     #[inline]
     pub(super) fn depth(&self, w: &WorkloadRt) -> u16 {
         match self {
-            Protocol::Http1(_) => w.pipeline,
+            Protocol::Http1(_) | Protocol::Ws(_) => w.pipeline,
             Protocol::H2(h) => h.depth(),
         }
     }
@@ -106,7 +119,7 @@ impl Protocol {
     /// HTTP/2: the server's stream limit (0: none seen, or HTTP/1.1).
     pub(super) fn streams_limit(&self) -> u32 {
         match self {
-            Protocol::Http1(_) => 0,
+            Protocol::Http1(_) | Protocol::Ws(_) => 0,
             Protocol::H2(h) => h.streams_limit(),
         }
     }
@@ -117,8 +130,46 @@ impl Protocol {
     #[inline]
     pub(super) fn prepare(&mut self, cx: &Cx<'_>) {
         match self {
-            Protocol::Http1(_) => {}
+            Protocol::Http1(_) | Protocol::Ws(_) => {}
             Protocol::H2(h) => h.prepare(cx),
+        }
+    }
+
+    /// The WebSocket state, for a WebSocket connection.
+    #[inline]
+    pub(super) fn ws_mut(&mut self) -> Option<&mut Ws> {
+        match self {
+            Protocol::Ws(w) => Some(w),
+            _ => None,
+        }
+    }
+
+    /// The connection is up (after TLS): a protocol with a handshake of its
+    /// own starts it, to be done by `deadline` (ns).
+    #[inline]
+    pub(super) fn open(&mut self, deadline: u64) {
+        if let Protocol::Ws(w) = self {
+            w.open(deadline);
+        }
+    }
+
+    /// Requests may be issued now (a WebSocket only once upgraded, and only
+    /// in request mode).
+    #[inline]
+    pub(super) fn may_issue(&self) -> bool {
+        match self {
+            Protocol::Ws(w) => w.may_issue(),
+            _ => true,
+        }
+    }
+
+    /// The protocol's own timer (a handshake's deadline, the next ping),
+    /// ns, if any.
+    #[inline]
+    pub(super) fn deadline(&self) -> Option<u64> {
+        match self {
+            Protocol::Ws(w) => w.deadline(),
+            _ => None,
         }
     }
 
@@ -130,6 +181,7 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.reset(),
             Protocol::H2(h) => h.reset(),
+            Protocol::Ws(w) => w.reset(),
         }
     }
 
@@ -139,6 +191,7 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.in_flight(),
             Protocol::H2(h) => h.in_flight(),
+            Protocol::Ws(w) => w.in_flight(),
         }
     }
 
@@ -149,6 +202,7 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.oldest(),
             Protocol::H2(h) => h.oldest(),
+            Protocol::Ws(w) => w.oldest(),
         }
     }
 
@@ -160,6 +214,7 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.issue(depth),
             Protocol::H2(h) => h.issue(),
+            Protocol::Ws(w) => w.issue(depth),
         }
     }
 
@@ -169,6 +224,7 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.has_output(),
             Protocol::H2(h) => h.has_output(),
+            Protocol::Ws(w) => w.has_output(),
         }
     }
 
@@ -179,6 +235,7 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.to_send(cx),
             Protocol::H2(h) => h.to_send(),
+            Protocol::Ws(w) => w.to_send(cx),
         }
     }
 
@@ -188,6 +245,7 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.sent(cx, n),
             Protocol::H2(h) => h.sent(n),
+            Protocol::Ws(w) => w.sent(cx, n),
         }
     }
 
@@ -199,6 +257,7 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.receive(cx, fresh),
             Protocol::H2(h) => h.receive(cx, fresh),
+            Protocol::Ws(w) => w.receive(cx, fresh),
         }
     }
 
@@ -207,6 +266,7 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.at_close(cx),
             Protocol::H2(h) => h.at_close(),
+            Protocol::Ws(w) => w.at_close(cx),
         }
     }
 
@@ -216,6 +276,7 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.relayout(old, new),
             Protocol::H2(h) => h.relayout(old, new),
+            Protocol::Ws(w) => w.relayout(old, new),
         }
     }
 }
