@@ -9,6 +9,7 @@ use std::io;
 use mio::Token;
 
 use super::MAX_IN_FLIGHT;
+use super::ws::WsConn;
 use crate::netio::{Pending, Slot, Stream};
 
 /// A fault acted out on one connection.
@@ -53,6 +54,9 @@ pub(super) struct Conn {
     /// Reading stopped because output was blocked. No new edge will come
     /// for data already in the socket, so reading is resumed by hand.
     pub(super) paused: bool,
+    /// Upgraded to WebSocket: its state (boxed, so HTTP connections pay
+    /// one pointer for it).
+    pub(super) ws: Option<Box<WsConn>>,
 }
 
 impl Slot for Conn {
@@ -74,6 +78,7 @@ impl Conn {
             eof: false,
             fault: ConnFault::None,
             paused: false,
+            ws: None,
         }
     }
 
