@@ -257,6 +257,30 @@ workload_settings! {
     /// https: resume TLS sessions when a slot reconnects, on or off.
     tls_resumption: Option<bool> as OnOff, shown defaults::TLS_RESUMPTION, flag "tls-resumption",
         into tls.resumption;
+    // WebSocket
+    /// ws://: send TEXT on each connection's schedule (paced -i, open loop
+    /// -r, or closed loop) and time it to the next message received.
+    ws_message: Option<String> as Text, flag "ws-message", clap(conflicts_with = "ws_message_file"),
+        into ws.message;
+    /// ws://: the message read from FILE.
+    ws_message_file: Option<std::path::PathBuf> as File, flag "ws-message-file", into ws.message_file;
+    /// ws://: send the message as a binary frame (else text).
+    ws_binary: bool as Switch, flag "ws-binary", into ws.binary;
+    /// ws://: `none` when the server does not answer messages.
+    ws_reply: Option<String> as Text, flag "ws-reply", into ws.reply;
+    /// ws://: send TEXT once after the handshake, then count the server's
+    /// pushes and the silences between them.
+    ws_subscribe: Option<String> as Text, flag "ws-subscribe", into ws.subscribe;
+    /// ws://: ping every DUR, or `off`.
+    ws_ping: Option<String> as Text, shown defaults::WS_PING, flag "ws-ping", into ws.ping;
+    /// ws://: the largest message accepted, bytes (over it: ws_protocol, close 1009).
+    ws_max_message: Option<u32> as Count, default defaults::WS_MAX_MESSAGE, flag "ws-max-message",
+        into ws.max_message;
+    /// ws://: offer this subprotocol; the server must choose it.
+    ws_subprotocol: Option<String> as Text, flag "ws-subprotocol", into ws.subprotocol;
+    /// ws://: text each reply must contain (a failed check; the socket is kept).
+    expect_message_contains: Option<String> as Text, flag "expect-message-contains",
+        into ws.expect_message_contains;
 
     file_only {
         /// The `target` label; `host:port` when absent.

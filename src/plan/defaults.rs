@@ -98,3 +98,12 @@ mod tests {
         assert_eq!(default_warmup(Duration::ZERO), Duration::ZERO);
     }
 }
+
+// WebSocket
+/// How often a held WebSocket pings the server (`--ws-ping`; `off` never).
+pub const WS_PING: &str = "30s";
+/// The largest WebSocket message accepted (`--ws-max-message`), bytes.
+pub const WS_MAX_MESSAGE: u32 = 1024 * 1024;
+/// How long a closing WebSocket waits for the server's close frame at the
+/// end of a run.
+pub const WS_CLOSE_WAIT: Duration = Duration::from_secs(1);

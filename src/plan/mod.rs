@@ -19,6 +19,7 @@ pub mod threshold;
 pub mod tls;
 mod tls_version;
 mod url;
+pub mod ws;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -31,6 +32,7 @@ pub use shard::Shard;
 pub use threshold::{Metric, Op, Threshold};
 pub use tls::{Tls, TlsSpec, TlsVersion};
 pub use url::{ParsedUrl, parse_url, resolve};
+pub use ws::{WsMode, WsPlan, WsSpec};
 
 use crate::Error;
 
@@ -127,6 +129,8 @@ pub struct Workload {
     pub then_stop: bool,
     /// Thresholds on this workload's own figures.
     pub thresholds: Vec<Threshold>,
+    /// `ws://`/`wss://`: what each connection does once upgraded.
+    pub ws: Option<std::sync::Arc<WsPlan>>,
 }
 
 /// One step of a workload's stages.
@@ -354,6 +358,8 @@ pub struct WorkloadSpec {
     pub tls: TlsSpec,
     /// Thresholds on this workload's figures.
     pub thresholds: Vec<Threshold>,
+    /// WebSocket settings (only for `ws://`/`wss://` URLs).
+    pub ws: WsSpec,
 }
 
 impl WorkloadSpec {
@@ -412,6 +418,7 @@ impl WorkloadSpec {
                 key("close")
             )));
         }
+        let ws = ws::build(&self.ws, &parsed, &self.headers, self.model, key)?.map(std::sync::Arc::new);
         let requests = self.render_requests(&parsed, key)?;
         let name = self.name.unwrap_or_else(|| {
             if parsed.host.contains(':') {
@@ -444,6 +451,7 @@ impl WorkloadSpec {
             stages: self.stages,
             then_stop: self.then_stop,
             thresholds: self.thresholds,
+            ws,
         })
     }
 }

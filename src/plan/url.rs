@@ -4,15 +4,17 @@ use std::net::{SocketAddr, ToSocketAddrs};
 
 use crate::Error;
 
-/// A parsed `http://` or `https://` URL.
+/// A parsed `http://`, `https://`, `ws://` or `wss://` URL.
 #[derive(Clone, Debug)]
 pub struct ParsedUrl {
     /// Host as written (name or literal address).
     pub host: String,
     /// Port (80 or 443 when absent).
     pub port: u16,
-    /// `https://`: connections speak TLS.
+    /// `https://` or `wss://`: connections speak TLS.
     pub tls: bool,
+    /// `ws://` or `wss://`: connections upgrade to WebSocket.
+    pub ws: bool,
     /// Value for the Host header: host, plus `:port` when not the scheme's
     /// default.
     pub host_header: String,
@@ -20,20 +22,22 @@ pub struct ParsedUrl {
     pub target: String,
 }
 
-/// Parses and checks a target URL: `http://` or `https://`, no user info,
-/// a host.
+/// Parses and checks a target URL: `http://`, `https://`, `ws://` or
+/// `wss://`, no user info, a host.
 pub fn parse_url(value: &str) -> Result<ParsedUrl, Error> {
     let url = url::Url::parse(value).map_err(|e| {
         Error::Usage(format!(
             "URL {value:?} is not valid ({e}); expected something like http://127.0.0.1:8080/path"
         ))
     })?;
-    let tls = match url.scheme() {
-        "http" => false,
-        "https" => true,
+    let (tls, ws) = match url.scheme() {
+        "http" => (false, false),
+        "https" => (true, false),
+        "ws" => (false, true),
+        "wss" => (true, true),
         other => {
             return Err(Error::Usage(format!(
-                "URL {value:?}: scheme {other:?} is not supported; expected http:// or https://"
+                "URL {value:?}: scheme {other:?} is not supported; expected http://, https://, ws:// or wss://"
             )));
         }
     };
@@ -70,6 +74,7 @@ pub fn parse_url(value: &str) -> Result<ParsedUrl, Error> {
         host,
         port,
         tls,
+        ws,
         host_header,
         target,
     })

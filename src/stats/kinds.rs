@@ -32,6 +32,19 @@ name_table! {
         /// plaintext on a TLS port, a close or reset during the handshake,
         /// a handshake that did not finish within the connect timeout.
         TlsHandshake = "tls_handshake",
+        // WebSocket
+        /// The WebSocket upgrade was refused (an answer other than 101, a
+        /// wrong Sec-WebSocket-Accept, a subprotocol or extension not
+        /// offered) or did not finish within the connect timeout.
+        WsHandshake = "ws_handshake",
+        /// A frame that breaks RFC 6455 (reserved bits, an unknown opcode,
+        /// a masked server frame, a bad close, text that is not UTF-8) or a
+        /// message over `--ws-max-message`; soakd closes with 1002, 1007 or
+        /// 1009.
+        WsProtocol = "ws_protocol",
+        /// The server closed the WebSocket with a code other than 1000
+        /// (normal) or 1001 (going away), or while a reply was owed.
+        WsClosed = "ws_closed",
     }
 }
 
@@ -47,6 +60,7 @@ impl ErrorKind {
                 | ErrorKind::FdLimit
                 | ErrorKind::TlsCertificate
                 | ErrorKind::TlsHandshake
+                | ErrorKind::WsHandshake
         )
     }
 }

@@ -20,6 +20,7 @@ mod timeline;
 mod totals;
 pub mod trend;
 pub mod trends;
+mod ws;
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -28,6 +29,7 @@ use hdrhistogram::Histogram;
 
 pub use kinds::{CheckKind, CloseReason, ErrorKind, StatusClass};
 pub use timeline::{PointJson, ProcSample, Resources, Timeline, TimelineJson};
+pub use ws::WsStats;
 
 /// Significant digits of the per-request histograms: 1% precision at a
 /// tenth of the memory of the workload's (a workload may have 64 requests,
@@ -224,6 +226,8 @@ pub struct WorkloadStats {
     pub tls_handshake: Histogram<u64>,
     /// Per request of the workload (see [`WorkloadStats::request`]).
     pub requests: Vec<RequestStats>,
+    /// WebSocket figures (zero for HTTP workloads).
+    pub ws: WsStats,
 }
 
 impl Default for WorkloadStats {
@@ -235,6 +239,7 @@ impl Default for WorkloadStats {
             connect: histogram(),
             tls_handshake: histogram(),
             requests: Vec::new(),
+            ws: WsStats::default(),
         }
     }
 }
@@ -288,6 +293,7 @@ impl WorkloadStats {
     /// Adds `other` into `self`.
     pub fn add(&mut self, other: &WorkloadStats) {
         self.counters.add(&other.counters);
+        self.ws.add(&other.ws);
         if self.requests.len() < other.requests.len() {
             self.set_requests(other.requests.len());
         }
@@ -311,6 +317,7 @@ impl WorkloadStats {
     /// (clearing walks the whole counts array).
     pub fn clear(&mut self) {
         self.counters = Counters::default();
+        self.ws.clear();
         for r in &mut self.requests {
             r.completed = 0;
             r.responses = [0; StatusClass::COUNT];

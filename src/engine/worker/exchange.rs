@@ -52,6 +52,28 @@ pub(super) enum Output {
     Response(Response),
     /// The connection is unusable: every request in flight fails with it.
     Error(ErrorKind),
+    /// Something a WebSocket connection saw that the loop accounts or acts
+    /// on (see `ws.rs`); call again with the rest.
+    Ws(WsNote),
+}
+
+/// What a WebSocket connection tells the loop, besides replies (which are
+/// [`Output::Response`]s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum WsNote {
+    /// The upgrade was accepted: messages and pings may flow.
+    Upgraded,
+    /// The upgrade was refused with this status (counted, then a
+    /// `ws_handshake` error).
+    Refused(u16),
+    /// A data message arrived that completes no request (a push).
+    Pushed,
+    /// A pong to one of our pings, after this many ns.
+    Pong(u64),
+    /// A server ping, answered (the pong is owed).
+    Pinged,
+    /// The server's close frame (`None`: no code); our answer is owed.
+    Closed(Option<u16>),
 }
 
 /// What the peer's close meant.

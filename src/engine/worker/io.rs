@@ -136,6 +136,7 @@ impl Worker {
         }
         let mut issued = 0u64;
         while c.proto.in_flight() < w.pipeline
+            && c.proto.may_issue()
             && !c.draining
             && *phase == PHASE_RUN
             && *budget_left > 0
@@ -178,6 +179,9 @@ impl Worker {
             return true;
         }
         st.counters.sent += issued;
+        if w.ws.is_some() {
+            st.ws.sent += issued;
+        }
         self.inflight_total += issued;
         self.gauges[self.conns[key].workload as usize].in_flight += issued;
         self.write_out(key)
@@ -280,11 +284,25 @@ impl Worker {
             match out {
                 Output::Taken => return true,
                 Output::Response(r) => {
+                    if self.wl[c.workload as usize].ws.is_some() {
+                        let ws = &mut self.local[c.workload as usize].ws;
+                        ws.received += 1;
+                        ws.replies += 1;
+                    }
                     if !self.on_response(key, r, now) {
                         return false;
                     }
                 }
+                Output::Ws(note) => {
+                    if !self.on_ws(key, note, now) {
+                        return false;
+                    }
+                }
                 Output::Error(kind) => {
+                    // A WebSocket owes the close frame that says why.
+                    if c.proto.ws_mut().is_some() {
+                        self.flush_best_effort(key);
+                    }
                     self.fail(key, kind, now);
                     return false;
                 }
@@ -336,6 +354,9 @@ impl Worker {
     }
 
     pub(super) fn on_eof(&mut self, key: usize, now: u64) {
+        if self.ws_eof(key, now) {
+            return;
+        }
         let c = &mut self.conns[key];
         let base = key * self.max_pipeline;
         let cx = Cx {
@@ -381,6 +402,9 @@ impl Worker {
         if let Some(entry) = c.proto.oldest() {
             let oldest = self.inflight[key * self.max_pipeline + entry as usize];
             deadline = oldest.written + w.request_timeout_ns;
+        }
+        if let Some(d) = c.proto.deadline() {
+            deadline = deadline.min(d);
         }
         if !c.draining {
             deadline = deadline.min(c.lifetime_end);

@@ -118,6 +118,7 @@ impl Worker {
         st.counters.opened += 1;
         c.since = now;
         c.proto.reset();
+        c.proto.open(now + w.connect_timeout_ns);
         c.lifetime_end = w.max_lifetime_ns.map_or(u64::MAX, |l| now + jitter(&mut self.rng, l));
         c.reqs_left = match w.max_requests {
             None => u32::MAX,
@@ -141,7 +142,9 @@ impl Worker {
         if self.full_at[wi].is_none() && g.open == g.desired {
             self.full_at[wi] = Some(Duration::from_nanos(now));
         }
-        if self.pump(key, now) {
+        // A protocol's own handshake (a WebSocket upgrade) is owed even
+        // when no request is.
+        if self.pump(key, now) && (!self.conns[key].proto.has_output() || self.write_out(key)) {
             self.arm(key);
         }
     }
@@ -149,6 +152,7 @@ impl Worker {
     /// Closes an established connection. Requests still in flight cannot be
     /// answered any more: they count as failed with `eof`.
     pub(super) fn close(&mut self, key: usize, reason: CloseReason, _now: u64) {
+        self.ws_closed(key);
         let c = &mut self.conns[key];
         let wi = c.workload as usize;
         if let Some(mut s) = c.stream.take() {
@@ -316,6 +320,11 @@ impl Worker {
                 }
             }
             State::Open => {
+                if c.proto.deadline().is_some_and(|d| now >= d) && !self.ws_on_time(key, now) {
+                    return;
+                }
+                let c = &mut self.conns[key];
+                let w = &self.wl[c.workload as usize];
                 if let Some(entry) = c.proto.oldest() {
                     let oldest = self.inflight[key * self.max_pipeline + entry as usize];
                     if now >= oldest.written + w.request_timeout_ns {

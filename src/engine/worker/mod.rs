@@ -32,6 +32,8 @@ mod lifecycle;
 mod protocol;
 pub(super) mod socket;
 mod transport;
+mod ws;
+mod ws_io;
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
@@ -142,6 +144,8 @@ pub struct WorkloadRt {
     pub request_timeout_ns: u64,
     /// New connections per second for the whole workload (`--ramp`).
     pub ramp: u32,
+    /// `ws://`/`wss://`: what each connection does once upgraded.
+    pub ws: Option<Arc<crate::plan::WsPlan>>,
 }
 
 /// Most bytes of request copies kept in [`WorkloadRt::wire`]: enough for a
@@ -186,6 +190,7 @@ impl WorkloadRt {
             connect_timeout_ns: w.connect_timeout.as_nanos() as u64,
             request_timeout_ns: w.request_timeout.as_nanos() as u64,
             ramp: w.ramp,
+            ws: w.ws.clone(),
         }
     }
 }
@@ -274,6 +279,9 @@ pub struct Worker {
     /// The deadline the timerfd is armed for (ns), `u64::MAX` when not armed.
     timer_armed: u64,
     ports: Option<PortPicker>,
+    /// WebSocket connections whose closing handshake (at the stop) waits
+    /// for the server's close: the drain waits for them as for responses.
+    ws_closing: u64,
 }
 
 impl Worker {
@@ -340,6 +348,7 @@ impl Worker {
             next_flush: 0,
             heartbeat: 0,
             told_idle: false,
+            ws_closing: 0,
             shared,
             wl,
         })
@@ -404,7 +413,7 @@ impl Worker {
             // Draining and nothing left in flight: hand that over now and
             // wake the control thread, so the drain ends when the last
             // response is in rather than at its next look.
-            if self.phase == PHASE_DRAIN && self.inflight_total == 0 && !self.told_idle {
+            if self.phase == PHASE_DRAIN && self.inflight_total == 0 && self.ws_closing == 0 && !self.told_idle {
                 self.told_idle = true;
                 self.flush(now);
                 let _ = self.shared.control.wake();
@@ -454,6 +463,7 @@ impl Worker {
                 State::Open | State::Idle => {}
             }
         }
+        self.ws_drain(now);
         self.flush(now);
     }
 
@@ -483,7 +493,7 @@ impl Worker {
 
     fn flush(&mut self, now: u64) {
         self.next_flush = now + FLUSH_EVERY_NS;
-        let idle = self.phase != PHASE_RUN && self.inflight_total == 0;
+        let idle = self.phase != PHASE_RUN && self.inflight_total == 0 && self.ws_closing == 0;
         let budget_done = self.has_budget && self.budget_left == 0 && self.inflight_total == 0;
         let mut mb = self.shared.mailboxes[self.index]
             .lock()

@@ -54,18 +54,62 @@
 use super::WorkloadRt;
 pub(super) use super::exchange::{AtClose, Cx, Inflight, Output, Response};
 use super::http1::Http1;
+use super::ws::Ws;
 
 /// A connection's protocol state; one per slot, reset for each connection.
 #[derive(Debug)]
 pub(super) enum Protocol {
     /// HTTP/1.1 keep-alive, pipelined in order.
     Http1(Http1),
+    /// WebSocket: the upgrade, then messages (see `ws.rs`).
+    Ws(Ws),
 }
 
 impl Protocol {
     /// The state for a new connection of workload `w`.
     pub(super) fn new(w: &WorkloadRt) -> Protocol {
-        Protocol::Http1(Http1::new(w.head))
+        match &w.ws {
+            Some(plan) => Protocol::Ws(Ws::new(plan)),
+            None => Protocol::Http1(Http1::new(w.head)),
+        }
+    }
+
+    /// The WebSocket state, for a WebSocket connection.
+    #[inline]
+    pub(super) fn ws_mut(&mut self) -> Option<&mut Ws> {
+        match self {
+            Protocol::Ws(w) => Some(w),
+            _ => None,
+        }
+    }
+
+    /// The connection is up (after TLS): a protocol with a handshake of its
+    /// own starts it, to be done by `deadline` (ns).
+    #[inline]
+    pub(super) fn open(&mut self, deadline: u64) {
+        if let Protocol::Ws(w) = self {
+            w.open(deadline);
+        }
+    }
+
+    /// Requests may be issued now (a WebSocket only once upgraded, and only
+    /// in request mode).
+    #[inline]
+    pub(super) fn may_issue(&self) -> bool {
+        match self {
+            Protocol::Ws(w) => w.may_issue(),
+            _ => true,
+        }
+    }
+
+    /// The protocol's own timer (a handshake's deadline, the next ping),
+    /// ns, if any.
+    #[inline]
+    pub(super) fn deadline(&self) -> Option<u64> {
+        match self {
+            Protocol::Ws(w) => w.deadline(),
+            _ => None,
+        }
     }
 
     /// Forgets the connection (closed or failed): nothing in flight, no
@@ -75,6 +119,7 @@ impl Protocol {
     pub(super) fn reset(&mut self) {
         match self {
             Protocol::Http1(h) => h.reset(),
+            Protocol::Ws(w) => w.reset(),
         }
     }
 
@@ -83,6 +128,7 @@ impl Protocol {
     pub(super) fn in_flight(&self) -> u16 {
         match self {
             Protocol::Http1(h) => h.in_flight(),
+            Protocol::Ws(w) => w.in_flight(),
         }
     }
 
@@ -92,6 +138,7 @@ impl Protocol {
     pub(super) fn oldest(&self) -> Option<u16> {
         match self {
             Protocol::Http1(h) => h.oldest(),
+            Protocol::Ws(w) => w.oldest(),
         }
     }
 
@@ -102,6 +149,7 @@ impl Protocol {
     pub(super) fn issue(&mut self, depth: usize) -> u16 {
         match self {
             Protocol::Http1(h) => h.issue(depth),
+            Protocol::Ws(w) => w.issue(depth),
         }
     }
 
@@ -110,6 +158,7 @@ impl Protocol {
     pub(super) fn has_output(&self) -> bool {
         match self {
             Protocol::Http1(h) => h.has_output(),
+            Protocol::Ws(w) => w.has_output(),
         }
     }
 
@@ -119,6 +168,7 @@ impl Protocol {
     pub(super) fn to_send<'a>(&'a self, cx: &Cx<'a>) -> &'a [u8] {
         match self {
             Protocol::Http1(h) => h.to_send(cx),
+            Protocol::Ws(w) => w.to_send(cx),
         }
     }
 
@@ -127,6 +177,7 @@ impl Protocol {
     pub(super) fn sent(&mut self, cx: &Cx<'_>, n: usize) {
         match self {
             Protocol::Http1(h) => h.sent(cx, n),
+            Protocol::Ws(w) => w.sent(cx, n),
         }
     }
 
@@ -137,6 +188,7 @@ impl Protocol {
     pub(super) fn receive(&mut self, cx: &Cx<'_>, fresh: &[u8]) -> (usize, Output) {
         match self {
             Protocol::Http1(h) => h.receive(cx, fresh),
+            Protocol::Ws(w) => w.receive(cx, fresh),
         }
     }
 
@@ -144,6 +196,7 @@ impl Protocol {
     pub(super) fn at_close(&mut self, cx: &Cx<'_>) -> AtClose {
         match self {
             Protocol::Http1(h) => h.at_close(cx),
+            Protocol::Ws(w) => w.at_close(cx),
         }
     }
 
@@ -152,6 +205,7 @@ impl Protocol {
     pub(super) fn relayout(&mut self, old: &[Inflight], new: &mut [Inflight]) {
         match self {
             Protocol::Http1(h) => h.relayout(old, new),
+            Protocol::Ws(w) => w.relayout(old, new),
         }
     }
 }
