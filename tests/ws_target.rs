@@ -13,7 +13,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
-use util::{BuiltinTarget, heavy_lock, test_python, vm_rss_kb};
+use util::{
+    BuiltinTarget, field, field_f64, free_port, heavy_lock, metric_sum, scrape, soakd_report, spawn_soakd, test_python,
+    vm_rss_kb, wait_until, wait_with_timeout,
+};
 
 /// Runs the Python client in `mode` against `url` (bounded: 60 s) and
 /// returns what it printed.
@@ -234,4 +237,184 @@ fn idle_sockets_keep_no_buffer() {
         "{per_socket:.0} bytes per idle socket ({before} → {after} KiB)"
     );
     eprintln!("target: {per_socket:.0} bytes of resident memory per idle WebSocket");
+}
+
+// ---------------------------------------------------------------------------
+// soakd's own client against the target
+// ---------------------------------------------------------------------------
+
+/// The error kinds of a report that are not zero.
+fn errors(report: &Value) -> std::collections::BTreeMap<String, u64> {
+    report["errors"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter_map(|(k, v)| v.as_u64().filter(|n| *n > 0).map(|n| (k.clone(), n)))
+        .collect()
+}
+
+#[test]
+fn demo_soaks_the_echo_over_plain_and_tls() {
+    for tls in [false, true] {
+        let mut args = vec![
+            "demo",
+            "--ws",
+            "-c",
+            "20",
+            "-i",
+            "100ms",
+            "-d",
+            "2s",
+            "--metrics-listen",
+            "off",
+        ];
+        if tls {
+            args.push("--tls");
+        }
+        let r = soakd_report(&args, 30);
+        assert!(r.status.success(), "{}", r.stderr);
+        let scheme = if tls { "wss://" } else { "ws://" };
+        let url = r.report["workloads"][0]["url"].as_str().unwrap().to_string();
+        assert!(url.starts_with(scheme) && url.ends_with("/ws"), "{url}");
+        assert!(
+            field(&r.report, "/requests/completed") >= 200,
+            "{}",
+            r.report["requests"]
+        );
+        assert_eq!(errors(&r.report), Default::default(), "{}", r.stderr);
+        assert!(r.stderr.contains("one message every 100ms"), "{}", r.stderr);
+    }
+}
+
+/// Each message fault ends its socket in exactly one way, after exactly
+/// N - 1 echoes, and the slot reconnects: ws-close@N as `ws_closed` (the
+/// server's close 1011), ws-bad-frame@N and ws-oversize@N (over the
+/// default 1 MiB limit) as `ws_protocol`.
+#[test]
+fn message_faults_are_classified_exactly_and_slots_reconnect() {
+    for (fault, kind) in [
+        ("ws-close@4", "ws_closed"),
+        ("ws-bad-frame@4", "ws_protocol"),
+        ("ws-oversize@4", "ws_protocol"),
+    ] {
+        let target = BuiltinTarget::start(&["--fault", fault]);
+        let url = ws_url(&target, "/ws");
+        let r = soakd_report(
+            &[
+                "run",
+                &url,
+                "-c",
+                "10",
+                "-i",
+                "50ms",
+                "-d",
+                "3s",
+                "--ws-message",
+                "hi",
+                "--metrics-listen",
+                "off",
+            ],
+            30,
+        );
+        let rep = &r.report;
+        let opened = field(rep, "/connections/opened");
+        let failed = field(rep, "/requests/failed");
+        // Sockets that saw their fault: all but those still open at the end.
+        let ended = opened - field(rep, "/connections/open_at_end");
+        assert!(
+            opened > 10,
+            "{fault}: the slots reconnect ({opened} opened)\n{}",
+            r.stderr
+        );
+        assert_eq!(
+            errors(rep).keys().collect::<Vec<_>>(),
+            [kind],
+            "{fault}: {}",
+            rep["errors"]
+        );
+        assert_eq!(
+            field(rep, &format!("/errors/{kind}")),
+            ended,
+            "{fault}: one error per socket ended"
+        );
+        assert_eq!(failed, ended, "{fault}: the faulted message is the one lost");
+        assert_eq!(
+            field(rep, "/connections/closed_by_reason/error"),
+            ended,
+            "{fault}: {}",
+            rep["connections"]
+        );
+        // Three echoes before each fault; a socket still open at the end
+        // has had up to three.
+        let completed = field(rep, "/requests/completed");
+        assert!(
+            completed >= 3 * ended && completed <= 3 * opened,
+            "{fault}: {completed} echoes on {opened} sockets, {ended} ended"
+        );
+    }
+}
+
+/// A ping flood on held sockets: every socket stays open, no error, and
+/// the run ends on time (the flood is bounded by the target and soakd
+/// answers it without a storm of its own).
+#[test]
+fn a_ping_flood_is_absorbed() {
+    let target = BuiltinTarget::start(&["--fault", "ws-ping-flood"]);
+    let url = ws_url(&target, "/ws");
+    let r = soakd_report(&["run", &url, "-c", "20", "-d", "3s", "--metrics-listen", "off"], 30);
+    assert!(r.status.success(), "{}", r.stderr);
+    assert_eq!(errors(&r.report), Default::default(), "{}", r.stderr);
+    assert_eq!(field(&r.report, "/connections/opened"), 20);
+    assert_eq!(field(&r.report, "/connections/open_at_end"), 20);
+}
+
+/// The coordinated-omission proof over WebSocket: the target is stopped
+/// (SIGSTOP) for 1 s in the middle of an open-loop echo run. Messages due
+/// during the stall are timed from when they were due, so p99 shows it
+/// while the median stays low.
+#[test]
+fn a_stalled_echo_shows_in_p99_not_p50() {
+    let _heavy = heavy_lock();
+    let target = BuiltinTarget::start(&[]);
+    let url = ws_url(&target, "/ws");
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let report = util::temp_path("ws-co", "json");
+    let child = spawn_soakd(&[
+        "run",
+        &url,
+        "-c",
+        "50",
+        "--ramp",
+        "100000",
+        "-r",
+        "500",
+        "-d",
+        "6s",
+        "--ws-message",
+        "hi",
+        "--metrics-listen",
+        &metrics,
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    wait_until(
+        || scrape(&metrics).is_some_and(|m| metric_sum(&m, "soakd_responses_total") >= 500.0),
+        Duration::from_secs(10),
+        "soakd's first 500 echoes",
+    );
+    util::signal(target.pid(), "STOP");
+    // The stall under test: the target stays frozen for 1 s.
+    std::thread::sleep(Duration::from_secs(1));
+    util::signal(target.pid(), "CONT");
+    let (status, stderr) = wait_with_timeout(child, 30);
+    assert!(status.success(), "{stderr}");
+    let rep: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&report);
+    let p99 = field_f64(&rep, "/latency_seconds/p99");
+    let p50 = field_f64(&rep, "/latency_seconds/p50");
+    assert!(p99 >= 0.7, "p99 {p99}: the stall was not measured");
+    assert!(p50 < 0.1, "p50 {p50}");
+    // The schedule was kept: about 500/s for 6 s, stall included.
+    assert!(field(&rep, "/requests/completed") >= 2700, "{}", rep["requests"]);
+    assert_eq!(errors(&rep), Default::default());
 }
