@@ -9,8 +9,21 @@ use std::io;
 use mio::Token;
 
 use super::MAX_IN_FLIGHT;
-use super::ws::WsConn;
+use super::ws_socket::WsConn;
 use crate::netio::{Pending, Slot, Stream};
+
+/// Why consuming a connection's input stopped (the HTTP parser's and the
+/// WebSocket frames' answer alike).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stop {
+    /// All input used; the rest, if any, is an incomplete request head
+    /// (or frame head, or control frame).
+    NeedMore,
+    /// Output is blocked; the rest waits until it drains.
+    Blocked,
+    /// The connection is closing; the rest is dropped.
+    Discard,
+}
 
 /// A fault acted out on one connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -36,7 +36,8 @@
 //! the metrics exporter), `conn.rs` (one connection), `responder.rs`
 //! (requests to responses, delays, faults), `responses.rs` (the table
 //! rendered at start), `fault.rs` (fault modes), `tls.rs` (certificates),
-//! `ws.rs` (WebSocket sockets, pushes and their faults).
+//! `ws.rs` (WebSocket sockets, pushes and their faults), `ws_socket.rs`
+//! (one upgraded socket's state).
 
 use std::io;
 use std::net::SocketAddr;
@@ -57,6 +58,7 @@ mod responses;
 pub mod tls;
 mod worker;
 mod ws;
+mod ws_socket;
 
 pub use degrade::{Degrade, parse_fd_leak, parse_leak, parse_slowdown};
 pub use fault::{Fault, FaultMode, fault_help};

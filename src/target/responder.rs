@@ -13,22 +13,11 @@ use std::time::{Duration, Instant};
 use mio::Token;
 use mio::event::Event;
 
-use super::conn::{Conn, ConnFault};
+use super::conn::{Conn, ConnFault, Stop};
 use super::responses::*;
 use super::ws::{self, WsThread};
 use super::{Degrade, FLUSH_AT, Fault, FaultMode, MAX_HEAD, MAX_HEADERS};
 use crate::wire::headers;
-
-/// Why [`Responder::consume`] stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Stop {
-    /// All input used; the rest, if any, is an incomplete request head.
-    NeedMore,
-    /// Output is blocked; the rest waits until it drains.
-    Blocked,
-    /// The connection is closing; the rest is dropped.
-    Discard,
-}
 
 /// A response waiting for its due time.
 pub(super) struct Delayed {

@@ -25,8 +25,9 @@ use std::time::{Duration, Instant};
 
 use mio::Token;
 
-use super::conn::Conn;
-use super::responder::Stop;
+use super::conn::{Conn, Stop};
+use super::ws_socket::WsConn;
+pub(super) use super::ws_socket::WsRoute;
 use super::{FLUSH_AT, Fault, FaultMode};
 use crate::wire::ws::{self as codec, Decoder, Event, MessageKind, Opcode, Role, UpgradeRefused};
 
@@ -55,16 +56,6 @@ pub(super) const PUSH_TEXT: &[u8] = b"push";
 pub(super) const BAD_FRAME: &[u8] = &[0x83, 3, b'b', b'a', b'd'];
 /// `ws-close`: the code sent.
 pub(super) const FAULT_CLOSE: u16 = 1011;
-
-/// What an upgraded socket does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum WsRoute {
-    /// `/ws`: answer each message with the same message.
-    Echo,
-    /// `/ws/push?every=DUR`: send [`PUSH_TEXT`] every DUR; messages from
-    /// the client (a subscription) are read and dropped.
-    Push(Duration),
-}
 
 /// The WebSocket route of a request target (query included): `None` for
 /// a path that is not a WebSocket route, `Err` for a bad `every=`.
@@ -95,27 +86,6 @@ pub(super) enum Tick {
     Push,
     /// Send the next burst of pings (`ws-ping-flood`).
     Flood,
-}
-
-/// One upgraded socket's state: the decoder's few words and the route's
-/// and faults' flags; no buffer.
-pub(super) struct WsConn {
-    decoder: Decoder,
-    route: WsRoute,
-    /// Data messages so far, received (`/ws`) or pushed (`/ws/push`):
-    /// what the message faults' `@N` counts.
-    messages: u32,
-    /// A message from the client is being received.
-    in_message: bool,
-    /// ... and is being echoed (its first frame is out).
-    echoing: bool,
-    /// `ws-no-pong` hit this socket: pings are dropped.
-    no_pong: bool,
-    /// We sent a close frame: nothing more is sent, input is read until
-    /// the client's close.
-    close_sent: bool,
-    /// A `ws-bad-frame` was sent: nothing more is echoed.
-    broken: bool,
 }
 
 /// Per-thread WebSocket state: the timers, the fault, and the scratch
