@@ -125,6 +125,9 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
             figures,
             histograms: hist.encode(),
             by_request: merge_requests(reports.iter().map(|(_, r)| &r.workloads[wi].by_request)),
+            // WebSocket sections are not merged yet: a merged report says
+            // nothing rather than one shard's figures.
+            ws: None,
         });
     }
     let mut all = reports[1..]

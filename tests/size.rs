@@ -12,7 +12,11 @@ fn conn_slot_size() {
     // 144 bytes before the protocol seam; 136 since: the protocol state
     // moved into one `Protocol` value and the split-head buffer, rarely
     // used, is boxed (8 bytes in the slot instead of a `Vec`'s 24).
-    assert_eq!(conn, 136, "Conn changed size");
+    // 160 with WebSocket: its state (the frame decoder's position, the
+    // ping timer, pooled-buffer handles; no buffer while idle) is the
+    // largest protocol variant. 160 bytes per held socket is far inside
+    // the 2 KiB per socket the issue allows.
+    assert_eq!(conn, 160, "Conn changed size");
 }
 
 #[test]

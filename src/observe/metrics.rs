@@ -23,11 +23,14 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, MetricFamily, MetricType};
 
 pub use super::procs::sample_resources;
+// WebSocket
+pub mod ws;
 use super::procs::{ProcStat, read_proc};
 pub use super::prom::Buckets;
 use super::prom::{histogram, labels, value};
 use crate::stats::Totals;
 use crate::stats::{self, CheckKind, CloseReason, Counters, ErrorKind, Gauges, StatusClass};
+pub use ws::WsSnapshot;
 
 /// Quantiles of the window summary.
 pub const WINDOW_QUANTILES: [(f64, &str); 4] = [(0.5, "0.5"), (0.9, "0.9"), (0.99, "0.99"), (0.999, "0.999")];
@@ -84,6 +87,8 @@ pub struct WorkloadSnapshot {
     pub window: [f64; 4],
     /// PIDs of the server under test (`--target-pid`).
     pub target_pids: Vec<u32>,
+    /// WebSocket figures (zero for HTTP targets).
+    pub ws: WsSnapshot,
 }
 
 impl WorkloadSnapshot {
@@ -100,6 +105,7 @@ impl WorkloadSnapshot {
             lag: zero,
             window: [f64::NAN; 4],
             target_pids,
+            ws: WsSnapshot::of(&stats::WsStats::default()),
             ..WorkloadSnapshot::default()
         }
     }
@@ -220,6 +226,7 @@ impl Metrics {
             w.lag = lag;
             w.tls_handshake = tls_handshake;
             let s = &totals.stats[i];
+            w.ws = WsSnapshot::of(&s.ws);
             w.requests = totals.requests[i]
                 .iter()
                 .enumerate()
@@ -680,6 +687,7 @@ impl SoakCollector {
     fn new(snapshot: Arc<Mutex<Snapshot>>) -> SoakCollector {
         let descs = FAMILIES
             .iter()
+            .chain(ws::FAMILIES)
             .map(|f| {
                 let labels = f.labels.iter().map(|l| l.to_string()).collect();
                 Desc::new(f.name.into(), f.help.into(), labels, HashMap::new()).expect("valid metric descriptor")
@@ -710,6 +718,7 @@ impl Collector for SoakCollector {
             .collect();
         FAMILIES
             .iter()
+            .chain(ws::FAMILIES)
             .map(|f| {
                 let mut metrics = Vec::new();
                 match f.fill {

@@ -55,6 +55,13 @@ name_table! {
         /// Relative change of the error rate from the first steady window
         /// to the last.
         ErrorRateDrift = "error_rate_drift",
+        // WebSocket
+        /// WebSocket reply latency (request mode), 99th percentile.
+        WsP99 = "ws_p99",
+        /// WebSocket ping → pong round trip, 99th percentile.
+        PingP99 = "ping_p99",
+        /// WebSocket closes by the server (every code, abnormal included).
+        Closes = "closes",
     }
 }
 
@@ -86,7 +93,7 @@ impl Metric {
     pub fn unit(self) -> Unit {
         match self {
             Metric::ErrorRate => Unit::Ratio,
-            Metric::Errors | Metric::Rps | Metric::OpenMin => Unit::Count,
+            Metric::Errors | Metric::Rps | Metric::OpenMin | Metric::Closes => Unit::Count,
             Metric::TargetRssSlope | Metric::SoakdRssSlope => Unit::BytesPerSecond,
             Metric::TargetFdsSlope => Unit::PerSecond,
             Metric::P50Drift | Metric::P99Drift | Metric::ErrorRateDrift => Unit::Relative,

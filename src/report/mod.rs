@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 mod read;
 mod text;
 mod trend;
+mod ws;
+pub use ws::WsFigures;
 
 pub use read::{Counted, HOST_ERRORS, error_rate, read};
 pub use text::{human, threshold_value};
@@ -404,6 +406,9 @@ pub struct WorkloadReport {
     /// order. (`requests` holds the workload's request counters.)
     #[serde(default)]
     pub by_request: Vec<RequestReport>,
+    /// A WebSocket workload's section; absent for HTTP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ws: Option<WsFigures>,
 }
 
 /// A workload's full-run histograms (µs), each HdrHistogram V2 + deflate,
@@ -608,6 +613,9 @@ pub fn measure(metric: Metric, stats: &WorkloadStats, secs: f64, open_min: Optio
         Metric::Errors => Some(c.total_errors() as f64),
         Metric::Rps => (secs > 0.0).then(|| c.completed as f64 / secs),
         Metric::OpenMin => open_min.map(|m| m as f64),
+        Metric::WsP99 => q(&stats.latency, 0.99).filter(|_| stats.ws.replies > 0),
+        Metric::PingP99 => q(&stats.ws.ping_rtt, 0.99),
+        Metric::Closes => Some(stats.ws.total_closes() as f64),
         // Trends come from the timeline (`ThresholdResult::of_trend`).
         Metric::TargetRssSlope
         | Metric::TargetFdsSlope
@@ -720,6 +728,7 @@ impl Report {
                     figures,
                     histograms: Histograms::of(&t.stats[wi]),
                     by_request: by_request(w, &t.stats[wi], secs),
+                    ws: w.ws.as_ref().map(|p| WsFigures::of(p, &t.stats[wi])),
                 }
             })
             .collect();

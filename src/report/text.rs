@@ -46,6 +46,11 @@ impl Report {
         );
         let classes: Vec<String> = f.responses.iter().map(|(k, n)| format!("{k} {n}")).collect();
         let _ = writeln!(s, "  responses     {}", classes.join("  "));
+        for w in &self.workloads {
+            if let Some(ws) = &w.ws {
+                s.push_str(&ws.summary(&w.name));
+            }
+        }
         if let Some(tls) = &f.tls {
             let _ = writeln!(
                 s,

@@ -7,8 +7,8 @@ is refused with 404. Pings every second and drops a client whose pong is
 more than a second late (`ping_interval=1, ping_timeout=1`), so a client
 that does not answer pings loses its sockets.
 
-Prints `port N` once listening, then for every connection that ends
-`closed CODE` (the close code the client sent; 1006 when it sent none),
+Prints `port N` once listening, `open` for every connection upgraded,
+and for every connection that ends `closed CODE` (the close code the client sent; 1006 when it sent none),
 flushed at once, so the test can wait for lines rather than sleep.
 """
 
@@ -33,9 +33,11 @@ async def main():
     p.add_argument("--key")
     p.add_argument("--subprotocol")
     p.add_argument("--max-size", type=int, default=2**20)
+    p.add_argument("--no-ping", action="store_true")
     a = p.parse_args()
 
     async def handler(ws):
+        out("open")
         try:
             if ws.request.path.startswith("/push"):
                 n = 0
@@ -65,8 +67,8 @@ async def main():
         handler,
         "127.0.0.1",
         0,
-        ping_interval=1,
-        ping_timeout=1,
+        ping_interval=None if a.no_ping else 1,
+        ping_timeout=None if a.no_ping else 1,
         ssl=tls,
         process_request=route,
         subprotocols=[a.subprotocol] if a.subprotocol else None,

@@ -39,7 +39,8 @@ impl Worker {
             || old.head != rt.head
             || old.wire != rt.wire
             || old.requests != rt.requests
-            || old.tls != rt.tls;
+            || old.tls != rt.tls
+            || old.ws != rt.ws;
         rt.connections = old.connections;
         rt.interval_ns = old.interval_ns;
         let deeper = rt.pipeline as usize > self.max_pipeline;

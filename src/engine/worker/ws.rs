@@ -366,6 +366,11 @@ impl Ws {
         let (used, out) = self.frames(cx, &carried);
         debug_assert!(out != Output::Taken || used == carried.len());
         give_buf(carried);
+        if out == Output::Taken && taken < fresh.len() {
+            // "Taken" promises every byte: go on with the rest of the read.
+            let (more, out) = self.receive(cx, &fresh[taken..]);
+            return (taken + more, out);
+        }
         (taken, out)
     }
 

@@ -64,11 +64,17 @@ impl Worker {
                 self.write_owed(key)
             }
             WsNote::Closed(code) => {
+                if c.proto.ws_mut().is_some_and(|w| w.is_closing()) {
+                    // The answer to our own close (the stop): not the
+                    // server's doing, not counted.
+                    self.close(key, CloseReason::Shutdown, now);
+                    return false;
+                }
                 st.closes[CloseName::of(code) as usize] += 1;
                 // Our answer (the echo) goes out before the socket closes.
                 self.flush_best_effort(key);
                 let c = &mut self.conns[key];
-                if self.phase != PHASE_RUN || c.proto.ws_mut().is_some_and(|w| w.is_closing()) {
+                if self.phase != PHASE_RUN {
                     self.close(key, CloseReason::Shutdown, now);
                     return false;
                 }

@@ -457,9 +457,10 @@ pub struct Decoder {
     /// Payload bytes left of the current data frame.
     remaining: u64,
     /// Bytes of the current message so far (bounded by `max`).
-    msg_len: u64,
-    /// The largest message accepted.
-    max: u64,
+    msg_len: u32,
+    /// The largest message accepted (a limit over 4 GiB is read as 4 GiB:
+    /// the state stays small, one of these lives in every connection).
+    max: u32,
     /// The current frame's mask key (server role).
     key: [u8; 4],
     /// How far into the current frame's payload (mod 4, server role).
@@ -480,7 +481,7 @@ impl Decoder {
         Decoder {
             remaining: 0,
             msg_len: 0,
-            max: max_message,
+            max: max_message.min(u32::MAX as u64) as u32,
             key: [0; 4],
             key_pos: 0,
             fin: false,
@@ -493,7 +494,7 @@ impl Decoder {
 
     /// Forgets the connection's stream (keeps role and limit).
     pub fn reset(&mut self) {
-        *self = Decoder::new(self.role, self.max);
+        *self = Decoder::new(self.role, self.max as u64);
     }
 
     /// True between messages (no data message started).
@@ -624,10 +625,11 @@ impl Decoder {
                 (Opcode::Binary, None) => self.kind = Some(MessageKind::Binary),
                 _ => {}
             }
-            if head.len > self.max.saturating_sub(self.msg_len) {
+            if head.len > (self.max - self.msg_len) as u64 {
                 return Err(WsError::TooBig);
             }
-            self.msg_len += head.len;
+            // At most `max`, so it fits.
+            self.msg_len += head.len as u32;
             self.remaining = head.len;
             self.fin = head.fin;
             self.key = head.mask.unwrap_or_default();

@@ -1,0 +1,114 @@
+//! The WebSocket metric families (`soakd_ws_*`), declared like the rest in
+//! [`super`]'s table and rendered from the same snapshot. Every target has
+//! them from the first scrape (zero for HTTP targets), so alerts on
+//! WebSocket closes work from the start.
+
+use prometheus::proto::MetricType;
+
+use super::{Buckets, Family, Fill};
+use super::{histogram, value};
+use crate::stats::WsStats;
+use crate::wire::ws::CloseName;
+
+/// One workload's WebSocket figures as of the last update.
+#[derive(Clone, Debug, Default)]
+pub struct WsSnapshot {
+    /// Data messages sent.
+    pub sent: u64,
+    /// Data messages received (replies and pushes).
+    pub received: u64,
+    /// Pings sent.
+    pub pings: u64,
+    /// Pongs received.
+    pub pongs: u64,
+    /// Server close frames by code ([`CloseName`] order).
+    pub closes: Vec<u64>,
+    /// Ping → pong round trips.
+    pub ping_rtt: Buckets,
+    /// Subscribe mode: silences between pushes.
+    pub silence: Buckets,
+}
+
+impl WsSnapshot {
+    /// The snapshot of `s`.
+    pub fn of(s: &WsStats) -> WsSnapshot {
+        WsSnapshot {
+            sent: s.sent,
+            received: s.received,
+            pings: s.pings,
+            pongs: s.pongs,
+            closes: s.closes.to_vec(),
+            ping_rtt: Buckets::from_hdr(&s.ping_rtt),
+            silence: Buckets::from_hdr(&s.silence),
+        }
+    }
+}
+
+pub(super) const FAMILIES: &[Family] = &[
+    Family {
+        name: "soakd_ws_messages_sent_total",
+        help: "WebSocket data messages sent (request and subscribe messages).",
+        kind: MetricType::COUNTER,
+        labels: &["target"],
+        fill: Fill::Target(|x, out| out.push(x.one(x.w.ws.sent))),
+    },
+    Family {
+        name: "soakd_ws_messages_received_total",
+        help: "WebSocket data messages received (replies and pushes).",
+        kind: MetricType::COUNTER,
+        labels: &["target"],
+        fill: Fill::Target(|x, out| out.push(x.one(x.w.ws.received))),
+    },
+    Family {
+        name: "soakd_ws_message_duration_seconds",
+        help: "WebSocket request/response: from the message's due time (paced, open loop) or its write (closed loop) to the next data message received.",
+        kind: MetricType::HISTOGRAM,
+        labels: &["target"],
+        fill: Fill::Target(|x, out| {
+            // A message is the workload's request: its latency histogram.
+            let empty = Buckets::from_hdr(&crate::stats::histogram());
+            let h = if x.w.ws.sent > 0 { &x.w.latency } else { &empty };
+            out.push(histogram(&[("target", x.t)], h));
+        }),
+    },
+    Family {
+        name: "soakd_ws_pings_total",
+        help: "WebSocket pings sent (--ws-ping).",
+        kind: MetricType::COUNTER,
+        labels: &["target"],
+        fill: Fill::Target(|x, out| out.push(x.one(x.w.ws.pings))),
+    },
+    Family {
+        name: "soakd_ws_pongs_total",
+        help: "Pongs received for soakd's pings.",
+        kind: MetricType::COUNTER,
+        labels: &["target"],
+        fill: Fill::Target(|x, out| out.push(x.one(x.w.ws.pongs))),
+    },
+    Family {
+        name: "soakd_ws_ping_rtt_seconds",
+        help: "Ping to pong round trip of held WebSockets: the transport latency, even when idle.",
+        kind: MetricType::HISTOGRAM,
+        labels: &["target"],
+        fill: Fill::Target(|x, out| out.push(histogram(&[("target", x.t)], &x.w.ws.ping_rtt))),
+    },
+    Family {
+        name: "soakd_ws_silence_seconds",
+        help: "Subscribe mode: the silences between the server's pushes on a connection.",
+        kind: MetricType::HISTOGRAM,
+        labels: &["target"],
+        fill: Fill::Target(|x, out| out.push(histogram(&[("target", x.t)], &x.w.ws.silence))),
+    },
+    Family {
+        name: "soakd_ws_closes_total",
+        help: "WebSocket closes by the server, by close code (abnormal: the TCP connection ended without a close frame).",
+        kind: MetricType::COUNTER,
+        labels: &["target", "code"],
+        fill: Fill::Target(|x, out| {
+            for c in CloseName::ALL {
+                let n = x.w.ws.closes.get(c as usize).copied().unwrap_or(0);
+                out.push(value(x.kind, &[("target", x.t), ("code", c.name())], n as f64));
+            }
+        }),
+    },
+];

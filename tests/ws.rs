@@ -1,0 +1,598 @@
+//! WebSocket targets (`ws://`, `wss://`): the real binary against Python's
+//! `websockets` package (a server soakd's authors did not write, which
+//! pings every second and drops a client whose pong is a second late),
+//! the same through nginx as a reverse proxy, over TLS with a private CA,
+//! and a deliberately broken raw server for each protocol oddity.
+//!
+//! The peers print what they saw (`open`, `closed CODE`, `got close
+//! CODE`) on stdout; the tests wait for those lines, never for time.
+
+mod util;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use serde_json::Value;
+use util::*;
+
+/// A Python peer server (tests/peers/SCRIPT) and the lines it printed.
+struct Peer {
+    child: Child,
+    port: u16,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Peer {
+    /// Starts the peer, or `None` (the test is skipped, loudly, by
+    /// `test_python`) when the venv is missing.
+    fn start(script: &str, args: &[&str]) -> Option<Peer> {
+        let python = test_python()?;
+        let path = format!("{}/tests/peers/{script}", env!("CARGO_MANIFEST_DIR"));
+        let mut child = Command::new(python)
+            .arg(path)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the python peer");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let stdout = child.stdout.take().unwrap();
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let port = wait_for(
+            || {
+                lines
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .find_map(|l| l.strip_prefix("port ").map(|p| p.parse::<u16>().unwrap()))
+            },
+            Duration::from_secs(20),
+            "the python peer to listen",
+        );
+        Some(Peer { child, port, lines })
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("ws://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// How many printed lines are exactly `line`.
+    fn count(&self, line: &str) -> usize {
+        self.lines.lock().unwrap().iter().filter(|l| *l == line).count()
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ws(r: &Value, workload: usize) -> &Value {
+    &r["workloads"][workload]["ws"]
+}
+
+fn errors_of(r: &Value, kind: &str) -> u64 {
+    r["errors"][kind].as_u64().unwrap_or(0)
+}
+
+fn closes(r: &Value) -> u64 {
+    ws(r, 0)["closes"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum()
+}
+
+/// Held sockets answer the server's pings (it drops any that do not) and
+/// ping it themselves: 300 sockets for 20 s, no error, no close.
+#[test]
+fn held_sockets_survive_a_pinging_server() {
+    let _heavy = heavy_lock();
+    let Some(peer) = Peer::start("ws_server.py", &[]) else {
+        return;
+    };
+    let run = soakd_report(
+        &[
+            "run",
+            "--metrics-listen",
+            "off",
+            &peer.url("/echo"),
+            "-c",
+            "300",
+            "-d",
+            "20s",
+            "--ws-ping",
+            "1s",
+        ],
+        90,
+    );
+    let r = &run.report;
+    assert!(run.status.success(), "{}", run.stderr);
+    assert_eq!(total_errors(r), 0, "{}", run.stderr);
+    assert_eq!(closes(r), 0, "{:#}", ws(r, 0));
+    let w = ws(r, 0);
+    assert_eq!(w["mode"], "hold");
+    assert_eq!(w["upgrades"].as_u64(), Some(300), "{w:#}");
+    // The server pings each socket every second: ~19 each were answered.
+    assert!(w["server_pings"].as_u64().unwrap() >= 300 * 10, "{w:#}");
+    // And soakd's own pings came back, their round trip measured.
+    let pongs = w["pongs"].as_u64().unwrap();
+    assert!(pongs >= 300 * 10, "{w:#}");
+    assert_eq!(w["ping_rtt_seconds"]["count"].as_u64(), Some(pongs));
+    assert_eq!(field(r, "/connections/closed_by_reason/error"), 0);
+    // The stop closed each with 1000 (the server saw it).
+    wait_until(
+        || peer.count("closed 1000") == 300,
+        Duration::from_secs(20),
+        "the server to see 300 closes with 1000",
+    );
+}
+
+/// Request/response: each message is timed to its echo; replies are
+/// counted, and the reply latency is the workload's latency.
+#[test]
+fn echo_replies_are_timed_from_the_due_time() {
+    let Some(peer) = Peer::start("ws_server.py", &[]) else {
+        return;
+    };
+    let run = soakd_report(
+        &[
+            "run",
+            "--metrics-listen",
+            "off",
+            &peer.url("/echo"),
+            "-c",
+            "10",
+            "-i",
+            "100ms",
+            "-d",
+            "3s",
+            "--ws-message",
+            "hello",
+        ],
+        60,
+    );
+    let r = &run.report;
+    assert_eq!(total_errors(r), 0, "{}", run.stderr);
+    let w = ws(r, 0);
+    assert_eq!(w["mode"], "request");
+    let (sent, replies) = (w["messages_sent"].as_u64().unwrap(), w["replies"].as_u64().unwrap());
+    // 10 connections × 10/s × 3 s, give or take the ramp and the stop.
+    assert!((200..=320).contains(&sent), "{w:#}");
+    assert!(replies + 10 >= sent && replies <= sent, "{w:#}");
+    assert_eq!(field(r, "/requests/completed"), replies);
+    assert!(field_f64(r, "/schedule_lag_seconds/count") > 0.0);
+    let p50 = w["reply_seconds"]["p50"].as_f64().unwrap();
+    assert!(p50 < 0.1, "{w:#}");
+    assert!(run.stderr.contains("ws 127.0.0.1:"), "{}", run.stderr);
+}
+
+/// The coordinated-omission proof over WebSocket: the echo server stalls
+/// for a second (SIGSTOP); messages due during the stall are timed from
+/// when they were due, so the p99 shows the stall and the p50 does not.
+#[test]
+fn a_stalled_server_shows_in_the_p99_not_the_p50() {
+    let Some(peer) = Peer::start("ws_server.py", &["--no-ping"]) else {
+        return;
+    };
+    let pid = peer.child.id();
+    let child = spawn_soakd(&[
+        "run",
+        "--metrics-listen",
+        "off",
+        &peer.url("/echo"),
+        "-c",
+        "10",
+        "-i",
+        "50ms",
+        "-d",
+        "7s",
+        "--ws-message",
+        "tick",
+        "--report",
+        "-",
+    ]);
+    wait_until(|| peer.count("open") == 10, Duration::from_secs(20), "10 sockets open");
+    std::thread::sleep(Duration::from_secs(2));
+    signal(pid, "STOP");
+    std::thread::sleep(Duration::from_secs(1));
+    signal(pid, "CONT");
+    let out = wait_output(child, 60);
+    let r: Value = serde_json::from_slice(&out.stdout).expect("a JSON report on stdout");
+    assert_eq!(total_errors(&r), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let w = ws(&r, 0);
+    let (p50, p99) = (
+        w["reply_seconds"]["p50"].as_f64().unwrap(),
+        w["reply_seconds"]["p99"].as_f64().unwrap(),
+    );
+    assert!(p99 >= 0.7, "the stall is hidden: {w:#}");
+    assert!(p50 < 0.1, "the stall leaked into the median: {w:#}");
+}
+
+/// Subscribe: one message after the handshake, then the pushes are counted
+/// and the silences between them measured.
+#[test]
+fn pushes_are_counted_with_their_silences() {
+    let Some(peer) = Peer::start("ws_server.py", &["--push-every", "0.05"]) else {
+        return;
+    };
+    let run = soakd_report(
+        &[
+            "run",
+            "--metrics-listen",
+            "off",
+            &peer.url("/push"),
+            "-c",
+            "20",
+            "-d",
+            "3s",
+            "--ws-subscribe",
+            "go",
+        ],
+        60,
+    );
+    let r = &run.report;
+    assert_eq!(total_errors(r), 0, "{}", run.stderr);
+    let w = ws(r, 0);
+    assert_eq!(w["mode"], "subscribe");
+    assert_eq!(w["messages_sent"].as_u64(), Some(20), "{w:#}");
+    // ~20/s per socket for ~3 s.
+    assert!(w["messages_received"].as_u64().unwrap() >= 20 * 30, "{w:#}");
+    let longest = w["silence_seconds"]["max"].as_f64().unwrap();
+    assert!(longest > 0.03 && longest < 1.0, "{w:#}");
+}
+
+/// SIGTERM: every socket starts the closing handshake and the server sees
+/// code 1000.
+#[test]
+fn sigterm_closes_with_1000() {
+    let Some(peer) = Peer::start("ws_server.py", &[]) else {
+        return;
+    };
+    let child = spawn_soakd(&[
+        "run",
+        "--metrics-listen",
+        "off",
+        &peer.url("/echo"),
+        "-c",
+        "20",
+        "-d",
+        "60s",
+    ]);
+    wait_until(|| peer.count("open") == 20, Duration::from_secs(20), "20 sockets open");
+    signal(child.id(), "TERM");
+    let (status, stderr) = wait_with_timeout(child, 30);
+    assert!(status.success(), "{stderr}");
+    wait_until(
+        || peer.count("closed 1000") == 20,
+        Duration::from_secs(10),
+        "the server to see 20 closes with 1000",
+    );
+    assert!(stderr.contains("shutdown 20"), "{stderr}");
+}
+
+/// Through nginx as a reverse proxy (the Upgrade headers passed on).
+#[test]
+fn echo_through_nginx() {
+    let Some(peer) = Peer::start("ws_server.py", &[]) else {
+        return;
+    };
+    let nginx = Nginx::start(
+        "",
+        &format!(
+            "proxy_pass http://127.0.0.1:{}; proxy_http_version 1.1; \
+             proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection \"upgrade\"; \
+             proxy_read_timeout 3600s;",
+            peer.port
+        ),
+    );
+    let url = nginx.url("/echo").replacen("http://", "ws://", 1);
+    let run = soakd_report(
+        &[
+            "run",
+            "--metrics-listen",
+            "off",
+            &url,
+            "-c",
+            "50",
+            "-d",
+            "4s",
+            "--ws-message",
+            "via nginx",
+            "--ws-ping",
+            "1s",
+        ],
+        60,
+    );
+    let r = &run.report;
+    assert_eq!(total_errors(r), 0, "{}\n{}", run.stderr, nginx.logs());
+    let w = ws(r, 0);
+    assert_eq!(w["upgrades"].as_u64(), Some(50), "{w:#}");
+    assert!(w["replies"].as_u64().unwrap() > 1000, "{w:#}");
+    assert!(w["pongs"].as_u64().unwrap() >= 50, "{w:#}");
+    assert_eq!(closes(r), 0);
+}
+
+/// `wss://` with a private CA: verified with `--cacert`, refused without.
+#[test]
+fn wss_with_a_private_ca() {
+    let dir = TempDir::new("wss");
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "soakd ws test CA");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let params = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
+    let cert = params
+        .signed_by(&key, &Issuer::from_params(&ca_params, &ca_key))
+        .unwrap();
+    let p = |n: &str| dir.path().join(n).display().to_string();
+    std::fs::write(p("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(p("server.pem"), cert.pem()).unwrap();
+    std::fs::write(p("server.key"), key.serialize_pem()).unwrap();
+    let Some(peer) = Peer::start("ws_server.py", &["--cert", &p("server.pem"), "--key", &p("server.key")]) else {
+        return;
+    };
+    let url = format!("wss://127.0.0.1:{}/echo", peer.port);
+    let run = soakd_report(
+        &[
+            "run",
+            "--metrics-listen",
+            "off",
+            &url,
+            "-c",
+            "10",
+            "-d",
+            "3s",
+            "--ws-message",
+            "secret",
+            "--cacert",
+            &p("ca.pem"),
+        ],
+        60,
+    );
+    let r = &run.report;
+    assert_eq!(total_errors(r), 0, "{}", run.stderr);
+    assert_eq!(ws(r, 0)["upgrades"].as_u64(), Some(10));
+    assert!(ws(r, 0)["replies"].as_u64().unwrap() > 100);
+    assert_eq!(r["tls"]["verified"], true);
+    let bad = soakd_report(&["run", "--metrics-listen", "off", &url, "-c", "2", "-d", "1s"], 60);
+    assert!(errors_of(&bad.report, "tls_certificate") > 0, "{}", bad.stderr);
+    assert_eq!(field(&bad.report, "/workloads/0/ws/upgrades"), 0);
+}
+
+/// A refused upgrade is `ws_handshake`, its status counted; so is a
+/// subprotocol the server does not choose. Nothing hangs.
+#[test]
+fn refused_upgrades_are_handshake_errors() {
+    let Some(peer) = Peer::start("ws_server.py", &[]) else {
+        return;
+    };
+    let run = soakd_report(
+        &[
+            "run",
+            "--metrics-listen",
+            "off",
+            &peer.url("/nope"),
+            "-c",
+            "2",
+            "-d",
+            "2s",
+        ],
+        60,
+    );
+    let r = &run.report;
+    assert!(errors_of(r, "ws_handshake") > 0, "{}", run.stderr);
+    assert!(field(r, "/responses/4xx") > 0, "{r:#}");
+    assert_eq!(total_errors(r), errors_of(r, "ws_handshake"));
+    assert!(run.stderr.contains("answered 404"), "{}", run.stderr);
+    let proto = soakd_report(
+        &[
+            "run",
+            "--metrics-listen",
+            "off",
+            &peer.url("/echo"),
+            "-c",
+            "2",
+            "-d",
+            "2s",
+            "--ws-subprotocol",
+            "chat.v9",
+        ],
+        60,
+    );
+    assert!(errors_of(&proto.report, "ws_handshake") > 0, "{}", proto.stderr);
+    assert!(proto.stderr.contains("subprotocol"), "{}", proto.stderr);
+    let ok = Peer::start("ws_server.py", &["--subprotocol", "chat.v9"]).unwrap();
+    let good = soakd_report(
+        &[
+            "run",
+            "--metrics-listen",
+            "off",
+            &ok.url("/echo"),
+            "-c",
+            "2",
+            "-d",
+            "2s",
+            "--ws-subprotocol",
+            "chat.v9",
+        ],
+        60,
+    );
+    assert_eq!(total_errors(&good.report), 0, "{}", good.stderr);
+}
+
+/// Each protocol oddity of the raw server is classified exactly, and soakd
+/// answers with the close code the RFC gives.
+#[test]
+fn protocol_oddities_are_classified() {
+    let Some(peer) = Peer::start("ws_raw.py", &[]) else {
+        return;
+    };
+    // (path, error kind, close code soakd sends back; None: none expected)
+    let cases: &[(&str, &str, Option<u16>)] = &[
+        ("/reserved", "ws_protocol", Some(1002)),
+        ("/opcode", "ws_protocol", Some(1002)),
+        ("/masked", "ws_protocol", Some(1002)),
+        ("/badutf8", "ws_protocol", Some(1007)),
+        ("/oversize", "ws_protocol", Some(1009)),
+        ("/ctl-long", "ws_protocol", Some(1002)),
+        ("/ctl-frag", "ws_protocol", Some(1002)),
+        ("/close-1011", "ws_closed", Some(1011)),
+        ("/close-nocode", "ws_closed", None),
+    ];
+    for &(path, kind, code) in cases {
+        let before = peer.lines().len();
+        let run = soakd_report(
+            &[
+                "run",
+                "--metrics-listen",
+                "off",
+                &peer.url(path),
+                "-c",
+                "1",
+                "-d",
+                "1s",
+                "--ws-ping",
+                "off",
+            ],
+            60,
+        );
+        let r = &run.report;
+        assert!(errors_of(r, kind) > 0, "{path}: {:#}\n{}", r["errors"], run.stderr);
+        assert_eq!(total_errors(r), errors_of(r, kind), "{path}: {:#}", r["errors"]);
+        let said: Vec<String> = peer.lines()[before..].to_vec();
+        match code {
+            Some(c) => assert!(
+                said.contains(&format!("got close {c}")),
+                "{path}: the server heard {said:?}"
+            ),
+            // A close without a code is answered with a close without one
+            // (read as 1005 by the server).
+            None => assert!(said.contains(&"got close 1005".to_string()), "{path}: {said:?}"),
+        }
+    }
+    // A normal close is no error: counted by code, and the slot reconnects.
+    let run = soakd_report(
+        &[
+            "run",
+            "--metrics-listen",
+            "off",
+            &peer.url("/close-1000"),
+            "-c",
+            "1",
+            "-d",
+            "2s",
+        ],
+        60,
+    );
+    let r = &run.report;
+    assert_eq!(total_errors(r), 0, "{}", run.stderr);
+    assert!(ws(r, 0)["closes"]["normal"].as_u64().unwrap() >= 2, "{:#}", ws(r, 0));
+    // A control frame between fragments, and frames split into 1-byte
+    // writes, are fine.
+    let run = soakd_report(
+        &[
+            "run",
+            "--metrics-listen",
+            "off",
+            &peer.url("/interleaved"),
+            "-c",
+            "1",
+            "-d",
+            "1s",
+        ],
+        60,
+    );
+    assert_eq!(total_errors(&run.report), 0, "{}", run.stderr);
+    assert_eq!(ws(&run.report, 0)["messages_received"].as_u64(), Some(1));
+    assert_eq!(ws(&run.report, 0)["server_pings"].as_u64(), Some(1));
+    let run = soakd_report(
+        &[
+            "run",
+            "--metrics-listen",
+            "off",
+            &peer.url("/push-split"),
+            "-c",
+            "2",
+            "-d",
+            "2s",
+            "--ws-subscribe",
+            "x",
+        ],
+        60,
+    );
+    assert_eq!(total_errors(&run.report), 0, "{}", run.stderr);
+    assert_eq!(ws(&run.report, 0)["messages_received"].as_u64(), Some(40));
+}
+
+/// Bad WebSocket settings exit 2 with a message naming the flag, before
+/// anything starts.
+#[test]
+fn bad_settings_exit_2() {
+    for (args, needle) in [
+        (
+            &[
+                "run",
+                "--metrics-listen",
+                "off",
+                "http://127.0.0.1:1/",
+                "--ws-message",
+                "x",
+            ][..],
+            "--ws-message",
+        ),
+        (
+            &[
+                "run",
+                "--metrics-listen",
+                "off",
+                "ws://127.0.0.1:1/",
+                "--ws-message",
+                "x",
+                "--ws-subscribe",
+                "y",
+            ][..],
+            "--ws-subscribe",
+        ),
+        (
+            &["run", "--metrics-listen", "off", "ws://127.0.0.1:1/", "-i", "1s"][..],
+            "hold",
+        ),
+        (
+            &[
+                "run",
+                "--metrics-listen",
+                "off",
+                "ws://127.0.0.1:1/",
+                "--ws-ping",
+                "soon",
+            ][..],
+            "--ws-ping",
+        ),
+        (&["run", "--metrics-listen", "off", "ftp://127.0.0.1:1/"][..], "ws://"),
+    ] {
+        let out = soakd_timeout(args, 20);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
