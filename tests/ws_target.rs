@@ -344,6 +344,15 @@ fn message_faults_are_classified_exactly_and_slots_reconnect() {
             "{fault}: {}",
             rep["connections"]
         );
+        if fault.starts_with("ws-close") {
+            // Each counted by its code: 1011 is internal_error.
+            assert_eq!(
+                field(rep, "/workloads/0/ws/closes/internal_error"),
+                ended,
+                "{fault}: {}",
+                rep["workloads"][0]["ws"]["closes"]
+            );
+        }
         // Three echoes before each fault; a socket still open at the end
         // has had up to three.
         let completed = field(rep, "/requests/completed");
@@ -354,9 +363,9 @@ fn message_faults_are_classified_exactly_and_slots_reconnect() {
     }
 }
 
-/// A ping flood on held sockets: every socket stays open, no error, and
-/// the run ends on time (the flood is bounded by the target and soakd
-/// answers it without a storm of its own).
+/// A ping flood on held sockets: every socket stays open, no error, every
+/// ping answered (counted), and the run ends on time (the flood is bounded
+/// by the target and soakd answers it without a storm of its own).
 #[test]
 fn a_ping_flood_is_absorbed() {
     let target = BuiltinTarget::start(&["--fault", "ws-ping-flood"]);
@@ -366,6 +375,11 @@ fn a_ping_flood_is_absorbed() {
     assert_eq!(errors(&r.report), Default::default(), "{}", r.stderr);
     assert_eq!(field(&r.report, "/connections/opened"), 20);
     assert_eq!(field(&r.report, "/connections/open_at_end"), 20);
+    // Every ping answered and counted: at least each socket's first burst
+    // of 100, at most what 100 every 100 ms for 3 s can be (with a burst
+    // to spare at each end).
+    let pings = field(&r.report, "/workloads/0/ws/server_pings");
+    assert!((2_000..=20 * 100 * 32).contains(&pings), "{pings} pings answered");
 }
 
 /// The coordinated-omission proof over WebSocket: the target is stopped
