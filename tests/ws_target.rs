@@ -432,3 +432,40 @@ fn a_stalled_echo_shows_in_p99_not_p50() {
     assert!(field(&rep, "/requests/completed") >= 2700, "{}", rep["requests"]);
     assert_eq!(errors(&rep), Default::default());
 }
+
+/// ws-no-pong seen by soakd: held sockets ping every 200 ms; against the
+/// plain target every ping gets its pong, against ws-no-pong none does.
+/// (soakd has no ping timeout yet, so the sockets stay open and no error
+/// is counted: the pongs missing are the signal.)
+#[test]
+fn unanswered_pings_are_seen() {
+    for (fault, answered) in [(None, true), (Some("ws-no-pong"), false)] {
+        let target = BuiltinTarget::start(&fault.map_or(vec![], |f| vec!["--fault", f]));
+        let url = ws_url(&target, "/ws");
+        let r = soakd_report(
+            &[
+                "run",
+                &url,
+                "-c",
+                "5",
+                "-d",
+                "2s",
+                "--ws-ping",
+                "200ms",
+                "--metrics-listen",
+                "off",
+            ],
+            30,
+        );
+        let pings = field(&r.report, "/workloads/0/ws/pings");
+        let pongs = field(&r.report, "/workloads/0/ws/pongs");
+        assert!(pings >= 20, "{fault:?}: {pings} pings");
+        if answered {
+            // A ping sent just before the stop may miss its pong.
+            assert!(pongs + 5 >= pings && pongs > 0, "{pongs} pongs for {pings} pings");
+        } else {
+            assert_eq!(pongs, 0, "{fault:?}: {pings} pings");
+        }
+        assert_eq!(errors(&r.report), Default::default(), "{fault:?}");
+    }
+}
