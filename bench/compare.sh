@@ -17,6 +17,8 @@
 #   MODE=scrape bench/compare.sh            # time to serve /metrics at 100 and 10,000 connections, closed loop
 #   TLS=1 bench/compare.sh                  # any mode over HTTPS (nginx with ssl; wrk and soakd speak TLS)
 #   SOAKD=/path/to/soakd bench/compare.sh   # use that binary, skip the build
+#   MODE=ws bench/compare.sh                # WebSocket: 15,000 held sockets (memory, CPU vs HTTP/1.1),
+#                                           #   echo CPU per message vs per request (bench/ws.sh)
 #
 # nginx (1 worker) is pinned to CPU 0 and the load generator to CPU 1, so
 # neither steals the other's core.
@@ -39,9 +41,11 @@ SOAKD=${SOAKD:-$ROOT/target/release/soakd}
 
 case "$MODE" in
 compare | hold | ramp | lag | mix | scrape) ;;
+# WebSocket: against soakd's own target, not nginx; a script of its own.
+ws) exec "$ROOT/bench/ws.sh" ;;
 handshake) TLS=1 ;;
 *)
-    echo "unknown MODE=$MODE (want compare, hold, ramp, lag, handshake, mix or scrape)" >&2
+    echo "unknown MODE=$MODE (want compare, hold, ramp, lag, handshake, mix, scrape or ws)" >&2
     exit 2
     ;;
 esac

@@ -79,6 +79,11 @@ CONFIG = {
     'drift_factor': 1.2,
     'drift_floor': 0.005,
     'drift_for': '30m',
+    # WebSocket. SoakdWebSocketsLost: sockets the servers closed per minute
+    # (any code, averaged over 5m), as a fraction of the sockets open, for
+    # this long: 0.01 is 1 % of the held sockets lost every minute.
+    'ws_lost_ratio_per_min': 0.01,
+    'ws_lost_for': '10m',
 }
 
 
@@ -587,6 +592,51 @@ def panels():
            about one per connection held; growth with connections flat is a
            descriptor leak (soakd's own are in the soakd process row).""",
            w=6),
+    ] + websocket_panels()
+
+
+# WebSocket: the row of ws:// and wss:// targets (empty for HTTP ones).
+WS_RTT_BUCKETS = 'target_le:soakd_ws_ping_rtt_seconds_bucket:rate5m'
+WS_REPLY_BUCKETS = 'target_le:soakd_ws_message_duration_seconds_bucket:rate5m'
+
+
+def websocket_panels():
+    return [
+        row('WebSocket'),
+        timeseries('WebSocket messages / s', 'ops', [
+            (sel('target:soakd_ws_messages_sent:rate1m'), '{{target}} sent'),
+            (sel('target:soakd_ws_messages_received:rate1m'),
+             '{{target}} received'),
+        ], """Data messages per second written to (sent) and read from
+           (received) the WebSocket targets' sockets, 1m rates; pings, pongs
+           and close frames are not messages. An echo shows the two lines
+           together; a push service only received; a held socket neither.""",
+           w=6, summed=True, overrides=[by_name('.* sent', DASHED, UNFILLED)]),
+        timeseries('Ping RTT p50 / p99', 's', [
+            (quantile(0.5, WS_RTT_BUCKETS), 'p50'),
+            (quantile(0.99, WS_RTT_BUCKETS), 'p99'),
+        ], """Time from each ping soakd sends (--ws-ping) to its pong, over 5
+           minutes, the selected targets merged: the transport latency of a
+           held socket, measured even when no message flows. A p99 that grows
+           with the sockets held is a server (or proxy) falling behind on
+           its event loop.""", w=6, summed=True, log=True),
+        timeseries('Reply latency p50 / p99', 's', [
+            (quantile(0.5, WS_REPLY_BUCKETS), 'p50'),
+            (quantile(0.99, WS_REPLY_BUCKETS), 'p99'),
+        ], """Request/response workloads (--ws-message): from the time a
+           message was due to the next data message on its socket, over 5
+           minutes, the selected targets merged (coordinated omission
+           accounted for as for HTTP requests).""", w=6, summed=True,
+           log=True),
+        timeseries('Closes by code / s', 'ops', [
+            (sel('target_code:soakd_ws_closes:rate1m'), '{{target}} {{code}}'),
+        ], """Sockets the servers closed per second, by close code (normal,
+           going_away, internal_error, message_too_big, ...), stacked; each
+           one is reconnected with backoff. %(ws_lost_ratio_per_min_pct)s of
+           the open sockets a minute for %(ws_lost_for_words)s raises
+           SoakdWebSocketsLost.""", w=6, summed=True, stack=True, overrides=[
+               by_name('.* normal', color('green')),
+               by_name('.* internal_error', color('red'))]),
     ]
 
 
@@ -755,6 +805,19 @@ RULE_GROUPS = [
         summed_rate('soakd_schedule_lag_seconds_bucket', '5m', 'le',
                     comment="The generator's own health: due time -> written."),
         p99_5m('soakd_schedule_lag_seconds'),
+    ]),
+    # WebSocket
+    group('soakd-websocket', [
+        summed_rate('soakd_ws_messages_sent_total', '1m'),
+        summed_rate('soakd_ws_messages_received_total', '1m'),
+        summed_rate('soakd_ws_closes_total', '1m', 'code'),
+        summed_rate('soakd_ws_closes_total', '5m', comment="""
+            Sockets the servers closed (any code), per second over 5 minutes:
+            SoakdWebSocketsLost compares it with the sockets open."""),
+        summed_rate('soakd_ws_ping_rtt_seconds_bucket', '5m', 'le'),
+        p99_5m('soakd_ws_ping_rtt_seconds'),
+        summed_rate('soakd_ws_message_duration_seconds_bucket', '5m', 'le'),
+        p99_5m('soakd_ws_message_duration_seconds'),
     ]),
 ]
 
@@ -967,6 +1030,24 @@ ALERT_GROUPS = [
             %(drift_floor_ms)s, for %(drift_for_words)s: the server slows down as the soak goes
             on (a growing queue, cache or heap). The run's report gives the drift with a rank
             test (trends, p99_drift); fail the soak on it with --threshold 'p99_drift<=20%%'."""),
+        # WebSocket
+        alert('SoakdWebSocketsLost', """
+            60 * target:soakd_ws_closes:rate5m
+              / target:soakd_connections_open:sum
+              > %(ws_lost_ratio_per_min)s
+        """, '%(ws_lost_for)s', 'warning',
+            'soakd: the servers of {{ $labels.target }} close more than'
+            ' %(ws_lost_ratio_per_min_pct)s of its WebSockets a minute', """
+            Over the last 5 minutes the servers behind {{ $labels.target }} (job
+            {{ $labels.job }}, all soakd instances combined) closed
+            {{ $value | humanizePercentage }} of the open WebSockets per minute, above
+            %(ws_lost_ratio_per_min_pct)s for %(ws_lost_for_words)s. soakd reconnects each
+            one, so the sockets-open line may look fine while users would be dropped.
+            Check the dashboard's Closes by code panel: going_away or service_restart
+            are deploys or restarts; internal_error (1011) the server failing; abnormal
+            or no close frame a proxy or load balancer timing idle sockets out (compare
+            its idle timeout with --ws-ping); message_too_big a limit lower than the
+            messages sent."""),
     ]),
 ]
 

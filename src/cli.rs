@@ -470,6 +470,10 @@ pub struct DemoArgs {
     /// the run trusts through --cacert).
     #[arg(long)]
     pub tls: bool,
+    /// Soak the target's WebSocket echo (`/ws`) instead: one message per
+    /// interval on each socket, timed to its echo (wss:// with --tls).
+    #[arg(long)]
+    pub ws: bool,
 }
 
 /// Runs a parsed command line; `main` maps the error to an exit code.
@@ -631,11 +635,17 @@ fn demo(args: DemoArgs) -> Result<(), Error> {
         tls: tls.as_ref().map(|t| t.config.clone()),
         degrade: target::Degrade::default(),
     })?;
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let url = format!("{scheme}://{}/", handle.local_addr());
+    let (scheme, path) = match (tls.is_some(), args.ws) {
+        (false, false) => ("http", "/"),
+        (true, false) => ("https", "/"),
+        (false, true) => ("ws", "/ws"),
+        (true, true) => ("wss", "/ws"),
+    };
+    let url = format!("{scheme}://{}{path}", handle.local_addr());
     eprintln!(
-        "soakd demo: built-in target on {url}; holding {} connections, one request every {} on each{}",
+        "soakd demo: built-in target on {url}; holding {} connections, one {} every {} on each{}",
         args.connections,
+        if args.ws { "message" } else { "request" },
         humantime::format_duration(args.interval),
         match args.duration {
             Some(d) => format!(", for {}", humantime::format_duration(d)),
@@ -651,6 +661,11 @@ fn demo(args: DemoArgs) -> Result<(), Error> {
     ];
     argv.extend(["-i".into(), humantime::format_duration(args.interval).to_string()]);
     argv.extend(["--ramp".into(), "1000".into()]);
+    if args.ws {
+        // The echo answers each message with itself: a request/response
+        // workload whose latency is the round trip of one message.
+        argv.extend(["--ws-message".into(), "soakd demo".into()]);
+    }
     if let Some(d) = args.duration {
         argv.extend(["-d".into(), humantime::format_duration(d).to_string()]);
     }

@@ -9,7 +9,21 @@ use std::io;
 use mio::Token;
 
 use super::MAX_IN_FLIGHT;
+use super::ws_socket::WsConn;
 use crate::netio::{Pending, Slot, Stream};
+
+/// Why consuming a connection's input stopped (the HTTP parser's and the
+/// WebSocket frames' answer alike).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stop {
+    /// All input used; the rest, if any, is an incomplete request head
+    /// (or frame head, or control frame).
+    NeedMore,
+    /// Output is blocked; the rest waits until it drains.
+    Blocked,
+    /// The connection is closing; the rest is dropped.
+    Discard,
+}
 
 /// A fault acted out on one connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +67,9 @@ pub(super) struct Conn {
     /// Reading stopped because output was blocked. No new edge will come
     /// for data already in the socket, so reading is resumed by hand.
     pub(super) paused: bool,
+    /// Upgraded to WebSocket: its state (boxed, so HTTP connections pay
+    /// one pointer for it).
+    pub(super) ws: Option<Box<WsConn>>,
 }
 
 impl Slot for Conn {
@@ -74,6 +91,7 @@ impl Conn {
             eof: false,
             fault: ConnFault::None,
             paused: false,
+            ws: None,
         }
     }
 

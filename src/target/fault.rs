@@ -74,6 +74,26 @@ name_table! {
         /// `Connection: close`, then close the TCP connection without a TLS
         /// close_notify.
         CloseNoNotify = "close-no-notify",
+        // WebSocket: these act on upgraded sockets only (HTTP requests are
+        // answered as usual). `@N` counts data messages per socket for the
+        // message faults, upgraded sockets per thread for the others.
+        /// `ws-no-pong`: Never answer a client's ping (every N-th socket);
+        /// echoes and pushes go on.
+        WsNoPong = "ws-no-pong",
+        /// `ws-close`: Close with code 1011 (internal error) instead of
+        /// answering the N-th message of each socket (of the N-th push on
+        /// `/ws/push`).
+        WsClose = "ws-close",
+        /// `ws-bad-frame`: Answer the N-th message of each socket with a
+        /// frame of a reserved opcode, which the client must fail with
+        /// 1002; nothing more is echoed on it.
+        WsBadFrame = "ws-bad-frame",
+        /// `ws-oversize`: Answer the N-th message of each socket with a
+        /// 1 MiB + 1 byte binary message, over a client's default limit.
+        WsOversize = "ws-oversize",
+        /// `ws-ping-flood`: Flood every N-th socket with pings (100 every
+        /// 100 ms, paused while the client does not read them).
+        WsPingFlood = "ws-ping-flood",
     }
 }
 
@@ -119,6 +139,20 @@ impl std::str::FromStr for Fault {
         let fault = Fault { mode, every };
         fault.validate()?;
         Ok(fault)
+    }
+}
+
+impl FaultMode {
+    /// True for the WebSocket faults, which leave HTTP requests alone.
+    pub fn is_ws(self) -> bool {
+        matches!(
+            self,
+            FaultMode::WsNoPong
+                | FaultMode::WsClose
+                | FaultMode::WsBadFrame
+                | FaultMode::WsOversize
+                | FaultMode::WsPingFlood
+        )
     }
 }
 

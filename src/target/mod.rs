@@ -27,11 +27,17 @@
 //! Fault responses are rendered at startup like all others, and without a
 //! fault the hot path is the same as before but for one branch.
 //!
+//! WebSocket upgrades on `/ws` (echo) and `/ws/push?every=DUR` are one more
+//! request the responder answers; the upgraded socket's frames then go to
+//! `ws.rs`, on `wire::ws`'s codec, and the `ws-*` faults act there.
+//!
 //! Files: this one (settings, binding, starting and stopping the threads),
 //! `worker.rs` (a thread's event loop, on `netio`'s server core shared with
 //! the metrics exporter), `conn.rs` (one connection), `responder.rs`
 //! (requests to responses, delays, faults), `responses.rs` (the table
-//! rendered at start), `fault.rs` (fault modes), `tls.rs` (certificates).
+//! rendered at start), `fault.rs` (fault modes), `tls.rs` (certificates),
+//! `ws.rs` (WebSocket sockets, pushes and their faults), `ws_socket.rs`
+//! (one upgraded socket's state).
 
 use std::io;
 use std::net::SocketAddr;
@@ -51,6 +57,8 @@ mod responder;
 mod responses;
 pub mod tls;
 mod worker;
+mod ws;
+mod ws_socket;
 
 pub use degrade::{Degrade, parse_fd_leak, parse_leak, parse_slowdown};
 pub use fault::{Fault, FaultMode, fault_help};

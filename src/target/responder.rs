@@ -13,21 +13,11 @@ use std::time::{Duration, Instant};
 use mio::Token;
 use mio::event::Event;
 
-use super::conn::{Conn, ConnFault};
+use super::conn::{Conn, ConnFault, Stop};
 use super::responses::*;
+use super::ws::{self, WsThread};
 use super::{Degrade, FLUSH_AT, Fault, FaultMode, MAX_HEAD, MAX_HEADERS};
 use crate::wire::headers;
-
-/// Why [`Responder::consume`] stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stop {
-    /// All input used; the rest, if any, is an incomplete request head.
-    NeedMore,
-    /// Output is blocked; the rest waits until it drains.
-    Blocked,
-    /// The connection is closing; the rest is dropped.
-    Discard,
-}
 
 /// A response waiting for its due time.
 pub(super) struct Delayed {
@@ -65,6 +55,8 @@ pub(super) struct Responder {
     /// Trickled responses waiting for their next byte; every step is
     /// [`TRICKLE_STEP`], so this is a FIFO too.
     pub(super) trickles: VecDeque<Trickle>,
+    /// Upgraded sockets' timers and faults.
+    pub(super) ws: WsThread,
 }
 
 impl Responder {
@@ -79,6 +71,7 @@ impl Responder {
             fault,
             fault_count: 0,
             trickles: VecDeque::new(),
+            ws: WsThread::new(fault),
         }
     }
 
@@ -210,6 +203,11 @@ impl Responder {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut pos = 0;
         loop {
+            if conn.ws.is_some() {
+                // Upgraded (perhaps by the request just answered): frames.
+                let (used, stop) = self.ws.consume(conn, &data[pos..], &mut self.batch)?;
+                return Ok((pos + used, stop));
+            }
             if conn.discarding() {
                 return Ok((data.len(), Stop::Discard));
             }
@@ -231,6 +229,10 @@ impl Responder {
             let (id, body) = match req.parse(&data[pos..]) {
                 Ok(httparse::Status::Complete(n)) if n <= MAX_HEAD => {
                     pos += n;
+                    if let Some(route) = ws::route(req.path.unwrap_or("/")) {
+                        self.upgrade(conn, &req, route, now)?;
+                        continue;
+                    }
                     classify(&req)
                 }
                 Ok(httparse::Status::Partial) if data.len() - pos <= MAX_HEAD => {
@@ -247,6 +249,28 @@ impl Responder {
             };
             self.respond(conn, id, now)?;
         }
+    }
+
+    /// Answers a request for a WebSocket route: like any request it may be
+    /// hit by an HTTP fault (so clients see refused handshakes), and it
+    /// waits behind delayed responses, which a 101 cannot (refused: 400).
+    fn upgrade(
+        &mut self,
+        conn: &mut Conn,
+        req: &httparse::Request<'_, '_>,
+        route: Result<ws::WsRoute, String>,
+        now: Instant,
+    ) -> io::Result<()> {
+        let pong = response_id(Route::Pong, false, Persist::KeepAlive);
+        let id = if self.fault.is_some() { self.faulty(pong) } else { pong };
+        if id != pong {
+            return self.respond(conn, id, now);
+        }
+        if conn.in_flight > 0 {
+            return self.respond(conn, BAD_REQUEST, now);
+        }
+        self.ws.upgrade(conn, req, route, now, &mut self.batch);
+        Ok(())
     }
 
     /// Counts one request (or accepted connection) towards the fault and
@@ -270,7 +294,8 @@ impl Responder {
         if matches!(
             fault.mode,
             FaultMode::CloseAfterAccept | FaultMode::StopAccepting | FaultMode::HandshakeStall
-        ) || !self.fault_hits(fault.mode)
+        ) || fault.mode.is_ws()
+            || !self.fault_hits(fault.mode)
         {
             return id;
         }

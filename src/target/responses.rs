@@ -209,6 +209,12 @@ pub(super) fn render_fault(mode: FaultMode) -> Response {
         | FaultMode::CloseAfterAccept
         | FaultMode::StopAccepting
         | FaultMode::HandshakeStall => (format!("{PONG_HEAD}pong").into_bytes(), false, Action::Respond),
+        // WebSocket faults act on upgraded sockets (`ws.rs`), not here.
+        FaultMode::WsNoPong
+        | FaultMode::WsClose
+        | FaultMode::WsBadFrame
+        | FaultMode::WsOversize
+        | FaultMode::WsPingFlood => (format!("{PONG_HEAD}pong").into_bytes(), false, Action::Respond),
     };
     Response {
         bytes: bytes.into_boxed_slice(),

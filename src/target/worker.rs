@@ -113,6 +113,7 @@ impl Worker {
             if !self.responder.trickles.is_empty() {
                 self.trickle_due(now);
             }
+            self.ws_due(now);
         }
     }
 
@@ -124,6 +125,7 @@ impl Worker {
             self.responder.queue.front().map(|d| d.due),
             self.responder.trickles.front().map(|t| t.due),
             self.acceptor.wake_at(now),
+            self.responder.ws.ticks.next_due(),
         ]
         .into_iter()
         .flatten()
@@ -194,6 +196,20 @@ impl Worker {
                 continue; // the connection is gone
             };
             let result = self.responder.trickle(conn, now, &mut self.buf);
+            self.settle(token, result);
+        }
+    }
+
+    /// Sends every WebSocket push and ping burst that is due.
+    fn ws_due(&mut self, now: Instant) {
+        while let Some((token, tick, every, due)) = self.responder.ws.ticks.pop_due(now) {
+            let Some(conn) = self.conns.get_mut(token) else {
+                continue; // the socket is gone, and its ticks with it
+            };
+            let result = self
+                .responder
+                .ws
+                .tick(conn, tick, every, due, now, &mut self.responder.batch);
             self.settle(token, result);
         }
     }
