@@ -430,6 +430,11 @@ pub struct TargetArgs {
     /// (mutual TLS); a client without one fails its handshake.
     #[arg(long, value_name = "FILE")]
     pub tls_client_ca: Option<PathBuf>,
+    /// Speak HTTP/2 as well: h2c with prior knowledge on the plain port,
+    /// h2 by ALPN (h2,http/1.1) with --tls; HTTP/1.1 clients are served as
+    /// before. Needed by the HTTP/2 faults.
+    #[arg(long)]
+    pub h2: bool,
 }
 
 /// Flags of `soakd demo`.
@@ -454,6 +459,10 @@ pub struct DemoArgs {
     /// the run trusts through --cacert).
     #[arg(long)]
     pub tls: bool,
+    /// Soak the target over HTTP/2 (h2c with prior knowledge; h2 by ALPN
+    /// with --tls), ten streams per connection.
+    #[arg(long)]
+    pub h2: bool,
 }
 
 /// Runs a parsed command line; `main` maps the error to an exit code.
@@ -586,6 +595,7 @@ fn serve_target(args: TargetArgs) -> Result<(), Error> {
         delay: args.delay,
         fault: args.fault,
         tls: tls.as_ref().map(|t| t.config.clone()),
+        h2: args.h2,
         degrade: target::Degrade {
             leak_bytes_per_s: args.leak.unwrap_or(0.0),
             fds_per_s: args.fd_leak.unwrap_or(0.0),
@@ -613,6 +623,7 @@ fn demo(args: DemoArgs) -> Result<(), Error> {
         delay: Duration::ZERO,
         fault: None,
         tls: tls.as_ref().map(|t| t.config.clone()),
+        h2: args.h2,
         degrade: target::Degrade::default(),
     })?;
     let scheme = if tls.is_some() { "https" } else { "http" };

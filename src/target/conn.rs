@@ -9,6 +9,7 @@ use std::io;
 use mio::Token;
 
 use super::MAX_IN_FLIGHT;
+use super::h2_conn::H2Conn;
 use crate::netio::{Pending, Slot, Stream};
 
 /// A fault acted out on one connection.
@@ -27,6 +28,17 @@ pub(super) enum ConnFault {
     /// `close-no-notify`: the connection closes after its response without
     /// a TLS close_notify.
     NoNotify,
+}
+
+/// Which protocol a connection speaks.
+pub(super) enum Proto {
+    /// Not known yet (with `--h2`): its first bytes are compared with the
+    /// HTTP/2 client preface. Never looked at without `--h2`.
+    Sniff,
+    /// HTTP/1.1.
+    Http1,
+    /// HTTP/2, its state boxed so that HTTP/1 connections stay small.
+    H2(Box<H2Conn>),
 }
 
 /// One client connection. Kept small on purpose: an idle plain connection
@@ -53,6 +65,8 @@ pub(super) struct Conn {
     /// Reading stopped because output was blocked. No new edge will come
     /// for data already in the socket, so reading is resumed by hand.
     pub(super) paused: bool,
+    /// HTTP/1.1 or HTTP/2 (`--h2`).
+    pub(super) proto: Proto,
 }
 
 impl Slot for Conn {
@@ -74,6 +88,7 @@ impl Conn {
             eof: false,
             fault: ConnFault::None,
             paused: false,
+            proto: Proto::Sniff,
         }
     }
 

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use mio::Token;
 use mio::event::Event;
 
-use super::conn::{Conn, ConnFault};
+use super::conn::{Conn, ConnFault, Proto};
+use super::h2::H2Thread;
 use super::responses::*;
 use super::{Degrade, FLUSH_AT, Fault, FaultMode, MAX_HEAD, MAX_HEADERS};
 use crate::wire::headers;
@@ -65,6 +66,8 @@ pub(super) struct Responder {
     /// Trickled responses waiting for their next byte; every step is
     /// [`TRICKLE_STEP`], so this is a FIFO too.
     pub(super) trickles: VecDeque<Trickle>,
+    /// HTTP/2 (`--h2`): its responses, delay queue and faults.
+    pub(super) h2: Option<H2Thread>,
 }
 
 impl Responder {
@@ -79,6 +82,7 @@ impl Responder {
             fault,
             fault_count: 0,
             trickles: VecDeque::new(),
+            h2: None,
         }
     }
 
@@ -107,6 +111,9 @@ impl Responder {
         }
         if event.is_writable() && conn.has_output() {
             conn.write_out()?;
+            if let Some(h2) = &mut self.h2 {
+                h2.settle(conn)?;
+            }
             if conn.paused && !conn.blocked() {
                 return self.resume(conn, buf);
             }
@@ -173,6 +180,15 @@ impl Responder {
     fn feed(&mut self, conn: &mut Conn, data: &[u8], now: Instant) -> io::Result<()> {
         if conn.discarding() {
             return Ok(());
+        }
+        if let Some(h2) = &mut self.h2
+            && !matches!(conn.proto, Proto::Http1)
+            && h2.feed(conn, data, now, &mut self.batch)?
+        {
+            let sent = conn.send(&self.batch);
+            self.batch.clear();
+            sent?;
+            return h2.settle(conn);
         }
         let mut data = data;
         if !conn.input.is_empty() {
@@ -267,11 +283,7 @@ impl Responder {
     /// applied when this request is hit.
     fn faulty(&mut self, id: u16) -> u16 {
         let Some(fault) = self.fault else { return id };
-        if matches!(
-            fault.mode,
-            FaultMode::CloseAfterAccept | FaultMode::StopAccepting | FaultMode::HandshakeStall
-        ) || !self.fault_hits(fault.mode)
-        {
+        if fault.mode.before_protocol() || fault.mode.is_h2() || !self.fault_hits(fault.mode) {
             return id;
         }
         // The route's rendering for the same method and persistence.
