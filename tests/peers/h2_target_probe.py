@@ -165,7 +165,7 @@ class Probe:
 
 def main():
     addr, scenario = sys.argv[1], sys.argv[2]
-    arg = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+    arg = int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3] else 0
     p = Probe(addr)
     o = p.out
     if scenario == "concurrent-early":
