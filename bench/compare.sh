@@ -14,6 +14,7 @@
 #   MODE=mix bench/compare.sh               # CPU per request: 3-request mix with a body check vs one URL
 #   MODE=mix CALLGRIND=1 bench/compare.sh   # ... plus instructions per request under callgrind
 #   MODE=scrape bench/compare.sh            # time to serve /metrics at 100 and 10,000 connections, closed loop
+#   MODE=h2 bench/compare.sh                # HTTP/2 beside h2load: nginx h2c (TLS=1: h2 by ALPN); bench/mode_h2.sh
 #   TLS=1 bench/compare.sh                  # any mode over HTTPS (nginx with ssl; wrk and soakd speak TLS)
 #   SOAKD=/path/to/soakd bench/compare.sh   # use that binary, skip the build
 #
@@ -38,9 +39,10 @@ SOAKD=${SOAKD:-$ROOT/target/release/soakd}
 
 case "$MODE" in
 compare | hold | ramp | lag | mix | scrape) ;;
+h2) NGINX_HTTP2=1 ;;
 handshake) TLS=1 ;;
 *)
-    echo "unknown MODE=$MODE (want compare, hold, ramp, lag, handshake, mix or scrape)" >&2
+    echo "unknown MODE=$MODE (want compare, hold, ramp, lag, handshake, mix, scrape or h2)" >&2
     exit 2
     ;;
 esac
@@ -50,6 +52,7 @@ esac
 bench_init
 need /usr/bin/time time
 [ "$MODE" != compare ] || need wrk wrk
+[ "$MODE" != h2 ] || need h2load nghttp2-client
 
 build_soakd
 if [ "$MODE" != compare ] && [ "$SOAKD_OK" = no ]; then
@@ -596,5 +599,8 @@ mode_scrape() {
 callgrind_total() {
     awk '/^(summary|totals):/ {print $2; exit}' "$1"
 }
+
+# shellcheck source=bench/mode_h2.sh
+. "$ROOT/bench/mode_h2.sh"
 
 "mode_$MODE"

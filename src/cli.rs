@@ -629,7 +629,12 @@ fn demo(args: DemoArgs) -> Result<(), Error> {
     let scheme = if tls.is_some() { "https" } else { "http" };
     let url = format!("{scheme}://{}/", handle.local_addr());
     eprintln!(
-        "soakd demo: built-in target on {url}; holding {} connections, one request every {} on each{}",
+        "soakd demo: built-in target on {url}{}; holding {} connections, one request every {} on each{}",
+        if args.h2 {
+            " over HTTP/2, 10 streams per connection"
+        } else {
+            ""
+        },
         args.connections,
         humantime::format_duration(args.interval),
         match args.duration {
@@ -657,6 +662,11 @@ fn demo(args: DemoArgs) -> Result<(), Error> {
     ]);
     if let Some(t) = &tls {
         argv.extend(["--cacert".into(), t.cert_path.display().to_string()]);
+    }
+    if args.h2 {
+        // HTTP/2 required (h2c with prior knowledge, or ALPN h2), ten
+        // streams on each connection.
+        argv.extend(["--http".into(), "2".into(), "--streams".into(), "10".into()]);
     }
     // The demo is `soakd run` with fixed flags, so it exercises exactly
     // the code path operators use.
