@@ -125,6 +125,11 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
             figures,
             histograms: hist.encode(),
             by_request: merge_requests(reports.iter().map(|(_, r)| &r.workloads[wi].by_request)),
+            http: reports
+                .iter()
+                .fold(Default::default(), |a: crate::report::HttpFigures, (_, r)| {
+                    a.plus(&r.workloads[wi].http)
+                }),
         });
     }
     let mut all = reports[1..]

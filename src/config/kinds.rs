@@ -17,7 +17,7 @@ use clap::builder::ValueParser;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use crate::plan::{self, TlsVersion, defaults};
+use crate::plan::{self, HttpVersion, TlsVersion, defaults};
 
 /// What a file's values are read against: the directory of the file, which
 /// its relative paths are relative to (as Prometheus's `rule_files` and a
@@ -323,6 +323,27 @@ impl Kind for Version {
         TlsVersion::parse(&raw).ok_or_else(|| format!("= {raw:?}: expected \"1.2\" or \"1.3\""))
     }
     fn show(v: &TlsVersion) -> String {
+        v.name().into()
+    }
+}
+
+// HTTP/2
+/// The HTTP version: `1.1`, `2` or `auto`, on the command line and in a
+/// file alike.
+pub struct Http;
+impl Kind for Http {
+    type One = HttpVersion;
+    type Value = HttpVersion;
+    type Raw = String;
+    const NAME: Option<&'static str> = Some("1.1|2|auto");
+    fn parser() -> ValueParser {
+        ValueParser::new(|v: &str| HttpVersion::parse(v).ok_or_else(|| "expected 1.1, 2 or auto".to_string()))
+    }
+    fn file(raw: String, _: &FileCx<'_>) -> Result<HttpVersion, String> {
+        HttpVersion::parse(&raw)
+            .ok_or_else(|| format!("= {raw:?} is not an HTTP version; expected \"1.1\", \"2\" or \"auto\""))
+    }
+    fn show(v: &HttpVersion) -> String {
         v.name().into()
     }
 }

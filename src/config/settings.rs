@@ -37,7 +37,7 @@ use toml::Spanned;
 
 use super::Locator;
 use super::kinds::{self, Count, Depth, Dur, File, FileCx, Files, Headers, Ips, Kind, Method, OnOff, Pids, Rate, Slot};
-use super::kinds::{Switch, Text, Version};
+use super::kinds::{Http, Switch, Text, Version};
 use super::stages::FileStage;
 use super::workload::FileRequest;
 use crate::Error;
@@ -257,6 +257,16 @@ workload_settings! {
     /// https: resume TLS sessions when a slot reconnects, on or off.
     tls_resumption: Option<bool> as OnOff, shown defaults::TLS_RESUMPTION, flag "tls-resumption",
         into tls.resumption;
+    // HTTP/2
+    /// HTTP version: 1.1, 2 (h2 over TLS, h2c with prior knowledge on
+    /// http://) or auto (over TLS, offer h2 and http/1.1 and speak what the
+    /// server picks).
+    http: Option<crate::plan::HttpVersion> as Http, default defaults::HTTP, flag "http", into http;
+    /// HTTP/2: concurrent streams per connection (capped by the server's
+    /// SETTINGS_MAX_CONCURRENT_STREAMS); -c stays the TCP connections.
+    streams: Option<u16> as Depth, default defaults::STREAMS, flag "streams", into streams;
+    /// HTTP/2: soakd's receive window, connection and stream, in bytes.
+    h2_window: Option<u32> as Count, default defaults::H2_WINDOW, flag "h2-window", into h2_window;
 
     file_only {
         /// The `target` label; `host:port` when absent.

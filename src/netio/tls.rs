@@ -21,6 +21,8 @@ pub struct Session {
     pub version: u16,
     /// The cipher suite's IANA number.
     pub suite: u16,
+    /// The server picked HTTP/2 (ALPN `h2`).
+    pub h2: bool,
 }
 
 /// The rustls error inside an I/O error from a [`super::Stream`], if there is one.

@@ -145,6 +145,7 @@ impl<S: Read + Write> ClientTls<S> {
             resumed: self.conn.handshake_kind() == Some(HandshakeKind::Resumed),
             version: self.conn.protocol_version().map_or(0, u16::from),
             suite: self.conn.negotiated_cipher_suite().map_or(0, |s| u16::from(s.suite())),
+            h2: self.conn.alpn_protocol() == Some(b"h2"),
         }
     }
 

@@ -27,7 +27,7 @@ use super::procs::{ProcStat, read_proc};
 pub use super::prom::Buckets;
 use super::prom::{histogram, labels, value};
 use crate::stats::Totals;
-use crate::stats::{self, CheckKind, CloseReason, Counters, ErrorKind, Gauges, StatusClass};
+use crate::stats::{self, CheckKind, CloseReason, Counters, ErrorKind, Gauges, H2Code, StatusClass};
 
 /// Quantiles of the window summary.
 pub const WINDOW_QUANTILES: [(f64, &str); 4] = [(0.5, "0.5"), (0.9, "0.9"), (0.99, "0.99"), (0.999, "0.999")];
@@ -645,6 +645,56 @@ const FAMILIES: &[Family] = &[
                 if let Some(fds) = p.open_fds {
                     out.push(value(x.kind, &[("target", x.t), ("pid", pid)], fds));
                 }
+            }
+        }),
+    },
+    // HTTP/2
+    Family {
+        name: "soakd_h2_goaways_total",
+        help: "HTTP/2 GOAWAY frames received, by error code (NO_ERROR is a graceful one, not an error).",
+        kind: MetricType::COUNTER,
+        labels: &["target", "code"],
+        fill: Fill::Target(|x, out| {
+            for c in H2Code::ALL {
+                let v = x.c.h2_goaways[c as usize] as f64;
+                out.push(value(x.kind, &[("target", x.t), ("code", c.name())], v));
+            }
+        }),
+    },
+    Family {
+        name: "soakd_h2_stream_resets_total",
+        help: "HTTP/2 streams the server reset, by error code (REFUSED_STREAM ones are sent again).",
+        kind: MetricType::COUNTER,
+        labels: &["target", "code"],
+        fill: Fill::Target(|x, out| {
+            for c in H2Code::ALL {
+                let v = x.c.h2_resets[c as usize] as f64;
+                out.push(value(x.kind, &[("target", x.t), ("code", c.name())], v));
+            }
+        }),
+    },
+    Family {
+        name: "soakd_h2_streams_open",
+        help: "HTTP/2 streams open: requests in flight while the target speaks HTTP/2.",
+        kind: MetricType::GAUGE,
+        labels: &["target"],
+        fill: Fill::Target(|x, out| {
+            out.push(x.one(if x.w.gauges.http_version == 20 {
+                x.w.gauges.in_flight
+            } else {
+                0
+            }));
+        }),
+    },
+    Family {
+        name: "soakd_http_version_info",
+        help: "The HTTP version the target's connections speak: 1 for the one negotiated last, 0 for the other.",
+        kind: MetricType::GAUGE,
+        labels: &["target", "version"],
+        fill: Fill::Target(|x, out| {
+            for (v, name) in [(11, "1.1"), (20, "2")] {
+                let on = f64::from(u8::from(x.w.gauges.http_version == v));
+                out.push(value(x.kind, &[("target", x.t), ("version", name)], on));
             }
         }),
     },

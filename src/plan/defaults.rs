@@ -7,6 +7,7 @@
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
+use super::http::HttpVersion;
 use super::tls_version::TlsVersion;
 
 /// Connections per workload.
@@ -75,6 +76,22 @@ pub fn default_warmup(run: Duration) -> Duration {
 pub fn threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
+
+// HTTP/2
+/// The HTTP version: `auto` offers h2 and HTTP/1.1 over TLS (ALPN) and
+/// speaks HTTP/1.1 on `http://`.
+pub const HTTP: HttpVersion = HttpVersion::Auto;
+/// Concurrent HTTP/2 streams per connection (capped by the server's
+/// SETTINGS_MAX_CONCURRENT_STREAMS).
+pub const STREAMS: u16 = 1;
+/// soakd's HTTP/2 receive windows (connection and each stream), bytes:
+/// 16 MiB, so a 1 MB response at 100 ms RTT is not window-bound (the
+/// window is credit, not a buffer: received data is counted and dropped).
+pub const H2_WINDOW: u32 = 16 * 1024 * 1024;
+/// The smallest `--h2-window`: the RFC's initial window.
+pub const MIN_H2_WINDOW: u32 = 65_535;
+/// The largest `--h2-window` (2^31 - 1, RFC 9113 §6.9.1).
+pub const MAX_H2_WINDOW: u32 = (1 << 31) - 1;
 
 /// Most requests in one workload's mix. Each is a value of the `request`
 /// metric label, so this bounds that label's cardinality (and the per-request

@@ -13,6 +13,7 @@
 pub mod checks;
 pub mod defaults;
 mod describe;
+mod http;
 pub mod mix;
 pub mod shard;
 pub mod threshold;
@@ -26,6 +27,7 @@ use std::time::Duration;
 
 pub use checks::{CheckSpec, CheckState, Checks, Judge};
 pub use describe::describe;
+pub use http::HttpVersion;
 pub use mix::{Request, RequestEntry};
 pub use shard::Shard;
 pub use threshold::{Metric, Op, Threshold};
@@ -127,6 +129,13 @@ pub struct Workload {
     pub then_stop: bool,
     /// Thresholds on this workload's own figures.
     pub thresholds: Vec<Threshold>,
+    // HTTP/2
+    /// The HTTP version asked for (`--http`).
+    pub http: HttpVersion,
+    /// Concurrent streams per HTTP/2 connection.
+    pub streams: u16,
+    /// soakd's HTTP/2 receive window (connection and stream), bytes.
+    pub h2_window: u32,
 }
 
 /// One step of a workload's stages.
@@ -354,6 +363,13 @@ pub struct WorkloadSpec {
     pub tls: TlsSpec,
     /// Thresholds on this workload's figures.
     pub thresholds: Vec<Threshold>,
+    // HTTP/2
+    /// The HTTP version asked for.
+    pub http: HttpVersion,
+    /// Concurrent streams per HTTP/2 connection.
+    pub streams: u16,
+    /// HTTP/2 receive window, bytes.
+    pub h2_window: u32,
 }
 
 impl WorkloadSpec {
@@ -368,7 +384,11 @@ impl WorkloadSpec {
         };
         let parsed = parse_url(&self.url).map_err(in_url)?;
         let tls = if parsed.tls {
-            Some(tls::build(&self.tls, &parsed.host, key)?)
+            let mut t = tls::build(&self.tls, &parsed.host, key)?;
+            if let Some(config) = std::sync::Arc::get_mut(&mut t.config) {
+                config.alpn_protocols = self.http.alpn();
+            }
+            Some(t)
         } else {
             if let Some(first) = self.tls.given().first() {
                 return Err(Error::Usage(format!(
@@ -412,6 +432,23 @@ impl WorkloadSpec {
                 key("close")
             )));
         }
+        if !(defaults::MIN_H2_WINDOW..=defaults::MAX_H2_WINDOW).contains(&self.h2_window) {
+            return Err(Error::Usage(format!(
+                "{} {}: an HTTP/2 window is between {} and {} bytes; give one in that range",
+                key("h2_window"),
+                self.h2_window,
+                defaults::MIN_H2_WINDOW,
+                defaults::MAX_H2_WINDOW
+            )));
+        }
+        if self.http == HttpVersion::Http2 && self.close {
+            return Err(Error::Usage(format!(
+                "{} cannot be used with {} 2: an HTTP/2 connection is not closed per request; use {} instead",
+                key("close"),
+                key("http"),
+                key("max_requests_per_conn")
+            )));
+        }
         let requests = self.render_requests(&parsed, key)?;
         let name = self.name.unwrap_or_else(|| {
             if parsed.host.contains(':') {
@@ -444,6 +481,9 @@ impl WorkloadSpec {
             stages: self.stages,
             then_stop: self.then_stop,
             thresholds: self.thresholds,
+            http: self.http,
+            streams: self.streams,
+            h2_window: self.h2_window,
         })
     }
 }

@@ -11,6 +11,8 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+mod http;
+pub use http::HttpFigures;
 mod read;
 mod text;
 mod trend;
@@ -404,6 +406,10 @@ pub struct WorkloadReport {
     /// order. (`requests` holds the workload's request counters.)
     #[serde(default)]
     pub by_request: Vec<RequestReport>,
+    // HTTP/2
+    /// HTTP versions and HTTP/2's events (see `http.rs`).
+    #[serde(default)]
+    pub http: http::HttpFigures,
 }
 
 /// A workload's full-run histograms (µs), each HdrHistogram V2 + deflate,
@@ -720,6 +726,7 @@ impl Report {
                     figures,
                     histograms: Histograms::of(&t.stats[wi]),
                     by_request: by_request(w, &t.stats[wi], secs),
+                    http: http::HttpFigures::of(&t.stats[wi].counters, &t.gauges[wi]),
                 }
             })
             .collect();

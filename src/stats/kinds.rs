@@ -32,6 +32,18 @@ name_table! {
         /// plaintext on a TLS port, a close or reset during the handshake,
         /// a handshake that did not finish within the connect timeout.
         TlsHandshake = "tls_handshake",
+        // HTTP/2
+        /// The server reset the stream (RST_STREAM with any code but
+        /// REFUSED_STREAM, which is retried).
+        StreamReset = "stream_reset",
+        /// The server ended the connection with GOAWAY and an error code.
+        GoawayError = "goaway_error",
+        /// The server broke HTTP/2's rules: a bad frame or header block, a
+        /// flood of control frames, a flow-control violation.
+        H2Protocol = "h2_protocol",
+        /// `--http 2` and the server would not speak HTTP/2 (ALPN picked
+        /// another protocol, or h2c was answered with something else).
+        H2NotNegotiated = "h2_not_negotiated",
     }
 }
 
@@ -47,6 +59,7 @@ impl ErrorKind {
                 | ErrorKind::FdLimit
                 | ErrorKind::TlsCertificate
                 | ErrorKind::TlsHandshake
+                | ErrorKind::H2NotNegotiated
         )
     }
 }

@@ -66,7 +66,18 @@ pub struct Counters {
     pub bytes_received: u64,
     /// Completed TLS handshakes: [full, resumed].
     pub tls_handshakes: [u64; 2],
+    // HTTP/2
+    /// GOAWAYs received, by error code.
+    pub h2_goaways: [u64; H2Code::COUNT],
+    /// Streams the server reset (REFUSED_STREAM included), by error code.
+    pub h2_resets: [u64; H2Code::COUNT],
+    /// Requests sent again on a new connection after a GOAWAY or
+    /// REFUSED_STREAM said they were not processed.
+    pub h2_retried: u64,
 }
+
+/// HTTP/2 error codes, the label set of the HTTP/2 counters.
+pub use crate::wire::h2::ErrorCode as H2Code;
 
 impl Counters {
     /// Adds `other` into `self`.
@@ -90,6 +101,13 @@ impl Counters {
         for (a, b) in self.errors.iter_mut().zip(o.errors) {
             *a += b;
         }
+        for (a, b) in self.h2_goaways.iter_mut().zip(o.h2_goaways) {
+            *a += b;
+        }
+        for (a, b) in self.h2_resets.iter_mut().zip(o.h2_resets) {
+            *a += b;
+        }
+        self.h2_retried += o.h2_retried;
     }
 
     /// Counts one error of `kind`.
@@ -350,6 +368,13 @@ pub struct Gauges {
     pub tls_version: u16,
     /// The TLS cipher suite last negotiated (IANA number, 0 before any).
     pub tls_suite: u16,
+    // HTTP/2
+    /// The HTTP version last spoken on a new connection: 11 (HTTP/1.1) or
+    /// 20 (HTTP/2); 0 before any.
+    pub http_version: u8,
+    /// The lowest SETTINGS_MAX_CONCURRENT_STREAMS a server announced (0:
+    /// none seen).
+    pub h2_streams_limit: u32,
 }
 
 impl Gauges {
@@ -363,6 +388,12 @@ impl Gauges {
         // Levels, not counts: every worker reports the same session kind.
         self.tls_version = self.tls_version.max(o.tls_version);
         self.tls_suite = self.tls_suite.max(o.tls_suite);
+        self.http_version = self.http_version.max(o.http_version);
+        self.h2_streams_limit = match (self.h2_streams_limit, o.h2_streams_limit) {
+            (0, b) => b,
+            (a, 0) => a,
+            (a, b) => a.min(b),
+        };
     }
 }
 
@@ -431,7 +462,12 @@ mod tests {
                 "timeout",
                 "protocol",
                 "tls_certificate",
-                "tls_handshake"
+                "tls_handshake",
+                // HTTP/2
+                "stream_reset",
+                "goaway_error",
+                "h2_protocol",
+                "h2_not_negotiated"
             ]
         );
         for (i, k) in ErrorKind::ALL.iter().enumerate() {

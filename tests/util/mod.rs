@@ -400,7 +400,14 @@ enum Locations<'a> {
     Paths(&'a [(&'a str, &'a str)]),
 }
 
-fn nginx_config(dir: &Path, port: u16, extra_http: &str, locations: &Locations<'_>, ssl: Option<&str>) -> String {
+fn nginx_config(
+    dir: &Path,
+    port: u16,
+    extra_http: &str,
+    locations: &Locations<'_>,
+    ssl: Option<&str>,
+    listen: &str,
+) -> String {
     // With `ssl`, the listener speaks TLS and these directives (certificate,
     // key, client verification) join the server block.
     let (listen_ssl, ssl) = match ssl {
@@ -454,7 +461,7 @@ http {{
     {log_format}
 
     server {{
-        listen 127.0.0.1:{port}{listen_ssl} backlog=4096;
+        listen 127.0.0.1:{port}{listen_ssl}{listen} backlog=4096;
         {ssl}
         {locations}
     }}
@@ -472,14 +479,14 @@ impl Nginx {
     /// Returns once the port accepts connections and a worker exists.
     /// Panics with the error log when nginx does not come up within 5 s.
     pub fn start(extra_http: &str, location_body: &str) -> Nginx {
-        Self::start_with(extra_http, &Locations::Root(location_body), None)
+        Self::start_with(extra_http, &Locations::Root(location_body), None, "")
     }
 
     /// Starts nginx with one exact-match location per `(path, body)` and
     /// an access log of `METHOD PATH STATUS` lines (see
     /// [`Nginx::access_log`]); any other path is nginx's 404.
     pub fn start_locations(extra_http: &str, locations: &[(&str, &str)]) -> Nginx {
-        Self::start_with(extra_http, &Locations::Paths(locations), None)
+        Self::start_with(extra_http, &Locations::Paths(locations), None, "")
     }
 
     /// The access log of [`Nginx::start_locations`]: one `METHOD PATH
@@ -492,10 +499,18 @@ impl Nginx {
     /// block's TLS directives (`ssl_certificate ...; ssl_certificate_key
     /// ...;` and any others).
     pub fn start_tls(extra_http: &str, location_body: &str, ssl: &str) -> Nginx {
-        Self::start_with(extra_http, &Locations::Root(location_body), Some(ssl))
+        Self::start_with(extra_http, &Locations::Root(location_body), Some(ssl), "")
     }
 
-    fn start_with(extra_http: &str, locations: &Locations<'_>, ssl: Option<&str>) -> Nginx {
+    // HTTP/2
+    /// Like [`Nginx::start`] with HTTP/2 on the listener (`listen ...
+    /// http2`): h2c with prior knowledge, or with `ssl` h2 over TLS (ALPN
+    /// `h2`, HTTP/1.1 still offered).
+    pub fn start_h2(extra_http: &str, location_body: &str, ssl: Option<&str>) -> Nginx {
+        Self::start_with(extra_http, &Locations::Root(location_body), ssl, " http2")
+    }
+
+    fn start_with(extra_http: &str, locations: &Locations<'_>, ssl: Option<&str>, listen: &str) -> Nginx {
         // nginx cannot bind port 0, so pick a port that was just free; if
         // another process grabs it first nginx exits with "Address already
         // in use" and we try another one.
@@ -503,7 +518,7 @@ impl Nginx {
             let dir = make_temp_dir("nginx");
             let port = free_port();
             let conf = dir.join("nginx.conf");
-            fs::write(&conf, nginx_config(&dir, port, extra_http, locations, ssl)).expect("write nginx.conf");
+            fs::write(&conf, nginx_config(&dir, port, extra_http, locations, ssl, listen)).expect("write nginx.conf");
             let stderr = fs::File::create(dir.join("stderr.log")).expect("create stderr.log");
             let mut prefix = dir.display().to_string();
             prefix.push('/');

@@ -42,11 +42,11 @@ impl Worker {
             || old.tls != rt.tls;
         rt.connections = old.connections;
         rt.interval_ns = old.interval_ns;
-        let deeper = rt.pipeline as usize > self.max_pipeline;
+        let deeper = rt.depth() > self.max_pipeline;
         self.local[wi].set_requests(rt.requests.len());
         self.wl[wi] = rt;
         if deeper {
-            self.grow_pipeline(self.wl[wi].pipeline as usize);
+            self.grow_pipeline(self.wl[wi].depth());
             return;
         }
         if !recycle {
@@ -90,8 +90,8 @@ impl Worker {
         let connections = rt.connections;
         let interval_ns = rt.interval_ns;
         rt.connections = 0;
-        let deeper = rt.pipeline as usize > self.max_pipeline;
-        let depth = rt.pipeline as usize;
+        let deeper = rt.depth() > self.max_pipeline;
+        let depth = rt.depth();
         self.wl.push(rt);
         if deeper {
             self.grow_pipeline(depth);

@@ -6,6 +6,7 @@
 
 use super::WorkloadRt;
 use crate::stats::ErrorKind;
+use crate::wire::h2::ErrorCode;
 
 /// One request in flight: when it was due and written, and which it is.
 #[derive(Clone, Copy, Debug, Default)]
@@ -52,6 +53,28 @@ pub(super) enum Output {
     Response(Response),
     /// The connection is unusable: every request in flight fails with it.
     Error(ErrorKind),
+    // HTTP/2
+    /// The entry's request was not processed (a GOAWAY's stream above its
+    /// last, REFUSED_STREAM): it leaves this connection and is sent again,
+    /// on this slot's next connection, with its original due time.
+    Retry(u16),
+    /// The server reset the entry's stream with `code`; with `retry`
+    /// (REFUSED_STREAM) the request is sent again like [`Output::Retry`],
+    /// else it failed alone (`stream_reset`). The connection stays.
+    Reset {
+        /// The entry.
+        entry: u16,
+        /// RST_STREAM's code.
+        code: ErrorCode,
+        /// Not processed: send it again.
+        retry: bool,
+    },
+    /// A GOAWAY arrived with `code` (counted; what it means for the
+    /// streams follows as other outputs).
+    GoAway(ErrorCode),
+    /// The server said GOAWAY and nothing is left in flight: close
+    /// gracefully and reconnect through the ramp.
+    Done,
 }
 
 /// What the peer's close meant.

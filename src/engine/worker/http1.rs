@@ -316,6 +316,7 @@ mod tests {
             connect_timeout_ns: 1,
             request_timeout_ns: 1,
             ramp: 1,
+            h2: None,
         }
     }
 
@@ -346,6 +347,7 @@ mod tests {
                     Output::Taken => break,
                     Output::Response(r) => got.push((r.entry, r.status)),
                     Output::Error(kind) => return (got, Some(kind)),
+                    other => panic!("HTTP/1.1 gave {other:?}"),
                 }
             }
             assert_eq!(pos, read.len(), "every byte of a read is taken");

@@ -124,6 +124,7 @@ impl Worker {
             budget_left,
             has_budget,
             phase,
+            retries,
             ..
         } = self;
         let c = &mut conns[key];
@@ -134,8 +135,20 @@ impl Worker {
         if inflight.len() < base + depth {
             inflight.resize(base + depth, Inflight::default());
         }
+        // Requests a GOAWAY or REFUSED_STREAM handed back go first, with
+        // their original due time (already counted as sent and budgeted).
+        let mut reissued = 0u64;
+        while !retries.is_empty() && c.proto.in_flight() < c.proto.depth(w) && *phase == PHASE_RUN {
+            let Some(i) = retries.iter().position(|r| r.0 == key as u32) else {
+                break;
+            };
+            let (_, e) = retries.swap_remove(i);
+            let at = c.proto.issue(depth);
+            inflight[base + at as usize] = Inflight { written: now, ..e };
+            reissued += 1;
+        }
         let mut issued = 0u64;
-        while c.proto.in_flight() < w.pipeline
+        while c.proto.in_flight() < c.proto.depth(w)
             && !c.draining
             && *phase == PHASE_RUN
             && *budget_left > 0
@@ -174,12 +187,14 @@ impl Worker {
             }
             issued += 1;
         }
-        if issued == 0 {
-            return true;
+        if issued + reissued == 0 {
+            // HTTP/2 may owe bytes of its own (the preface, acks, window
+            // updates, a body a window held back).
+            return !(c.proto.is_h2() && c.proto.has_output()) || self.write_out(key);
         }
         st.counters.sent += issued;
-        self.inflight_total += issued;
-        self.gauges[self.conns[key].workload as usize].in_flight += issued;
+        self.inflight_total += issued + reissued;
+        self.gauges[self.conns[key].workload as usize].in_flight += issued + reissued;
         self.write_out(key)
     }
 
@@ -192,6 +207,7 @@ impl Worker {
             w: &self.wl[c.workload as usize],
             entries: &self.inflight[base..base + self.max_pipeline],
         };
+        c.proto.prepare(&cx);
         let Some(stream) = c.stream.as_mut() else { return false };
         let mut written = 0u64;
         let mut failure = None;
@@ -278,7 +294,46 @@ impl Worker {
             let (used, out) = c.proto.receive(&cx, &fresh[pos..]);
             pos += used;
             match out {
+                Output::Taken if self.conns[key].proto.is_h2() => {
+                    // Input may have let requests go out (SETTINGS, a
+                    // window) or owe replies: issue, write, re-arm.
+                    let limit = self.conns[key].proto.streams_limit();
+                    if limit != 0 {
+                        let g = &mut self.gauges[self.conns[key].workload as usize];
+                        g.h2_streams_limit = if g.h2_streams_limit == 0 {
+                            limit
+                        } else {
+                            g.h2_streams_limit.min(limit)
+                        };
+                    }
+                    if !self.pump(key, now) {
+                        return false;
+                    }
+                    self.arm(key);
+                    return true;
+                }
                 Output::Taken => return true,
+                Output::Retry(entry) => self.hand_back(key, entry),
+                Output::Reset { entry, code, retry } => {
+                    let wi = self.conns[key].workload as usize;
+                    let st = &mut self.local[wi].counters;
+                    st.h2_resets[code as usize] += 1;
+                    if retry {
+                        self.hand_back(key, entry);
+                    } else {
+                        st.error(ErrorKind::StreamReset, 1);
+                        st.failed += 1;
+                        self.lose(wi, 1);
+                    }
+                }
+                Output::GoAway(code) => {
+                    let wi = self.conns[key].workload as usize;
+                    self.local[wi].counters.h2_goaways[code as usize] += 1;
+                }
+                Output::Done => {
+                    self.goaway_done(key, now);
+                    return false;
+                }
                 Output::Response(r) => {
                     if !self.on_response(key, r, now) {
                         return false;
@@ -335,6 +390,18 @@ impl Worker {
         }
     }
 
+    /// An HTTP/2 request the server did not process leaves its connection:
+    /// it waits for the slot's next connection (see `pump`), keeping its
+    /// due time, so its latency still counts from then.
+    fn hand_back(&mut self, key: usize, entry: u16) {
+        let e = self.inflight[key * self.max_pipeline + entry as usize];
+        self.retries.push((key as u32, e));
+        let wi = self.conns[key].workload as usize;
+        self.local[wi].counters.h2_retried += 1;
+        self.inflight_total -= 1;
+        self.gauges[wi].in_flight -= 1;
+    }
+
     pub(super) fn on_eof(&mut self, key: usize, now: u64) {
         let c = &mut self.conns[key];
         let base = key * self.max_pipeline;
@@ -385,7 +452,7 @@ impl Worker {
         if !c.draining {
             deadline = deadline.min(c.lifetime_end);
             if let Some(_iv) = w.interval_ns
-                && c.proto.in_flight() < w.pipeline
+                && c.proto.in_flight() < c.proto.depth(w)
                 && c.reqs_left > 0
                 && self.phase == PHASE_RUN
             {

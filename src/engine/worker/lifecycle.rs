@@ -101,6 +101,11 @@ impl Worker {
                 let g = &mut self.gauges[wi];
                 g.tls_version = session.version;
                 g.tls_suite = session.suite;
+                let w = &self.wl[wi];
+                if w.h2.as_ref().is_some_and(|h| h.required) && !session.h2 {
+                    return self.fail(key, ErrorKind::H2NotNegotiated, now);
+                }
+                self.conns[key].proto = Protocol::negotiated(w, session.h2);
                 self.on_connected(key, now);
             }
             Err(kind) => self.fail(key, kind, now),
@@ -118,6 +123,7 @@ impl Worker {
         st.counters.opened += 1;
         c.since = now;
         c.proto.reset();
+        self.gauges[wi].http_version = if c.proto.is_h2() { 20 } else { 11 };
         c.lifetime_end = w.max_lifetime_ns.map_or(u64::MAX, |l| now + jitter(&mut self.rng, l));
         c.reqs_left = match w.max_requests {
             None => u32::MAX,
@@ -195,6 +201,21 @@ impl Worker {
             self.remove_slot(key);
         } else if self.phase == PHASE_RUN {
             self.start_connect(key, now);
+        }
+    }
+
+    /// An HTTP/2 connection the server sent away (GOAWAY) with nothing left
+    /// in flight: closed gracefully, and the slot reconnects through the
+    /// ramp, so a fleet told to go at once does not reconnect at once.
+    pub(super) fn goaway_done(&mut self, key: usize, now: u64) {
+        self.close(key, CloseReason::ServerClose, now);
+        if self.conns[key].retiring {
+            return self.remove_slot(key);
+        }
+        if self.phase == PHASE_RUN {
+            self.set_state(key, State::Waiting);
+            let wi = self.conns[key].workload as usize;
+            self.ramp[wi].queue.push_back(key as u32);
         }
     }
 

@@ -26,6 +26,7 @@
 mod commands;
 mod conn;
 mod exchange;
+mod h2;
 mod http1;
 mod io;
 mod lifecycle;
@@ -142,6 +143,34 @@ pub struct WorkloadRt {
     pub request_timeout_ns: u64,
     /// New connections per second for the whole workload (`--ramp`).
     pub ramp: u32,
+    /// HTTP/2: how connections speak it; `None` when they never do.
+    pub h2: Option<Arc<H2Rt>>,
+}
+
+// HTTP/2
+/// A workload's HTTP/2 settings and requests, rendered once.
+#[derive(Debug)]
+pub struct H2Rt {
+    /// HTTP/2 is required (`--http 2`): a server that will not speak it is
+    /// an error; on `http://`, connections start with the h2c preface.
+    pub required: bool,
+    /// On `http://` (h2c with prior knowledge).
+    pub cleartext: bool,
+    /// Streams per connection (`--streams`).
+    pub streams: u16,
+    /// soakd's receive window (`--h2-window`).
+    pub window: u32,
+    /// Each request of the workload as HEADERS frames on stream 0.
+    pub requests: Box<[crate::wire::h2::H2Request]>,
+}
+
+impl WorkloadRt {
+    /// In-flight entries a slot of this workload may need: the pipeline
+    /// depth (HTTP/1.1) or the streams (HTTP/2), whichever is deeper.
+    pub fn depth(&self) -> usize {
+        let streams = self.h2.as_ref().map_or(1, |h| h.streams);
+        self.pipeline.max(streams) as usize
+    }
 }
 
 /// Most bytes of request copies kept in [`WorkloadRt::wire`]: enough for a
@@ -186,6 +215,23 @@ impl WorkloadRt {
             connect_timeout_ns: w.connect_timeout.as_nanos() as u64,
             request_timeout_ns: w.request_timeout.as_nanos() as u64,
             ramp: w.ramp,
+            h2: w.http.may_be_h2(w.target.tls.is_some()).then(|| {
+                Arc::new(H2Rt {
+                    required: w.http == crate::plan::HttpVersion::Http2,
+                    cleartext: w.target.tls.is_none(),
+                    streams: w.streams,
+                    window: w.h2_window,
+                    requests: w
+                        .target
+                        .requests
+                        .iter()
+                        .map(|r| {
+                            crate::wire::h2::render_request(&r.bytes, w.target.tls.is_some())
+                                .expect("soakd's own HTTP/1.1 rendering parses")
+                        })
+                        .collect(),
+                })
+            }),
         }
     }
 }
@@ -274,6 +320,10 @@ pub struct Worker {
     /// The deadline the timerfd is armed for (ns), `u64::MAX` when not armed.
     timer_armed: u64,
     ports: Option<PortPicker>,
+    /// HTTP/2 requests handed back by a GOAWAY or REFUSED_STREAM, by slot
+    /// key, waiting for the slot's next connection (rare: empty but for
+    /// the moment after a GOAWAY).
+    retries: Vec<(u32, Inflight)>,
 }
 
 impl Worker {
@@ -289,7 +339,7 @@ impl Worker {
             )?;
         }
         let n = wl.len();
-        let max_pipeline = wl.iter().map(|w| w.pipeline as usize).max().unwrap_or(1);
+        let max_pipeline = wl.iter().map(WorkloadRt::depth).max().unwrap_or(1);
         let mut conns = Slab::with_capacity(spec.slots.len());
         let mut ramp: Vec<Ramp> = spec
             .ramp
@@ -314,6 +364,7 @@ impl Worker {
             shard: spec.shard,
             commands_seen: 0,
             ports: spec.ports,
+            retries: Vec::new(),
             timerfd,
             timer_armed: u64::MAX,
             index: spec.index,

@@ -53,6 +53,7 @@
 
 use super::WorkloadRt;
 pub(super) use super::exchange::{AtClose, Cx, Inflight, Output, Response};
+use super::h2::H2;
 use super::http1::Http1;
 
 /// A connection's protocol state; one per slot, reset for each connection.
@@ -60,12 +61,65 @@ use super::http1::Http1;
 pub(super) enum Protocol {
     /// HTTP/1.1 keep-alive, pipelined in order.
     Http1(Http1),
+    /// HTTP/2: streams on one connection (boxed: its state is larger than
+    /// HTTP/1.1's, and a slot pays one pointer for it).
+    H2(Box<H2>),
 }
 
 impl Protocol {
     /// The state for a new connection of workload `w`.
     pub(super) fn new(w: &WorkloadRt) -> Protocol {
-        Protocol::Http1(Http1::new(w.head))
+        match &w.h2 {
+            // h2c with prior knowledge: HTTP/2 from the first byte.
+            Some(h) if h.cleartext => Protocol::H2(Box::new(H2::new(h.clone(), w.depth()))),
+            _ => Protocol::Http1(Http1::new(w.head)),
+        }
+    }
+
+    /// The state for a TLS connection whose handshake picked HTTP/2
+    /// (ALPN `h2`) or not.
+    pub(super) fn negotiated(w: &WorkloadRt, h2: bool) -> Protocol {
+        match &w.h2 {
+            Some(h) if h2 => Protocol::H2(Box::new(H2::new(h.clone(), w.depth()))),
+            _ => Protocol::Http1(Http1::new(w.head)),
+        }
+    }
+
+    /// True for HTTP/2, whose input may let requests go out (SETTINGS, a
+    /// window opened) and provoke output of its own (acks, replies).
+    #[inline]
+    pub(super) fn is_h2(&self) -> bool {
+        matches!(self, Protocol::H2(_))
+    }
+
+    /// Requests that may be in flight at once now: the pipeline depth, or
+    /// the streams the server allows (none before its SETTINGS or after a
+    /// GOAWAY).
+    #[inline]
+    pub(super) fn depth(&self, w: &WorkloadRt) -> u16 {
+        match self {
+            Protocol::Http1(_) => w.pipeline,
+            Protocol::H2(h) => h.depth(),
+        }
+    }
+
+    /// HTTP/2: the server's stream limit (0: none seen, or HTTP/1.1).
+    pub(super) fn streams_limit(&self) -> u32 {
+        match self {
+            Protocol::Http1(_) => 0,
+            Protocol::H2(h) => h.streams_limit(),
+        }
+    }
+
+    /// Renders what the requests issued may send now into the output
+    /// (HTTP/2 copies frames with their stream ids; HTTP/1.1 writes from
+    /// the shared buffers and needs nothing).
+    #[inline]
+    pub(super) fn prepare(&mut self, cx: &Cx<'_>) {
+        match self {
+            Protocol::Http1(_) => {}
+            Protocol::H2(h) => h.prepare(cx),
+        }
     }
 
     /// Forgets the connection (closed or failed): nothing in flight, no
@@ -75,6 +129,7 @@ impl Protocol {
     pub(super) fn reset(&mut self) {
         match self {
             Protocol::Http1(h) => h.reset(),
+            Protocol::H2(h) => h.reset(),
         }
     }
 
@@ -83,6 +138,7 @@ impl Protocol {
     pub(super) fn in_flight(&self) -> u16 {
         match self {
             Protocol::Http1(h) => h.in_flight(),
+            Protocol::H2(h) => h.in_flight(),
         }
     }
 
@@ -92,6 +148,7 @@ impl Protocol {
     pub(super) fn oldest(&self) -> Option<u16> {
         match self {
             Protocol::Http1(h) => h.oldest(),
+            Protocol::H2(h) => h.oldest(),
         }
     }
 
@@ -102,6 +159,7 @@ impl Protocol {
     pub(super) fn issue(&mut self, depth: usize) -> u16 {
         match self {
             Protocol::Http1(h) => h.issue(depth),
+            Protocol::H2(h) => h.issue(),
         }
     }
 
@@ -110,6 +168,7 @@ impl Protocol {
     pub(super) fn has_output(&self) -> bool {
         match self {
             Protocol::Http1(h) => h.has_output(),
+            Protocol::H2(h) => h.has_output(),
         }
     }
 
@@ -119,6 +178,7 @@ impl Protocol {
     pub(super) fn to_send<'a>(&'a self, cx: &Cx<'a>) -> &'a [u8] {
         match self {
             Protocol::Http1(h) => h.to_send(cx),
+            Protocol::H2(h) => h.to_send(),
         }
     }
 
@@ -127,6 +187,7 @@ impl Protocol {
     pub(super) fn sent(&mut self, cx: &Cx<'_>, n: usize) {
         match self {
             Protocol::Http1(h) => h.sent(cx, n),
+            Protocol::H2(h) => h.sent(n),
         }
     }
 
@@ -137,6 +198,7 @@ impl Protocol {
     pub(super) fn receive(&mut self, cx: &Cx<'_>, fresh: &[u8]) -> (usize, Output) {
         match self {
             Protocol::Http1(h) => h.receive(cx, fresh),
+            Protocol::H2(h) => h.receive(cx, fresh),
         }
     }
 
@@ -144,6 +206,7 @@ impl Protocol {
     pub(super) fn at_close(&mut self, cx: &Cx<'_>) -> AtClose {
         match self {
             Protocol::Http1(h) => h.at_close(cx),
+            Protocol::H2(h) => h.at_close(),
         }
     }
 
@@ -152,6 +215,7 @@ impl Protocol {
     pub(super) fn relayout(&mut self, old: &[Inflight], new: &mut [Inflight]) {
         match self {
             Protocol::Http1(h) => h.relayout(old, new),
+            Protocol::H2(h) => h.relayout(old, new),
         }
     }
 }

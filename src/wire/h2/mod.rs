@@ -21,6 +21,7 @@
 
 mod frame;
 mod hpack;
+mod request;
 
 pub use frame::{
     DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, Frame, FrameDecoder, FrameError, FrameHeader, HEADER_LEN,
@@ -29,3 +30,4 @@ pub use frame::{
     write_header,
 };
 pub use hpack::{HeaderDecoder, HpackError, encode_block};
+pub use request::{H2Request, render_request};

@@ -1,0 +1,74 @@
+//! The report's `http` section of a workload: what HTTP/2 did (version
+//! negotiated, the server's stream limit, GOAWAYs and resets by code,
+//! requests sent again). A file of its own so the report's main file
+//! stays the table of what a report holds.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::stats::{Counters, Gauges, H2Code};
+
+/// A workload's HTTP figures.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct HttpFigures {
+    /// The version negotiated last: `"1.1"` or `"2"` (`null` before any
+    /// connection).
+    pub version: Option<String>,
+    /// The lowest SETTINGS_MAX_CONCURRENT_STREAMS the server announced
+    /// (`null`: none seen).
+    pub streams_limit: Option<u32>,
+    /// GOAWAYs received, by error code (codes seen only).
+    pub goaways: BTreeMap<String, u64>,
+    /// Streams the server reset, by error code (codes seen only).
+    pub resets: BTreeMap<String, u64>,
+    /// Requests sent again on a new connection (GOAWAY, REFUSED_STREAM).
+    pub retried: u64,
+}
+
+impl HttpFigures {
+    /// The section from a workload's counters and gauges.
+    pub fn of(c: &Counters, g: &Gauges) -> HttpFigures {
+        let by_code = |counts: &[u64; H2Code::COUNT]| {
+            H2Code::ALL
+                .iter()
+                .filter(|k| counts[**k as usize] > 0)
+                .map(|k| (k.name().to_string(), counts[*k as usize]))
+                .collect()
+        };
+        HttpFigures {
+            version: match g.http_version {
+                11 => Some("1.1".into()),
+                20 => Some("2".into()),
+                _ => None,
+            },
+            streams_limit: (g.h2_streams_limit != 0).then_some(g.h2_streams_limit),
+            goaways: by_code(&c.h2_goaways),
+            resets: by_code(&c.h2_resets),
+            retried: c.h2_retried,
+        }
+    }
+
+    /// Two shards' sections as one: counts add, the lowest stream limit
+    /// and the higher version stay.
+    pub fn plus(&self, o: &HttpFigures) -> HttpFigures {
+        let add = |a: &BTreeMap<String, u64>, b: &BTreeMap<String, u64>| {
+            let mut out = a.clone();
+            for (k, v) in b {
+                *out.entry(k.clone()).or_default() += v;
+            }
+            out
+        };
+        HttpFigures {
+            version: self.version.clone().max(o.version.clone()),
+            streams_limit: match (self.streams_limit, o.streams_limit) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+            goaways: add(&self.goaways, &o.goaways),
+            resets: add(&self.resets, &o.resets),
+            retried: self.retried + o.retried,
+        }
+    }
+}

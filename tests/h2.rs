@@ -1,0 +1,397 @@
+//! HTTP/2 end to end with the real binary: nginx over h2c and TLS, and
+//! hostile servers written with PyPI's `h2` (tests/peers/h2_server.py):
+//! GOAWAY that loses nothing, REFUSED_STREAM retried, resets, a window
+//! that never opens, a stream limit of one, floods and huge header blocks.
+
+mod util;
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use util::{Nginx, field as u, heavy_lock, soakd_report, temp_path, test_python, total_errors};
+
+fn errors(r: &Value) -> Vec<(String, u64)> {
+    r["errors"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, v)| v.as_u64() != Some(0))
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+        .collect()
+}
+
+/// nginx with HTTP/2 and an access log of `PROTOCOL STATUS` per request.
+fn nginx_h2(ssl: Option<&str>) -> (Nginx, PathBuf) {
+    let log = temp_path("h2-access", "log");
+    let nginx = Nginx::start_h2(
+        "log_format h2proto '$server_protocol $status';",
+        &format!("access_log {} h2proto; return 200 \"pong\";", log.display()),
+        ssl,
+    );
+    (nginx, log)
+}
+
+/// Every line of nginx's access log says HTTP/2.0 200; returns how many.
+fn all_http2(log: &PathBuf) -> usize {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    for line in text.lines() {
+        assert_eq!(line, "HTTP/2.0 200", "a request was not HTTP/2");
+    }
+    text.lines().count()
+}
+
+#[test]
+fn h2c_against_nginx_completes_every_request_over_http2() {
+    let (nginx, log) = nginx_h2(None);
+    let url = nginx.url("/");
+    let r = soakd_report(
+        &[
+            "run",
+            &url,
+            "--http",
+            "2",
+            "-c",
+            "8",
+            "--streams",
+            "10",
+            "-n",
+            "4000",
+            "--metrics-listen",
+            "off",
+        ],
+        60,
+    );
+    assert!(r.status.success(), "exit {}\n{}", r.status, r.stderr);
+    assert_eq!(errors(&r.report), vec![], "{:#}", r.report);
+    assert_eq!(u(&r.report, "/requests/completed"), 4000);
+    assert_eq!(u(&r.report, "/responses/2xx"), 4000);
+    assert_eq!(
+        u(&r.report, "/connections/opened"),
+        8,
+        "one connection per slot, streams on it"
+    );
+    util::wait_until(
+        || all_http2(&log) == 4000,
+        Duration::from_secs(5),
+        "nginx's log of 4000 HTTP/2 requests",
+    );
+}
+
+/// A self-signed certificate for 127.0.0.1 (the client runs --insecure:
+/// verification is tests/tls.rs's subject) as nginx's ssl directives.
+fn self_signed() -> String {
+    let dir = util::make_temp_dir("h2-tls");
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    let (c, k) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&c, cert.pem()).unwrap();
+    std::fs::write(&k, key.serialize_pem()).unwrap();
+    format!("ssl_certificate {}; ssl_certificate_key {};", c.display(), k.display())
+}
+
+#[test]
+fn tls_auto_negotiates_h2_with_alpn_and_1_1_stays_1_1() {
+    let ssl = self_signed();
+    let (nginx, log) = nginx_h2(Some(&ssl));
+    let url = nginx.https_url("/");
+    // auto is the default for https://: ALPN picks h2.
+    let r = soakd_report(
+        &[
+            "run",
+            &url,
+            "--insecure",
+            "-c",
+            "4",
+            "--streams",
+            "5",
+            "-n",
+            "1000",
+            "--metrics-listen",
+            "off",
+        ],
+        60,
+    );
+    assert!(r.status.success(), "exit {}\n{}", r.status, r.stderr);
+    assert_eq!(errors(&r.report), vec![]);
+    assert_eq!(u(&r.report, "/requests/completed"), 1000);
+    util::wait_until(
+        || all_http2(&log) == 1000,
+        Duration::from_secs(5),
+        "1000 HTTP/2 requests logged",
+    );
+    // --http 1.1 offers only http/1.1.
+    let r = soakd_report(
+        &[
+            "run",
+            &url,
+            "--insecure",
+            "--http",
+            "1.1",
+            "-c",
+            "2",
+            "-n",
+            "100",
+            "--metrics-listen",
+            "off",
+        ],
+        60,
+    );
+    assert!(r.status.success(), "{}", r.stderr);
+    assert_eq!(u(&r.report, "/requests/completed"), 100);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text.lines().filter(|l| *l == "HTTP/1.1 200").count(), 100);
+}
+
+#[test]
+fn paced_connections_times_ten_streams_without_errors() {
+    let _heavy = heavy_lock();
+    let (nginx, log) = nginx_h2(None);
+    let url = nginx.url("/");
+    // 300 connections × 10 streams, 3000 requests/s for 5 s.
+    let r = soakd_report(
+        &[
+            "run",
+            &url,
+            "--http",
+            "2",
+            "-c",
+            "300",
+            "--streams",
+            "10",
+            "--ramp",
+            "3000",
+            "-r",
+            "3000",
+            "-d",
+            "5s",
+            "--metrics-listen",
+            "off",
+        ],
+        60,
+    );
+    assert!(r.status.success(), "exit {}\n{}", r.status, r.stderr);
+    assert_eq!(total_errors(&r.report), 0, "{:#}", r.report["errors"]);
+    let completed = u(&r.report, "/requests/completed");
+    assert!(completed >= 3000 * 4, "completed {completed}");
+    assert_eq!(u(&r.report, "/connections/opened"), 300);
+    util::wait_until(
+        || all_http2(&log) as u64 >= completed,
+        Duration::from_secs(5),
+        "every request logged",
+    );
+}
+
+#[test]
+fn http2_required_of_an_http1_server_is_not_negotiated() {
+    // nginx without http2: its answer to the preface is not HTTP/2.
+    let nginx = Nginx::start("", "");
+    let url = nginx.url("/");
+    let r = soakd_report(
+        &[
+            "run",
+            &url,
+            "--http",
+            "2",
+            "-c",
+            "2",
+            "-d",
+            "2s",
+            "--metrics-listen",
+            "off",
+        ],
+        30,
+    );
+    let errs = errors(&r.report);
+    assert!(
+        !errs.is_empty() && errs.iter().all(|(k, _)| k == "h2_not_negotiated"),
+        "{errs:?}"
+    );
+    assert_eq!(u(&r.report, "/requests/completed"), 0);
+}
+
+/// The Python peer in `mode`; killed on drop.
+struct Peer {
+    child: Child,
+    port: u16,
+    stats: PathBuf,
+}
+
+impl Peer {
+    fn start(mode: &[&str]) -> Option<Peer> {
+        let python = test_python()?;
+        let stats = temp_path("h2-peer", "json");
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers/h2_server.py");
+        let mut child = Command::new(python)
+            .arg(script)
+            .arg(&stats)
+            .args(mode)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the h2 peer");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .trim()
+            .strip_prefix("port ")
+            .and_then(|p| p.parse().ok())
+            .expect("port line");
+        Some(Peer { child, port, stats })
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+
+    fn stat(&self, key: &str) -> u64 {
+        let text = std::fs::read_to_string(&self.stats).unwrap_or_default();
+        serde_json::from_str::<Value>(&text).map_or(0, |v| v[key].as_u64().unwrap_or(0))
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.stats);
+    }
+}
+
+fn run_h2(peer: &Peer, extra: &[&str], timeout: u64) -> util::RunResult {
+    let url = peer.url();
+    let mut args = vec!["run", url.as_str(), "--http", "2", "--metrics-listen", "off"];
+    args.extend_from_slice(extra);
+    soakd_report(&args, timeout)
+}
+
+#[test]
+fn graceful_goaway_every_100_streams_loses_nothing() {
+    let Some(peer) = Peer::start(&["goaway", "100"]) else {
+        return;
+    };
+    let r = run_h2(
+        &peer,
+        &["-c", "4", "--streams", "5", "-n", "3000", "--ramp", "1000"],
+        90,
+    );
+    assert!(r.status.success(), "exit {}\n{}", r.status, r.stderr);
+    assert_eq!(errors(&r.report), vec![], "GOAWAY is not an error");
+    assert_eq!(u(&r.report, "/requests/completed"), 3000);
+    // Every request answered exactly once: the server answered as many as
+    // soakd completed (nothing processed twice, nothing lost).
+    util::wait_until(
+        || peer.stat("answered") == 3000,
+        Duration::from_secs(5),
+        "3000 answered",
+    );
+    assert!(peer.stat("goaways") >= 25, "goaways {}", peer.stat("goaways"));
+}
+
+#[test]
+fn refused_streams_are_retried_and_resets_counted() {
+    let Some(peer) = Peer::start(&["refuse", "10"]) else {
+        return;
+    };
+    let r = run_h2(&peer, &["-c", "2", "--streams", "4", "-n", "1000"], 60);
+    assert!(r.status.success(), "exit {}\n{}", r.status, r.stderr);
+    assert_eq!(errors(&r.report), vec![], "REFUSED_STREAM is retried, not an error");
+    assert_eq!(u(&r.report, "/requests/completed"), 1000);
+    assert!(peer.stat("refused") >= 100, "refused {}", peer.stat("refused"));
+    drop(peer);
+
+    let Some(peer) = Peer::start(&["reset", "10"]) else {
+        return;
+    };
+    let r = run_h2(&peer, &["-c", "2", "--streams", "4", "-n", "1000"], 60);
+    let errs = errors(&r.report);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!(errs[0].0, "stream_reset");
+    assert_eq!(errs[0].1, peer.stat("reset"), "one error per reset stream");
+}
+
+#[test]
+fn a_window_that_never_opens_times_out() {
+    let Some(peer) = Peer::start(&["stall"]) else { return };
+    let r = run_h2(
+        &peer,
+        &[
+            "-c",
+            "1",
+            "--method",
+            "POST",
+            "--body",
+            "hello",
+            "--request-timeout",
+            "1s",
+            "-d",
+            "3s",
+        ],
+        30,
+    );
+    let errs = errors(&r.report);
+    assert!(!errs.is_empty() && errs.iter().all(|(k, _)| k == "timeout"), "{errs:?}");
+    assert_eq!(u(&r.report, "/requests/completed"), 0);
+}
+
+#[test]
+fn max_concurrent_streams_one_is_respected() {
+    let Some(peer) = Peer::start(&["max-streams", "1"]) else {
+        return;
+    };
+    let r = run_h2(&peer, &["-c", "2", "--streams", "10", "-n", "200"], 60);
+    assert!(r.status.success(), "exit {}\n{}", r.status, r.stderr);
+    assert_eq!(errors(&r.report), vec![]);
+    assert_eq!(u(&r.report, "/requests/completed"), 200);
+    assert_eq!(peer.stat("max_open"), 1, "never a second stream open on a connection");
+}
+
+#[test]
+fn floods_and_huge_header_blocks_end_in_a_classified_error() {
+    for (mode, kind) in [
+        ("continuation-flood", "h2_protocol"),
+        ("big-header", "h2_protocol"),
+        ("ping-flood", "h2_protocol"),
+        ("settings-flood", "h2_protocol"),
+    ] {
+        let Some(peer) = Peer::start(&[mode]) else { return };
+        let r = run_h2(&peer, &["-c", "1", "-d", "2s"], 30);
+        let errs = errors(&r.report);
+        assert!(!errs.is_empty(), "{mode}: no error");
+        assert!(errs.iter().all(|(k, _)| k == kind), "{mode}: {errs:?}");
+        let rss = r.report.pointer("/process/max_rss_bytes").and_then(Value::as_u64);
+        if let Some(rss) = rss {
+            assert!(rss < 200 << 20, "{mode}: soakd grew to {rss} bytes");
+        }
+    }
+}
+
+#[test]
+fn latency_counts_from_the_due_time_through_a_server_stall() {
+    let Some(peer) = Peer::start(&["delay-once", "1"]) else {
+        return;
+    };
+    // 10 streams on one connection at 100 requests/s; the server stalls
+    // for 1 s at the start. About 100 requests fall due during the stall
+    // while only 10 streams can be open: the others wait in the schedule,
+    // and each one's latency counts from when it was due (the
+    // coordinated-omission proof). A client measuring from the write
+    // would see 10 slow requests (3%); from the due time about 100 are,
+    // spread from 1 s down to 0.
+    let r = run_h2(&peer, &["-c", "1", "--streams", "10", "-r", "100", "-d", "3s"], 30);
+    assert!(r.status.success(), "exit {}\n{}", r.status, r.stderr);
+    assert_eq!(errors(&r.report), vec![]);
+    let lat = &r.report["latency_seconds"];
+    let max = lat["max"].as_f64().unwrap();
+    assert!(max >= 0.9, "the first requests waited out the stall: max {max}");
+    let p90 = lat["p90"].as_f64().unwrap();
+    assert!(
+        p90 >= 0.2,
+        "the requests due during the stall count from their due time: p90 {p90}"
+    );
+}
