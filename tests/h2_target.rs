@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
-use util::{BuiltinTarget, cannot_run, soakd, test_python};
+use util::{BuiltinTarget, RunResult, cannot_run, field, soakd, soakd_report, test_python};
 
 /// Runs a client with a time bound; None (after `cannot_run`) when it is
 /// not installed.
@@ -328,5 +328,145 @@ fn h2_faults_without_h2_and_http1_faults_with_it_are_usage_errors() {
         let out = soakd(&argv);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
         assert!(text(&out).contains(says), "{args:?}: {}", text(&out));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// soakd's own HTTP/2 client against each fault, classified as issue 19 says
+// ---------------------------------------------------------------------------
+
+/// `soakd run URL --http 2 -t 1 EXTRA...` against the target, its report.
+fn soakd_h2(target: &BuiltinTarget, path: &str, extra: &[&str]) -> RunResult {
+    let url = target.url(path);
+    let mut args = vec!["run", url.as_str(), "--http", "2", "-t", "1", "--metrics-listen", "off"];
+    args.extend_from_slice(extra);
+    soakd_report(&args, 90)
+}
+
+/// The kinds of error a report counted, with their counts (zeros left out).
+fn errors(r: &RunResult) -> Vec<(String, u64)> {
+    r.report["errors"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter_map(|(k, v)| v.as_u64().filter(|&n| n > 0).map(|n| (k.clone(), n)))
+        .collect()
+}
+
+fn http(r: &RunResult) -> &Value {
+    &r.report["workloads"][0]["http"]
+}
+
+#[test]
+fn soakd_loses_nothing_to_graceful_goaways() {
+    let target = BuiltinTarget::start(&["--h2", "--fault", "goaway@100"]);
+    let r = soakd_h2(&target, "/", &["-c", "4", "--streams", "5", "-n", "2000"]);
+    assert!(r.status.success(), "{}", r.stderr);
+    assert_eq!(errors(&r), [], "a graceful GOAWAY is not an error: {}", r.stderr);
+    assert_eq!(field(&r.report, "/requests/completed"), 2000);
+    assert_eq!(http(&r)["version"], "2");
+    let goaways = http(&r)["goaways"]["NO_ERROR"].as_u64().unwrap_or(0);
+    assert!(
+        goaways >= 10,
+        "{goaways} GOAWAYs for 2,000 streams at 100 each: {}",
+        http(&r)
+    );
+}
+
+#[test]
+fn soakd_counts_reset_streams_as_stream_reset() {
+    let target = BuiltinTarget::start(&["--h2", "--fault", "rst-stream@10"]);
+    let r = soakd_h2(&target, "/", &["-c", "2", "--streams", "5", "-n", "500"]);
+    let kinds = errors(&r);
+    assert_eq!(kinds.len(), 1, "{kinds:?}");
+    assert_eq!(kinds[0].0, "stream_reset", "{kinds:?}");
+    assert_eq!(http(&r)["resets"]["INTERNAL_ERROR"], kinds[0].1, "{}", http(&r));
+}
+
+#[test]
+fn soakd_never_opens_a_second_stream_past_max_streams_1() {
+    // A delay keeps each stream open long enough for a second to be tried.
+    let target = BuiltinTarget::start(&["--h2", "--fault", "max-streams=1", "--delay", "20ms"]);
+    let r = soakd_h2(&target, "/", &["-c", "2", "--streams", "10", "-d", "2s"]);
+    assert!(r.status.success(), "{}", r.stderr);
+    assert_eq!(http(&r)["streams_limit"], 1, "{}", http(&r));
+    // The target refuses any stream beyond the first with REFUSED_STREAM:
+    // none means soakd never had two open.
+    assert!(http(&r)["resets"].get("REFUSED_STREAM").is_none(), "{}", http(&r));
+    assert_eq!(errors(&r), []);
+    assert!(field(&r.report, "/requests/completed") > 20);
+}
+
+#[test]
+fn soakd_times_out_on_a_window_that_never_opens() {
+    let target = BuiltinTarget::start(&["--h2", "--fault", "window-stall"]);
+    let body = "b".repeat(4000);
+    let r = soakd_h2(
+        &target,
+        "/",
+        &[
+            "-c",
+            "1",
+            "-m",
+            "POST",
+            "--body",
+            &body,
+            "--request-timeout",
+            "1s",
+            "-d",
+            "3s",
+        ],
+    );
+    let kinds = errors(&r);
+    assert_eq!(kinds.len(), 1, "{kinds:?}");
+    assert_eq!(kinds[0].0, "timeout", "{kinds:?}");
+    assert_eq!(field(&r.report, "/requests/completed"), 0);
+}
+
+#[test]
+fn soakd_counts_a_goaway_with_an_error_code_as_goaway_error() {
+    let target = BuiltinTarget::start(&["--h2", "--fault", "goaway-error@50"]);
+    let r = soakd_h2(&target, "/", &["-c", "2", "--streams", "5", "-d", "2s"]);
+    let kinds = errors(&r);
+    assert!(kinds.iter().any(|(k, _)| k == "goaway_error"), "{kinds:?}");
+    assert!(
+        http(&r)["goaways"]["INTERNAL_ERROR"].as_u64().unwrap_or(0) > 0,
+        "{}",
+        http(&r)
+    );
+}
+
+#[test]
+fn soakd_ends_a_settings_flood_in_h2_protocol() {
+    let target = BuiltinTarget::start(&["--h2", "--fault", "settings-flood"]);
+    let r = soakd_h2(&target, "/", &["-c", "2", "-d", "2s"]);
+    let kinds = errors(&r);
+    assert_eq!(kinds.len(), 1, "{kinds:?}");
+    assert_eq!(kinds[0].0, "h2_protocol", "{kinds:?}");
+}
+
+#[test]
+fn demo_soaks_the_target_over_h2() {
+    for tls in [false, true] {
+        let mut args = vec![
+            "demo",
+            "--h2",
+            "-c",
+            "20",
+            "-i",
+            "100ms",
+            "-d",
+            "2s",
+            "--metrics-listen",
+            "off",
+        ];
+        if tls {
+            args.push("--tls");
+        }
+        let r = soakd_report(&args, 60);
+        assert!(r.status.success(), "{}", r.stderr);
+        assert_eq!(http(&r)["version"], "2", "tls {tls}: {}", http(&r));
+        assert_eq!(errors(&r), [], "tls {tls}");
+        assert!(field(&r.report, "/requests/completed") >= 200, "tls {tls}");
     }
 }
