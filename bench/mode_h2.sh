@@ -10,9 +10,9 @@
 #
 # Rows: closed loop at -c 100 with 10 streams per connection and at
 # -c $H2_CONNS (10,000) with 1 stream; memory per held idle connection at
-# $H2_CONNS (one request every 10 s per connection); and soakd over
-# HTTP/1.1 at -c 100 against the same nginx (the figure MODE=compare gives,
-# to see it unchanged beside the HTTP/2 ones).
+# $H2_CONNS (one request every 10 s per connection). The HTTP/1.1 figures
+# are MODE=compare's: nginx's h2c port (`listen ... http2` without ssl)
+# speaks only HTTP/2, so they cannot share this nginx.
 
 # h2load_run NAME ARGS...: h2load ARGS URL timed on CPU 1; sets H2_DONE
 # (requests that succeeded, empty on failure) and H2_SECS (its own run time).
@@ -82,23 +82,13 @@ mode_h2() {
     soakd_h2_run soakd-held -c "$n" -i 10s --ramp 5000 -t 1 -d 30s --connect-timeout 30s
     h2row soakd:held
 
-    section "soakd --http 1.1 -c 100 -t 1 -d ${DURATION}s (the HTTP/1.1 figure, same nginx)"
-    soakd_run soakd-http11 --http 1.1 -c 100 --ramp 100000 -t 1 -d "${DURATION}s"
-    H2_DONE=
-    if [ -n "$REPORT" ]; then
-        H2_DONE=$(json_get "$REPORT" .requests.completed)
-        H2_SECS=$(json_get "$REPORT" .duration_seconds)
-    fi
-    h2row soakd:http1.1
-
     section "Results (${TLS:+TLS, }CPU and max RSS over the whole run)"
     local fmt='%-7s %-10s %12s %10s %11s %11s %9s\n' tool load
     # shellcheck disable=SC2059
     printf "$fmt" tool load completed req/s cpu_us/req maxrss_KiB KiB/conn
-    for load in 100x10 "${n}x1" held http1.1; do
+    for load in 100x10 "${n}x1" held; do
         for tool in h2load soakd; do
             key=$tool:$load
-            [ "$load" != http1.1 ] || [ "$tool" = soakd ] || continue
             local conns=100
             case $load in "${n}x1" | held) conns=$n ;; esac
             # shellcheck disable=SC2059
