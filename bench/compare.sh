@@ -15,6 +15,7 @@
 #   MODE=mix bench/compare.sh               # CPU per request: 3-request mix with a body check vs one URL
 #   MODE=mix CALLGRIND=1 bench/compare.sh   # ... plus instructions per request under callgrind
 #   MODE=scrape bench/compare.sh            # time to serve /metrics at 100 and 10,000 connections, closed loop
+#   MODE=h2 bench/compare.sh                # HTTP/2 beside h2load: nginx h2c (TLS=1: h2 by ALPN); bench/mode_h2.sh
 #   TLS=1 bench/compare.sh                  # any mode over HTTPS (nginx with ssl; wrk and soakd speak TLS)
 #   SOAKD=/path/to/soakd bench/compare.sh   # use that binary, skip the build
 #   MODE=ws bench/compare.sh                # WebSocket: 15,000 held sockets (memory, CPU vs HTTP/1.1),
@@ -43,9 +44,10 @@ case "$MODE" in
 compare | hold | ramp | lag | mix | scrape) ;;
 # WebSocket: against soakd's own target, not nginx; a script of its own.
 ws) exec "$ROOT/bench/ws.sh" ;;
+h2) NGINX_HTTP2=1 ;;
 handshake) TLS=1 ;;
 *)
-    echo "unknown MODE=$MODE (want compare, hold, ramp, lag, handshake, mix, scrape or ws)" >&2
+    echo "unknown MODE=$MODE (want compare, hold, ramp, lag, handshake, mix, scrape, ws or h2)" >&2
     exit 2
     ;;
 esac
@@ -55,6 +57,7 @@ esac
 bench_init
 need /usr/bin/time time
 [ "$MODE" != compare ] || need wrk wrk
+[ "$MODE" != h2 ] || need h2load nghttp2-client
 
 build_soakd
 if [ "$MODE" != compare ] && [ "$SOAKD_OK" = no ]; then
@@ -617,5 +620,8 @@ mode_scrape() {
 callgrind_total() {
     awk '/^(summary|totals):/ {print $2; exit}' "$1"
 }
+
+# shellcheck source=bench/mode_h2.sh
+. "$ROOT/bench/mode_h2.sh"
 
 "mode_$MODE"

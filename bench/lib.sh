@@ -176,8 +176,11 @@ port_open() {
 # gives each worker its own listening socket, so the kernel spreads the
 # connections evenly over them; NGINX_CPUS pins it (default CPU 0).
 write_nginx_conf() {
-    local dir=$1 port=$2 listen_ssl="" ssl="" reuseport=""
+    local dir=$1 port=$2 listen_ssl="" ssl="" reuseport="" http2=""
     [ "${NGINX_REUSEPORT:-0}" = 0 ] || reuseport=" reuseport"
+    # NGINX_HTTP2=1: HTTP/2 on the port (h2c with prior knowledge, or h2 by
+    # ALPN with TLS=1); nginx 1.22's `listen ... http2`.
+    [ "${NGINX_HTTP2:-0}" = 0 ] || http2=" http2"
     # TLS=1: nginx serves HTTPS with a certificate made here (EC P-256, for
     # 127.0.0.1), a shared session cache and tickets, so clients can resume.
     # It must say CA:FALSE: rustls (webpki) refuses a CA certificate used as
@@ -212,7 +215,7 @@ http {
     uwsgi_temp_path $dir/uwsgi;
     scgi_temp_path $dir/scgi;
     server {
-        listen 127.0.0.1:$port$listen_ssl backlog=4096${reuseport};
+        listen 127.0.0.1:$port$listen_ssl$http2 backlog=4096${reuseport};
         $ssl
         location / { return 200 "pong"; }
     }

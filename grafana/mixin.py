@@ -84,6 +84,12 @@ CONFIG = {
     # this long: 0.01 is 1 % of the held sockets lost every minute.
     'ws_lost_ratio_per_min': 0.01,
     'ws_lost_for': '10m',
+    # HTTP/2
+    # SoakdH2GoawayError: a server sent GOAWAY with an error code (anything
+    # but NO_ERROR, the graceful one) in the last 5m, for this long. Graceful
+    # GOAWAYs are the weather (load balancers send them routinely); one with
+    # an error code means the server gave up on the connection.
+    'goaway_error_for': '1m',
 }
 
 
@@ -592,7 +598,54 @@ def panels():
            about one per connection held; growth with connections flat is a
            descriptor leak (soakd's own are in the soakd process row).""",
            w=6),
-    ] + websocket_panels()
+    ] + websocket_panels() + h2_panels()
+
+
+# HTTP/2
+def h2_panels():
+    """The HTTP/2 row: GOAWAYs and stream resets by code, streams open,
+    the version negotiated. Empty for targets soakd reaches over HTTP/1.1."""
+    def by_code(metric):
+        return ('sum by (target, code) (increase(%s[$__rate_interval])) > 0'
+                % sel(metric))
+    return [
+        row('HTTP/2'),
+        timeseries('GOAWAYs by code', 'short', [
+            (by_code('soakd_h2_goaways_total'), '{{target}} {{code}}'),
+        ], """GOAWAY frames the servers sent, per interval, by error code.
+           NO_ERROR is graceful (a load balancer retiring a connection after
+           so many streams or so long: soakd finishes the streams below the
+           GOAWAY's last stream and sends the others again on a new
+           connection, not errors). Any other code (red) means the server
+           gave up on the connection: SoakdH2GoawayError.""", w=6,
+           overrides=[by_name('.*NO_ERROR', color('green')),
+                      by_name('^(?!.*NO_ERROR).*$', color('red')),
+                      by_query('A', prop('custom.drawStyle', 'bars'),
+                               prop('custom.fillOpacity', 80))]),
+        timeseries('Stream resets by code', 'short', [
+            (by_code('soakd_h2_stream_resets_total'), '{{target}} {{code}}'),
+        ], """HTTP/2 streams the servers reset (RST_STREAM), per interval,
+           by error code. REFUSED_STREAM means the stream was not processed
+           and soakd sends it again; the others count as stream_reset errors
+           of their requests.""", w=6,
+           overrides=[by_query('A', prop('custom.drawStyle', 'bars'),
+                               prop('custom.fillOpacity', 80))]),
+        timeseries('HTTP/2 streams open', 'short', [
+            ('sum by (target) (%s)' % sel('soakd_h2_streams_open'),
+             '{{target}}'),
+        ], """Requests in flight on HTTP/2 streams, all instances of a
+           target together: at most connections × --streams (and the
+           server's SETTINGS_MAX_CONCURRENT_STREAMS). Flat at that ceiling
+           with latency rising: the server is the bottleneck.""", w=6,
+           summed=True),
+        timeseries('HTTP version negotiated', 'short', [
+            ('max by (target, version) (%s) > 0'
+             % sel('soakd_http_version_info'), '{{target}} HTTP/{{version}}'),
+        ], """The HTTP version each target's connections negotiated last
+           (soakd_http_version_info is 1 for it): with --http auto, a line
+           moving from HTTP/2 to HTTP/1.1 means the server (or a proxy in
+           front of it) stopped offering h2 in ALPN.""", w=6),
+    ]
 
 
 # WebSocket: the row of ws:// and wss:// targets (empty for HTTP ones).
@@ -1048,6 +1101,20 @@ ALERT_GROUPS = [
             or no close frame a proxy or load balancer timing idle sockets out (compare
             its idle timeout with --ws-ping); message_too_big a limit lower than the
             messages sent."""),
+        # HTTP/2
+        alert('SoakdH2GoawayError', """
+            sum by (job, target, code) (increase(soakd_h2_goaways_total{code!="NO_ERROR"}[5m])) > 0
+        """, '%(goaway_error_for)s', 'warning',
+            'soakd: {{ $labels.target }} sent GOAWAY with {{ $labels.code }}', """
+            Servers of {{ $labels.target }} (job {{ $labels.job }}, all soakd instances
+            combined) sent {{ $value | humanize }} HTTP/2 GOAWAY frames with the error code
+            {{ $labels.code }} in the last 5 minutes. A graceful GOAWAY (NO_ERROR) is routine
+            and not alerted on; one with an error code means the server gave up on the
+            connection: PROTOCOL_ERROR or COMPRESSION_ERROR (a bug on one side: capture the
+            frames), ENHANCE_YOUR_CALM (the server thinks it is being flooded: its limits on
+            streams, resets or pings), INTERNAL_ERROR (the server failed). Streams above the
+            GOAWAY's last stream are sent again; the ones it cut count as goaway_error.
+            Check the dashboard's HTTP/2 row and the server's logs from that moment."""),
     ]),
 ]
 

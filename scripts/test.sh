@@ -84,6 +84,16 @@ else
     apt_install python3
 fi
 
+# h2load (nghttp2) and curl with HTTP/2 are the HTTP/2 clients no one here
+# wrote that tests/h2_target.rs points at the built-in target (and
+# bench/compare.sh MODE=h2 measures soakd beside h2load).
+if command -v h2load >/dev/null 2>&1 && command -v curl >/dev/null 2>&1; then
+    echo "h2load, curl: present"
+else
+    echo "h2load or curl: missing, installing nghttp2-client curl"
+    apt_install nghttp2-client curl
+fi
+
 # Load tests open up to ~15,000 sockets in one process; use the hard limit.
 ulimit -n "$(ulimit -Hn)"
 echo "open-file limit: $(ulimit -n)"

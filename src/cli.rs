@@ -446,6 +446,11 @@ pub struct TargetArgs {
     /// (mutual TLS); a client without one fails its handshake.
     #[arg(long, value_name = "FILE")]
     pub tls_client_ca: Option<PathBuf>,
+    /// Speak HTTP/2 as well: h2c with prior knowledge on the plain port,
+    /// h2 by ALPN (h2,http/1.1) with --tls; HTTP/1.1 clients are served as
+    /// before. Needed by the HTTP/2 faults.
+    #[arg(long)]
+    pub h2: bool,
 }
 
 /// Flags of `soakd demo`.
@@ -472,8 +477,12 @@ pub struct DemoArgs {
     pub tls: bool,
     /// Soak the target's WebSocket echo (`/ws`) instead: one message per
     /// interval on each socket, timed to its echo (wss:// with --tls).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "h2")]
     pub ws: bool,
+    /// Soak the target over HTTP/2 (h2c with prior knowledge; h2 by ALPN
+    /// with --tls), ten streams per connection.
+    #[arg(long)]
+    pub h2: bool,
 }
 
 /// Runs a parsed command line; `main` maps the error to an exit code.
@@ -606,6 +615,7 @@ fn serve_target(args: TargetArgs) -> Result<(), Error> {
         delay: args.delay,
         fault: args.fault,
         tls: tls.as_ref().map(|t| t.config.clone()),
+        h2: args.h2,
         degrade: target::Degrade {
             leak_bytes_per_s: args.leak.unwrap_or(0.0),
             fds_per_s: args.fd_leak.unwrap_or(0.0),
@@ -633,6 +643,7 @@ fn demo(args: DemoArgs) -> Result<(), Error> {
         delay: Duration::ZERO,
         fault: None,
         tls: tls.as_ref().map(|t| t.config.clone()),
+        h2: args.h2,
         degrade: target::Degrade::default(),
     })?;
     let (scheme, path) = match (tls.is_some(), args.ws) {
@@ -643,7 +654,12 @@ fn demo(args: DemoArgs) -> Result<(), Error> {
     };
     let url = format!("{scheme}://{}{path}", handle.local_addr());
     eprintln!(
-        "soakd demo: built-in target on {url}; holding {} connections, one {} every {} on each{}",
+        "soakd demo: built-in target on {url}{}; holding {} connections, one {} every {} on each{}",
+        if args.h2 {
+            " over HTTP/2, 10 streams per connection"
+        } else {
+            ""
+        },
         args.connections,
         if args.ws { "message" } else { "request" },
         humantime::format_duration(args.interval),
@@ -661,6 +677,11 @@ fn demo(args: DemoArgs) -> Result<(), Error> {
     ];
     argv.extend(["-i".into(), humantime::format_duration(args.interval).to_string()]);
     argv.extend(["--ramp".into(), "1000".into()]);
+    if args.h2 {
+        // HTTP/2 required (h2c with prior knowledge, or ALPN h2), ten
+        // streams on each connection.
+        argv.extend(["--http".into(), "2".into(), "--streams".into(), "10".into()]);
+    }
     if args.ws {
         // The echo answers each message with itself: a request/response
         // workload whose latency is the round trip of one message.
@@ -677,6 +698,11 @@ fn demo(args: DemoArgs) -> Result<(), Error> {
     ]);
     if let Some(t) = &tls {
         argv.extend(["--cacert".into(), t.cert_path.display().to_string()]);
+    }
+    if args.h2 {
+        // HTTP/2 required (h2c with prior knowledge, or ALPN h2), ten
+        // streams on each connection.
+        argv.extend(["--http".into(), "2".into(), "--streams".into(), "10".into()]);
     }
     // The demo is `soakd run` with fixed flags, so it exercises exactly
     // the code path operators use.

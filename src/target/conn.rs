@@ -10,6 +10,7 @@ use mio::Token;
 
 use super::MAX_IN_FLIGHT;
 use super::ws_socket::WsConn;
+use super::h2_conn::H2Conn;
 use crate::netio::{Pending, Slot, Stream};
 
 /// Why consuming a connection's input stopped (the HTTP parser's and the
@@ -43,6 +44,17 @@ pub(super) enum ConnFault {
     NoNotify,
 }
 
+/// Which protocol a connection speaks.
+pub(super) enum Proto {
+    /// Not known yet (with `--h2`): its first bytes are compared with the
+    /// HTTP/2 client preface. Never looked at without `--h2`.
+    Sniff,
+    /// HTTP/1.1.
+    Http1,
+    /// HTTP/2, its state boxed so that HTTP/1 connections stay small.
+    H2(Box<H2Conn>),
+}
+
 /// One client connection. Kept small on purpose: an idle plain connection
 /// owns no heap memory (a TLS one its session and rustls's receive buffer).
 pub(super) struct Conn {
@@ -70,6 +82,8 @@ pub(super) struct Conn {
     /// Upgraded to WebSocket: its state (boxed, so HTTP connections pay
     /// one pointer for it).
     pub(super) ws: Option<Box<WsConn>>,
+    /// HTTP/1.1 or HTTP/2 (`--h2`).
+    pub(super) proto: Proto,
 }
 
 impl Slot for Conn {
@@ -92,6 +106,7 @@ impl Conn {
             fault: ConnFault::None,
             paused: false,
             ws: None,
+            proto: Proto::Sniff,
         }
     }
 

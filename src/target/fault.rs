@@ -8,13 +8,17 @@
 /// every N-th request, counted per target thread, so good and broken
 /// responses mix. `close-after-accept` counts accepted connections instead
 /// of requests, and `stop-accepting` concerns the listener, so it takes no
-/// `@N`.
+/// `@N`. Of the HTTP/2 modes, `goaway@N` and `goaway-error@N` count the
+/// streams of each connection (`rst-stream@N` counts per thread, as the
+/// HTTP/1 modes do); `window-stall` and `settings-flood` act on every
+/// HTTP/2 connection; `max-streams=K` takes the stream limit instead of
+/// `@N` (kept in `every`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fault {
     /// What goes wrong.
     pub mode: FaultMode,
     /// Hit every `every`-th request (or accepted connection); 1 is all of
-    /// them. Must be at least 1.
+    /// them. Must be at least 1. For `max-streams=K` it is K.
     pub every: u32,
 }
 
@@ -94,12 +98,37 @@ name_table! {
         /// `ws-ping-flood`: Flood every N-th socket with pings (100 every
         /// 100 ms, paused while the client does not read them).
         WsPingFlood = "ws-ping-flood",
+        // HTTP/2 (with --h2; they act on HTTP/2 connections only)
+        /// `goaway` (with --h2): after a connection's N-th stream
+        /// (`goaway@N`, counted per connection, as a load balancer does), a
+        /// graceful GOAWAY (NO_ERROR) whose last_stream_id is that stream;
+        /// the streams up to it are answered, later ones never (the client
+        /// must send them again), then the connection closes.
+        Goaway = "goaway",
+        /// `goaway-error` (with --h2): on a connection's N-th stream,
+        /// GOAWAY with INTERNAL_ERROR naming the last stream answered, then
+        /// close; streams in progress are dropped.
+        GoawayError = "goaway-error",
+        /// `rst-stream` (with --h2): answer the stream with RST_STREAM
+        /// (INTERNAL_ERROR) instead of a response.
+        RstStream = "rst-stream",
+        /// `max-streams=K` (with --h2): advertise
+        /// SETTINGS_MAX_CONCURRENT_STREAMS K and refuse (RST_STREAM
+        /// REFUSED_STREAM) every stream opened beyond K at once.
+        MaxStreams = "max-streams",
+        /// `window-stall` (with --h2): advertise a stream window of 1,024
+        /// bytes and never send WINDOW_UPDATE, so a longer request body
+        /// never arrives whole and its request is never answered.
+        WindowStall = "window-stall",
+        /// `settings-flood` (with --h2): send SETTINGS frames without end,
+        /// as fast as the client reads them.
+        SettingsFlood = "settings-flood",
     }
 }
 
 /// The `--fault` help text, with the mode names from the one table.
 pub fn fault_help() -> String {
-    let names: Vec<&str> = FaultMode::ALL.iter().map(|m| m.name()).collect();
+    let names: Vec<String> = FaultMode::ALL.iter().map(|m| m.spelling()).collect();
     format!(
         "Misbehave on purpose, for testing clients: on every request, or with @N on every N-th (per thread). MODE is one of {}.",
         names.join(", ")
@@ -108,6 +137,9 @@ pub fn fault_help() -> String {
 
 impl std::fmt::Display for Fault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.mode == FaultMode::MaxStreams {
+            return write!(f, "max-streams={}", self.every);
+        }
         f.write_str(self.mode.name())?;
         if self.every != 1 {
             write!(f, "@{}", self.every)?;
@@ -121,7 +153,24 @@ impl std::str::FromStr for Fault {
 
     /// Parses `MODE` or `MODE@N` (N ≥ 1); the error lists the modes.
     fn from_str(text: &str) -> Result<Fault, String> {
-        let names = || FaultMode::ALL.iter().map(|m| m.name()).collect::<Vec<_>>().join(", ");
+        let names = || {
+            FaultMode::ALL
+                .iter()
+                .map(|m| m.spelling())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if let Some(k) = text.strip_prefix("max-streams=") {
+            return match k.parse::<u32>() {
+                Ok(k) if k >= 1 => Ok(Fault {
+                    mode: FaultMode::MaxStreams,
+                    every: k,
+                }),
+                _ => Err(format!(
+                    "{k:?} after max-streams= is not a whole number of at least 1; e.g. max-streams=1"
+                )),
+            };
+        }
         let (name, every) = match text.split_once('@') {
             Some((name, n)) => match n.parse::<u32>() {
                 Ok(n) if n >= 1 => (name, n),
@@ -136,6 +185,11 @@ impl std::str::FromStr for Fault {
         let Some(mode) = FaultMode::from_name(name) else {
             return Err(format!("unknown fault mode {name:?}; expected one of: {}", names()));
         };
+        if mode == FaultMode::MaxStreams {
+            return Err(
+                "max-streams takes the stream limit as max-streams=K (K at least 1), e.g. max-streams=1".to_string(),
+            );
+        }
         let fault = Fault { mode, every };
         fault.validate()?;
         Ok(fault)
@@ -164,6 +218,46 @@ impl Fault {
         if self.mode == FaultMode::StopAccepting && self.every != 1 {
             return Err("stop-accepting concerns the listener and takes no @N".to_string());
         }
+        if matches!(self.mode, FaultMode::WindowStall | FaultMode::SettingsFlood) && self.every != 1 {
+            return Err(format!(
+                "{} acts on every HTTP/2 connection and takes no @N",
+                self.mode.name()
+            ));
+        }
         Ok(())
+    }
+}
+
+impl FaultMode {
+    /// How the mode is written on the command line: its name, or
+    /// `max-streams=K` for the one mode that takes a value instead of @N.
+    pub fn spelling(self) -> String {
+        match self {
+            FaultMode::MaxStreams => "max-streams=K".to_string(),
+            _ => self.name().to_string(),
+        }
+    }
+
+    /// True for the modes that act on HTTP/2 connections (`--h2`).
+    pub fn is_h2(self) -> bool {
+        matches!(
+            self,
+            FaultMode::Goaway
+                | FaultMode::GoawayError
+                | FaultMode::RstStream
+                | FaultMode::MaxStreams
+                | FaultMode::WindowStall
+                | FaultMode::SettingsFlood
+        )
+    }
+
+    /// True for the modes that act on a connection before any protocol is
+    /// spoken (accepting, the TLS handshake): they act on HTTP/2
+    /// connections as on HTTP/1 ones.
+    pub fn before_protocol(self) -> bool {
+        matches!(
+            self,
+            FaultMode::CloseAfterAccept | FaultMode::StopAccepting | FaultMode::HandshakeStall
+        )
     }
 }

@@ -53,6 +53,8 @@ use socket2::{Domain, Socket, Type};
 mod conn;
 mod degrade;
 mod fault;
+mod h2;
+mod h2_conn;
 mod responder;
 mod responses;
 pub mod tls;
@@ -86,6 +88,9 @@ pub struct TargetConfig {
     pub degrade: Degrade,
     /// Serve TLS with this configuration (`--tls`).
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Speak HTTP/2 too (`--h2`): h2c with prior knowledge on a plain
+    /// port, h2 by ALPN over TLS; HTTP/1.1 clients are served as before.
+    pub h2: bool,
 }
 
 /// A running target; dropping it does not stop it, call [`TargetHandle::stop`].
@@ -148,6 +153,18 @@ pub fn spawn(cfg: &TargetConfig) -> Result<TargetHandle, Error> {
         if matches!(fault.mode, FaultMode::HandshakeStall | FaultMode::CloseNoNotify) && cfg.tls.is_none() {
             return Err(Error::Usage(format!("the {} fault needs --tls", fault.mode.name())));
         }
+        if fault.mode.is_h2() && !cfg.h2 {
+            return Err(Error::Usage(format!(
+                "the {} fault acts on HTTP/2 connections: add --h2",
+                fault.mode.name()
+            )));
+        }
+        if cfg.h2 && !fault.mode.is_h2() && !fault.mode.before_protocol() {
+            return Err(Error::Usage(format!(
+                "the {} fault acts on HTTP/1 responses; with --h2 use an HTTP/2 fault (goaway, goaway-error, rst-stream, max-streams=K, window-stall, settings-flood) or one that acts before the protocol (close-after-accept, stop-accepting, handshake-stall)",
+                fault.mode.name()
+            )));
+        }
         if fault.mode == FaultMode::Trickle && !cfg.delay.is_zero() {
             return Err(Error::Usage(
                 "the trickle fault cannot be combined with --delay".to_string(),
@@ -178,6 +195,17 @@ pub fn spawn(cfg: &TargetConfig) -> Result<TargetHandle, Error> {
     }
 
     let responses = Arc::new(Responses::build(cfg.fault.map(|f| f.mode)));
+    // With --h2 a TLS client may pick h2 by ALPN; one offering only
+    // http/1.1 still gets it.
+    let mut cfg = cfg.clone();
+    if cfg.h2
+        && let Some(tls) = &mut cfg.tls
+    {
+        let mut config = (**tls).clone();
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        *tls = Arc::new(config);
+    }
+    let cfg = &cfg;
     let mut handle = TargetHandle {
         addr,
         stop: Arc::new(AtomicBool::new(false)),
@@ -262,6 +290,7 @@ mod tests {
             fault: None,
             tls: None,
             degrade: Degrade::default(),
+            h2: false,
         })
         .expect("target starts")
     }
@@ -687,6 +716,7 @@ mod tests {
             fault: None,
             tls: None,
             degrade: Degrade::default(),
+            h2: false,
         })
         .expect("rebinds the same port");
         let mut s = connect(&again);
@@ -703,6 +733,7 @@ mod tests {
             fault: Some(fault.parse().expect("a valid fault")),
             tls: None,
             degrade: Degrade::default(),
+            h2: false,
         })
         .expect("target starts")
     }
@@ -725,10 +756,19 @@ mod tests {
     fn fault_names_parse_and_print() {
         for mode in FaultMode::ALL {
             let name = mode.name();
+            if mode == FaultMode::MaxStreams {
+                let fault: Fault = "max-streams=3".parse().unwrap();
+                assert_eq!(fault, Fault { mode, every: 3 });
+                assert_eq!(fault.to_string(), "max-streams=3");
+                continue;
+            }
             let fault: Fault = name.parse().unwrap();
             assert_eq!(fault, Fault { mode, every: 1 });
             assert_eq!(fault.to_string(), name);
-            if mode != FaultMode::StopAccepting {
+            if !matches!(
+                mode,
+                FaultMode::StopAccepting | FaultMode::WindowStall | FaultMode::SettingsFlood
+            ) {
                 let fault: Fault = format!("{name}@7").parse().unwrap();
                 assert_eq!(fault, Fault { mode, every: 7 });
                 assert_eq!(fault.to_string(), format!("{name}@7"));
@@ -743,6 +783,12 @@ mod tests {
             "reset@x",
             "@3",
             "stop-accepting@2",
+            "max-streams",
+            "max-streams=0",
+            "max-streams=x",
+            "max-streams@2",
+            "window-stall@2",
+            "settings-flood@3",
         ] {
             assert!(bad.parse::<Fault>().is_err(), "{bad:?} parsed");
         }
@@ -756,6 +802,7 @@ mod tests {
             }),
             tls: None,
             degrade: Degrade::default(),
+            h2: false,
         })
         .unwrap_err();
         assert!(matches!(err, Error::Usage(_)), "{err:?}");
@@ -966,6 +1013,7 @@ mod tests {
             fault: None,
             tls: None,
             degrade: Degrade::default(),
+            h2: false,
         })
         .unwrap_err();
         assert!(matches!(err, Error::Usage(_)), "{err:?}");
@@ -983,6 +1031,7 @@ mod tests {
                 fault: None,
                 tls: None,
                 degrade: Degrade::default(),
+                h2: false,
             })
             .unwrap_err();
             let Error::Preflight(message) = err else {

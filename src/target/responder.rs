@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use mio::Token;
 use mio::event::Event;
 
-use super::conn::{Conn, ConnFault, Stop};
+use super::conn::{Conn, ConnFault, Proto, Stop};
+use super::h2::H2Thread;
 use super::responses::*;
 use super::ws::{self, WsThread};
 use super::{Degrade, FLUSH_AT, Fault, FaultMode, MAX_HEAD, MAX_HEADERS};
@@ -57,6 +58,8 @@ pub(super) struct Responder {
     pub(super) trickles: VecDeque<Trickle>,
     /// Upgraded sockets' timers and faults.
     pub(super) ws: WsThread,
+    /// HTTP/2 (`--h2`): its responses, delay queue and faults.
+    pub(super) h2: Option<H2Thread>,
 }
 
 impl Responder {
@@ -72,6 +75,7 @@ impl Responder {
             fault_count: 0,
             trickles: VecDeque::new(),
             ws: WsThread::new(fault),
+            h2: None,
         }
     }
 
@@ -100,6 +104,9 @@ impl Responder {
         }
         if event.is_writable() && conn.has_output() {
             conn.write_out()?;
+            if let Some(h2) = &mut self.h2 {
+                h2.settle(conn)?;
+            }
             if conn.paused && !conn.blocked() {
                 return self.resume(conn, buf);
             }
@@ -166,6 +173,15 @@ impl Responder {
     fn feed(&mut self, conn: &mut Conn, data: &[u8], now: Instant) -> io::Result<()> {
         if conn.discarding() {
             return Ok(());
+        }
+        if let Some(h2) = &mut self.h2
+            && !matches!(conn.proto, Proto::Http1)
+            && h2.feed(conn, data, now, &mut self.batch)?
+        {
+            let sent = conn.send(&self.batch);
+            self.batch.clear();
+            sent?;
+            return h2.settle(conn);
         }
         let mut data = data;
         if !conn.input.is_empty() {
@@ -291,12 +307,7 @@ impl Responder {
     /// applied when this request is hit.
     fn faulty(&mut self, id: u16) -> u16 {
         let Some(fault) = self.fault else { return id };
-        if matches!(
-            fault.mode,
-            FaultMode::CloseAfterAccept | FaultMode::StopAccepting | FaultMode::HandshakeStall
-        ) || fault.mode.is_ws()
-            || !self.fault_hits(fault.mode)
-        {
+        if fault.mode.before_protocol() || fault.mode.is_h2() || fault.mode.is_ws() || !self.fault_hits(fault.mode) {
             return id;
         }
         // The route's rendering for the same method and persistence.

@@ -214,7 +214,15 @@ pub(super) fn render_fault(mode: FaultMode) -> Response {
         | FaultMode::WsClose
         | FaultMode::WsBadFrame
         | FaultMode::WsOversize
-        | FaultMode::WsPingFlood => (format!("{PONG_HEAD}pong").into_bytes(), false, Action::Respond),
+        | FaultMode::WsPingFlood
+        // HTTP/2 faults act in target/h2.rs; HTTP/1 connections of an
+        // `--h2` target are answered as usual.
+        | FaultMode::Goaway
+        | FaultMode::GoawayError
+        | FaultMode::RstStream
+        | FaultMode::MaxStreams
+        | FaultMode::WindowStall
+        | FaultMode::SettingsFlood => (format!("{PONG_HEAD}pong").into_bytes(), false, Action::Respond),
     };
     Response {
         bytes: bytes.into_boxed_slice(),

@@ -16,6 +16,7 @@ use mio::net::TcpListener;
 use mio::{Events, Poll, Token, Waker};
 
 use super::conn::{Conn, ConnFault};
+use super::h2::H2Thread;
 use super::responder::Responder;
 use super::responses::Responses;
 use super::{EVENTS, FaultMode, READ_BUF, TargetConfig};
@@ -40,12 +41,16 @@ pub(super) fn start(
             .register(poll.registry(), LISTENER)
             .map_err(|e| Error::io("registering the target's listener", e))?;
     }
+    let mut responder = Responder::new(Arc::clone(responses), cfg.delay, cfg.degrade, cfg.fault);
+    if cfg.h2 {
+        responder.h2 = Some(H2Thread::new(cfg.delay, cfg.degrade, cfg.fault));
+    }
     let worker = Worker {
         poll,
         acceptor,
         conns: ConnTable::with_capacity(0),
         buf: vec![0; READ_BUF].into_boxed_slice(),
-        responder: Responder::new(Arc::clone(responses), cfg.delay, cfg.degrade, cfg.fault),
+        responder,
         tls: cfg.tls.clone(),
         stop: Arc::clone(stop),
     };
@@ -114,6 +119,9 @@ impl Worker {
                 self.trickle_due(now);
             }
             self.ws_due(now);
+            if self.responder.h2.is_some() {
+                self.h2_due(now);
+            }
         }
     }
 
@@ -126,6 +134,7 @@ impl Worker {
             self.responder.trickles.front().map(|t| t.due),
             self.acceptor.wake_at(now),
             self.responder.ws.ticks.next_due(),
+            self.responder.h2.as_ref().and_then(|h2| h2.wake_at(now)),
         ]
         .into_iter()
         .flatten()
@@ -210,6 +219,34 @@ impl Worker {
                 .responder
                 .ws
                 .tick(conn, tick, every, due, now, &mut self.responder.batch);
+            self.settle(token, result);
+        }
+    }
+
+    /// HTTP/2: sends the delayed responses that are due, then one turn's
+    /// share of every SETTINGS flood.
+    fn h2_due(&mut self, now: Instant) {
+        loop {
+            let Some(h2) = self.responder.h2.as_mut() else { return };
+            let Some((token, stream)) = h2.next_due(now) else { break };
+            let Some(conn) = self.conns.get_mut(token) else {
+                continue; // the connection is gone
+            };
+            let batch = &mut self.responder.batch;
+            h2.deliver(conn, stream, now, batch);
+            let mut result = conn.send(batch);
+            if result.is_ok() {
+                result = h2.settle(conn);
+            }
+            self.settle(token, result);
+        }
+        let Some(h2) = self.responder.h2.as_mut() else { return };
+        for token in h2.floods_now() {
+            let Some(h2) = self.responder.h2.as_mut() else { return };
+            let Some(conn) = self.conns.get_mut(token) else {
+                continue;
+            };
+            let result = h2.flood(conn);
             self.settle(token, result);
         }
     }
