@@ -9,8 +9,8 @@ use std::io;
 use mio::Token;
 
 use super::MAX_IN_FLIGHT;
-use super::ws_socket::WsConn;
 use super::h2_conn::H2Conn;
+use super::ws_socket::WsConn;
 use crate::netio::{Pending, Slot, Stream};
 
 /// Why consuming a connection's input stopped (the HTTP parser's and the
