@@ -677,11 +677,6 @@ fn demo(args: DemoArgs) -> Result<(), Error> {
     ];
     argv.extend(["-i".into(), humantime::format_duration(args.interval).to_string()]);
     argv.extend(["--ramp".into(), "1000".into()]);
-    if args.h2 {
-        // HTTP/2 required (h2c with prior knowledge, or ALPN h2), ten
-        // streams on each connection.
-        argv.extend(["--http".into(), "2".into(), "--streams".into(), "10".into()]);
-    }
     if args.ws {
         // The echo answers each message with itself: a request/response
         // workload whose latency is the round trip of one message.
@@ -708,7 +703,8 @@ fn demo(args: DemoArgs) -> Result<(), Error> {
     // the code path operators use.
     let run = match Cli::try_parse_from(&argv).map(|c| c.command) {
         Ok(Command::Run(run)) => run,
-        _ => return Err(Error::Internal("demo flags do not parse".into())),
+        Ok(_) => return Err(Error::Internal("demo flags parse as another command".into())),
+        Err(e) => return Err(Error::Internal(format!("demo flags do not parse: {e}"))),
     };
     let mut plan = run.into_plan()?;
     plan.report = args.report.as_deref().map(ReportDest::parse);
