@@ -203,11 +203,12 @@ impl Ws {
         (self.inflight > 0).then_some(self.head)
     }
 
-    /// Queues a frame (masked with a fresh key) after what is owed.
+    /// Queues a frame (masked with a fresh key from the system's
+    /// generator, see `ws::mask_key`) after what is owed.
     fn queue(&mut self, op: Opcode, payload: &[u8]) {
         let out = self.out.get_or_insert_with(take_buf);
         let mut head = [0u8; MAX_HEAD];
-        let key = fastrand::u32(..).to_ne_bytes();
+        let key = ws::mask_key();
         let n = ws::encode_head(&mut head, true, op, payload.len() as u64, Some(key));
         out.extend_from_slice(&head[..n]);
         let start = out.len();

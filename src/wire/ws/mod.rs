@@ -232,6 +232,38 @@ pub fn encode_head(out: &mut [u8; MAX_HEAD], fin: bool, opcode: Opcode, len: u64
     at
 }
 
+/// Bytes of masking keys drawn from the operating system at a time: one
+/// `getrandom` per 64 frames, so a key costs no syscall on the hot path.
+const MASK_POOL: usize = 256;
+
+thread_local! {
+    /// This thread's unused masking-key bytes and the next one to hand out.
+    static MASK_KEYS: std::cell::RefCell<([u8; MASK_POOL], usize)> =
+        const { std::cell::RefCell::new(([0; MASK_POOL], MASK_POOL)) };
+}
+
+/// A masking key for one client frame. RFC 6455 §5.3 asks for keys "from a
+/// strong source of entropy" that a server or proxy cannot predict (a
+/// predictable mask lets a page's script steer the bytes on the wire, the
+/// cache-poisoning attack the mask exists to stop), so they come from the
+/// operating system's generator (`ring::rand::SystemRandom`), drawn in
+/// batches per thread, not from the load generator's fast PRNG.
+pub fn mask_key() -> [u8; 4] {
+    use ring::rand::SecureRandom as _;
+    MASK_KEYS.with(|cell| {
+        let (pool, next) = &mut *cell.borrow_mut();
+        if *next + 4 > MASK_POOL {
+            ring::rand::SystemRandom::new()
+                .fill(pool)
+                .expect("the operating system's random generator answers");
+            *next = 0;
+        }
+        let key = [pool[*next], pool[*next + 1], pool[*next + 2], pool[*next + 3]];
+        *next += 4;
+        key
+    })
+}
+
 /// Masks (or unmasks: the same XOR) `data`, which starts `offset` bytes
 /// into its frame's payload.
 #[inline]

@@ -425,3 +425,10 @@ proptest! {
         let _ = decode_all(Role::Server, 200, &bytes, &[size]);
     }
 }
+
+#[test]
+fn mask_keys_differ_across_a_pool_refill() {
+    // 200 keys span three refills of the per-thread pool (64 keys each).
+    let keys: std::collections::HashSet<[u8; 4]> = (0..200).map(|_| mask_key()).collect();
+    assert!(keys.len() >= 199, "only {} distinct keys of 200", keys.len());
+}
