@@ -14,13 +14,7 @@ use serde_json::Value;
 use util::{Nginx, field as u, heavy_lock, soakd_report, temp_path, test_python, total_errors};
 
 fn errors(r: &Value) -> Vec<(String, u64)> {
-    r["errors"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .filter(|(_, v)| v.as_u64() != Some(0))
-        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
-        .collect()
+    util::nonzero_errors(r)
 }
 
 /// nginx with HTTP/2 and an access log of `PROTOCOL STATUS` per request.

@@ -345,12 +345,7 @@ fn soakd_h2(target: &BuiltinTarget, path: &str, extra: &[&str]) -> RunResult {
 
 /// The kinds of error a report counted, with their counts (zeros left out).
 fn errors(r: &RunResult) -> Vec<(String, u64)> {
-    r.report["errors"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .filter_map(|(k, v)| v.as_u64().filter(|&n| n > 0).map(|n| (k.clone(), n)))
-        .collect()
+    util::nonzero_errors(&r.report)
 }
 
 fn http(r: &RunResult) -> &Value {

@@ -245,12 +245,7 @@ fn idle_sockets_keep_no_buffer() {
 
 /// The error kinds of a report that are not zero.
 fn errors(report: &Value) -> std::collections::BTreeMap<String, u64> {
-    report["errors"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .filter_map(|(k, v)| v.as_u64().filter(|n| *n > 0).map(|n| (k.clone(), n)))
-        .collect()
+    util::nonzero_errors(report).into_iter().collect()
 }
 
 #[test]

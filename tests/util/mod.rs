@@ -1121,6 +1121,17 @@ pub fn field(v: &serde_json::Value, path: &str) -> u64 {
         .unwrap_or_else(|| panic!("{path} missing in {v:#}"))
 }
 
+/// The error kinds a report (or one of its workloads) counted, with their
+/// counts, leaving out the kinds at 0, in name order.
+pub fn nonzero_errors(v: &serde_json::Value) -> Vec<(String, u64)> {
+    v["errors"]
+        .as_object()
+        .expect("a report has an errors object")
+        .iter()
+        .filter_map(|(k, n)| n.as_u64().filter(|&n| n > 0).map(|n| (k.clone(), n)))
+        .collect()
+}
+
 /// All errors of a report (or of one of its workloads), every kind summed.
 pub fn total_errors(v: &serde_json::Value) -> u64 {
     v["errors"]
