@@ -8,7 +8,8 @@
 #   HOLD_CONNS=10000 HOLD_RAMP=1000 MODE=hold bench/compare.sh   # other count / ramp rate
 #   MODE=ramp bench/compare.sh              # how long opening 15,000 connections takes
 #   MODE=lag  bench/compare.sh              # p99 schedule lag at 15,000 connections
-#   STATE=1 MODE=lag bench/compare.sh       # ... and again with --state (checkpoints every 5 s)
+#   STATE=1 MODE=lag bench/compare.sh       # ... without and with --state (checkpoints every 5 s), interleaved,
+#                                           #   LAG_RUNS pairs (default 2); p99 each, medians, ratio
 #   MODE=handshake bench/compare.sh         # TLS: CPU per full and per resumed handshake, aws-lc-rs vs ring
 #                                           #   (HS_RUNS, default 5), then 10,000 fresh connections vs oha
 #                                           #   (FRESH_RUNS, default 3; OHA=/path/to/oha)
@@ -275,30 +276,73 @@ mode_ramp() {
     echo "CPU ${CPU_S}s, max RSS ${RSS_KIB} KiB"
 }
 
+# lag_ms REPORT: the run's schedule lag p99 in milliseconds.
+lag_ms() {
+    calc "$(json_get "$1" .schedule_lag_seconds.p99) * 1000"
+}
+
+# lag_points REPORT EVERY: the timeline points' lag p99 (ms), the median of
+# the points that hold a checkpoint (a multiple of EVERY seconds) beside
+# the median of the others: where a checkpoint disturbs the schedule, its
+# points stand out.
+lag_points() {
+    python3 - "$1" "$2" <<'PY'
+import json, statistics, sys
+r = json.load(open(sys.argv[1]))
+every = float(sys.argv[2])
+at, rest = [], []
+for p in r["timeline"]["points"][2:]:  # after the ramp
+    if p.get("lag_p99") is None:
+        continue
+    held = any(p["t"] <= k * every < p["t"] + p["seconds"] for k in range(1, 10000))
+    (at if held else rest).append(p["lag_p99"] * 1e3)
+med = lambda v: f"{statistics.median(v):.3f}" if v else "-"
+print(f"points' lag p99 (ms), median: {med(at)} in the {len(at)} holding a checkpoint, {med(rest)} in the {len(rest)} others")
+PY
+}
+
 mode_lag() {
-    section "lag: soakd -c 15000 -i 1s -d 30s --ramp 10000 -t 1 (CPU 1)"
-    soakd_run lag -c 15000 -i 1s -d 30s --ramp 10000 -t 1
-    [ -n "$REPORT" ] || exit 1
-    local p99=$(json_get "$REPORT" .schedule_lag_seconds.p99)
-    echo "schedule_lag_seconds.p99: $p99"
-    echo "schedule_lag_seconds.max: $(json_get "$REPORT" .schedule_lag_seconds.max)"
-    echo "requests.completed:       $(json_get "$REPORT" .requests.completed)"
-    echo "CPU ${CPU_S}s, max RSS ${RSS_KIB} KiB"
-    # STATE=1: the same run again with --state checkpointing every 5 s
-    # (six times as often as the default), to show that a checkpoint
-    # (a copy on the control thread, encoded and fsynced on another)
-    # leaves the schedule alone.
-    if [ "${STATE:-0}" = 1 ]; then
-        section "lag with --state (checkpoint every 5s)"
-        rm -f "$WORK/lag.state"
-        soakd_run lag-state -c 15000 -i 1s -d 30s --ramp 10000 -t 1 --state "$WORK/lag.state" --checkpoint-interval 5s
+    local args=(-c 15000 -i 1s -d 30s --ramp 10000 -t 1)
+    if [ "${STATE:-0}" != 1 ]; then
+        section "lag: soakd ${args[*]} (CPU 1)"
+        soakd_run lag "${args[@]}"
         [ -n "$REPORT" ] || exit 1
-        local p99s=$(json_get "$REPORT" .schedule_lag_seconds.p99)
-        echo "schedule_lag_seconds.p99: $p99s (without --state: $p99, ratio $(calc "$p99s / $p99"))"
+        echo "schedule_lag_seconds.p99: $(json_get "$REPORT" .schedule_lag_seconds.p99)"
         echo "schedule_lag_seconds.max: $(json_get "$REPORT" .schedule_lag_seconds.max)"
+        echo "requests.completed:       $(json_get "$REPORT" .requests.completed)"
         echo "CPU ${CPU_S}s, max RSS ${RSS_KIB} KiB"
-        echo "state file: $(stat -c %s "$WORK/lag.state") bytes"
+        return
     fi
+    # STATE=1: runs without and with --state (checkpointing every 5 s, six
+    # times as often as the default), interleaved (LAG_RUNS pairs, default
+    # 2) so that a change in the shared machine's load hits both alike, to
+    # show that a checkpoint leaves the schedule alone. LAG_KEEP=DIR keeps
+    # the reports.
+    local runs=${LAG_RUNS:-2} i without=() with=()
+    for i in $(seq "$runs"); do
+        section "lag run $i/$runs without --state: soakd ${args[*]} (CPU 1); $(uptime | sed 's/.*load/load/')"
+        soakd_run "lag-$i" "${args[@]}"
+        [ -n "$REPORT" ] || exit 1
+        without+=("$(lag_ms "$REPORT")")
+        echo "schedule lag p99 ${without[-1]} ms, max $(calc "$(json_get "$REPORT" .schedule_lag_seconds.max) * 1000") ms; CPU ${CPU_S}s"
+        lag_points "$REPORT" 5
+        [ -z "${LAG_KEEP:-}" ] || cp "$REPORT" "$LAG_KEEP/"
+        section "lag run $i/$runs with --state (checkpoint every 5s); $(uptime | sed 's/.*load/load/')"
+        rm -f "$WORK/lag.state"
+        SOAKD_STATE_DEBUG=1 soakd_run "lag-state-$i" "${args[@]}" --state "$WORK/lag.state" --checkpoint-interval 5s
+        [ -n "$REPORT" ] || exit 1
+        with+=("$(lag_ms "$REPORT")")
+        echo "schedule lag p99 ${with[-1]} ms, max $(calc "$(json_get "$REPORT" .schedule_lag_seconds.max) * 1000") ms; CPU ${CPU_S}s"
+        lag_points "$REPORT" 5
+        grep 'checkpoint at' "$WORK/lag-state-$i.err" | sed 's/^/  /' || true
+        echo "state file: $(stat -c %s "$WORK/lag.state") bytes"
+        [ -z "${LAG_KEEP:-}" ] || cp "$REPORT" "$LAG_KEEP/"
+    done
+    section "schedule lag p99, ms ($runs runs each, interleaved)"
+    echo "without --state: ${without[*]} (median $(median "${without[@]}"))"
+    echo "with --state:    ${with[*]} (median $(median "${with[@]}"))"
+    echo "ratio with/without (medians): $(calc "$(median "${with[@]}") / $(median "${without[@]}")")"
+    echo "machine: $(uptime)"
 }
 
 # ---------------------------------------------------------------------------

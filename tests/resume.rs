@@ -131,6 +131,18 @@ fn a_killed_soak_continues_to_its_original_end() {
     eprintln!("lost_seconds {lost:.2} (checkpoint interval 5 s, restart took {restart:.2} s)");
     assert!(lost <= 5.0 + restart + 0.5, "lost {lost} s, restart took {restart} s");
     assert!(lost > 0.0);
+    // The text summary lists the restart: how many, the time lost, and
+    // when (UTC clock time and run time).
+    let at = resumed[0]["at"].as_f64().unwrap();
+    let clock = humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs_f64(started + at)).to_string();
+    let line = format!(
+        "  resumed       1 restart, {lost:.1} s lost (at {} UTC, {at:.1} s into the run)\n",
+        &clock[11..19]
+    );
+    assert!(
+        stderr.contains(&line),
+        "the summary lists the restart as {line:?}:\n{stderr}"
+    );
     let completed = r["requests"]["completed"].as_f64().unwrap();
     let want = rate * 120.0;
     assert!(

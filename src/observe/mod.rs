@@ -140,12 +140,17 @@ impl Observers {
     }
 
     /// `--state`: the run as it is now, for the writer.
-    fn snapshot(&self, totals: &Totals, elapsed: Duration, finished: bool) -> Snapshot {
+    fn snapshot(&mut self, totals: &Totals, elapsed: Duration, finished: bool) -> Snapshot {
+        let t0 = Instant::now();
+        let totals = totals.saved_reusing(self.checkpoint.as_mut().and_then(Writer::spare));
+        let window = self.thresholds.as_ref().map(Watch::saved);
         Snapshot {
             at: elapsed,
             finished,
-            totals: totals.saved(),
-            window: self.thresholds.as_ref().map(Watch::saved),
+            totals,
+            window,
+            taken_in: t0.elapsed(),
+            last: false,
         }
     }
 

@@ -19,6 +19,7 @@ impl Report {
             self.duration_seconds,
             self.workloads.len()
         );
+        self.resumed_line(&mut s);
         let _ = writeln!(
             s,
             "  connections   desired {}  peak open {}  open at end {}  opened {}  closed {}  ramp {}",
@@ -132,6 +133,39 @@ impl Report {
         s
     }
 
+    /// A run continued from its `--state` after restarts: how many, the
+    /// run time they lost and when each was (UTC clock time from the
+    /// timeline's start, and run time; run time only when the report has
+    /// no start time, e.g. a merged one).
+    fn resumed_line(&self, s: &mut String) {
+        if self.resumed.is_empty() {
+            return;
+        }
+        let n = self.resumed.len();
+        let lost: f64 = self.resumed.iter().map(|r| r.lost_seconds).sum();
+        let start = self.timeline.started_at_unix_seconds;
+        let each: Vec<String> = self
+            .resumed
+            .iter()
+            .map(|r| {
+                let into = format!("{:.1} s into the run", r.at);
+                if start > 0.0 {
+                    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(start + r.at);
+                    let clock = humantime::format_rfc3339_seconds(at).to_string();
+                    format!("{} UTC, {into}", &clock[11..19])
+                } else {
+                    into
+                }
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "  resumed       {n} restart{}, {lost:.1} s lost (at {})",
+            if n == 1 { "" } else { "s" },
+            each.join("; ")
+        );
+    }
+
     /// Per workload with a mix (or checks that failed): its requests,
     /// slowest p99 first, so the endpoint that degrades leads.
     fn request_table(&self, s: &mut String) {
@@ -197,5 +231,40 @@ pub fn human(v: Option<f64>) -> String {
         Some(v) if v < 1e-3 => format!("{:.0}µs", v * 1e6),
         Some(v) if v < 1.0 => format!("{:.2}ms", v * 1e3),
         Some(v) => format!("{v:.2}s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restarts_are_listed_with_their_clock_time() {
+        // 2026-12-03T12:00:00Z, restarted 184 s and 7,800 s in.
+        let r: Report = serde_json::from_value(serde_json::json!({
+            "timeline": {"started_at": "2026-12-03T12:00:00Z", "started_at_unix_seconds": 1_796_299_200.0,
+                         "interval_seconds": 1.0, "max_points": 1000, "points": []},
+            "resumed": [{"at": 184.0, "lost_seconds": 3.1}, {"at": 7_800.5, "lost_seconds": 1.2}]
+        }))
+        .unwrap();
+        let s = r.summary();
+        assert!(
+            s.contains("  resumed       2 restarts, 4.3 s lost (at 12:03:04 UTC, 184.0 s into the run; 14:10:00 UTC, 7800.5 s into the run)\n"),
+            "{s}"
+        );
+        // A report without a start time (merged): run time only.
+        let r: Report = serde_json::from_value(serde_json::json!({
+            "resumed": [{"at": 50.4, "lost_seconds": 2.0}]
+        }))
+        .unwrap();
+        assert!(
+            r.summary()
+                .contains("  resumed       1 restart, 2.0 s lost (at 50.4 s into the run)\n"),
+            "{}",
+            r.summary()
+        );
+        // A run in one piece has no such line.
+        let r: Report = serde_json::from_value(serde_json::json!({})).unwrap();
+        assert!(!r.summary().contains("resumed"));
     }
 }

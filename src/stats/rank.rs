@@ -90,6 +90,25 @@ pub fn median(v: &[f64]) -> f64 {
     }
 }
 
+/// Ranks from 1, ties averaged.
+pub fn ranks(v: &[f64]) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..v.len()).collect();
+    order.sort_by(|a, b| v[*a].total_cmp(&v[*b]));
+    let mut out = vec![0.0; v.len()];
+    let mut i = 0;
+    while i < order.len() {
+        let mut j = i;
+        while j + 1 < order.len() && v[order[j + 1]] == v[order[i]] {
+            j += 1;
+        }
+        for k in &order[i..=j] {
+            out[*k] = (i + j) as f64 / 2.0 + 1.0;
+        }
+        i = j + 1;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

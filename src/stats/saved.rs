@@ -4,8 +4,10 @@
 //! A checkpoint is taken on the control thread and written on another
 //! (see `state`), so taking one must be cheap: [`Totals::saved`] clones
 //! the cumulative counters, the full-run histograms and the timeline's
-//! points (a few MB at most, a memory copy), and the expensive part, the
-//! encoding, happens later through serde on the writer's thread. The
+//! points (a few MB at most, a memory copy; [`Totals::saved_reusing`]
+//! copies the histograms into the last checkpoint's, handed back by the
+//! writer), and the expensive part, the encoding, happens later through
+//! serde on the writer's thread. The
 //! structs are the ones the report is built from ([`WorkloadStats`],
 //! [`Counters`](super::Counters), the timeline's points), serialized as
 //! they are, so a counter another protocol adds is carried without a list
@@ -74,6 +76,39 @@ impl Totals {
             timeline: self.timeline.saved(),
             resumed: self.resumed.clone(),
         }
+    }
+
+    /// [`Totals::saved`] into the buffers of an earlier copy (`reuse`, one
+    /// the state writer handed back once it was written): the histograms
+    /// are overwritten in place, a memory copy into pages already mapped,
+    /// where a fresh clone maps ~190 KB a histogram and faults each of its
+    /// pages in, on the control thread, which shares a core with the
+    /// workers (1–6 ms a checkpoint for one workload on the saturated VM,
+    /// `SOAKD_STATE_DEBUG`). Anything of another shape is copied afresh.
+    pub fn saved_reusing(&self, reuse: Option<TotalsSaved>) -> TotalsSaved {
+        let Some(mut s) = reuse else { return self.saved() };
+        s.stats.truncate(self.stats.len());
+        for (i, src) in self.stats.iter().enumerate() {
+            match s.stats.get_mut(i) {
+                Some(d) => {
+                    // Cleared, then added: an empty histogram of the same
+                    // bounds takes the other's counts by one memory copy.
+                    d.clear();
+                    d.set_requests(src.requests.len());
+                    d.add(src);
+                }
+                None => s.stats.push(src.clone()),
+            }
+        }
+        s.names.clone_from(&self.names);
+        s.requests.clone_from(&self.requests);
+        s.peak_open.clone_from(&self.peak_open);
+        s.ramp.clone_from(&self.ramp);
+        s.open_min.clone_from(&self.open_min);
+        s.open_min_all = self.open_min_all;
+        s.timeline = self.timeline.saved();
+        s.resumed.clone_from(&self.resumed);
+        s
     }
 
     /// Continues from `s`, checkpointed at run time `checkpoint_at`, the
@@ -168,6 +203,30 @@ mod tests {
         let mut h = histogram();
         h.add(&back.latency).unwrap();
         assert_eq!(h.len(), 5);
+    }
+
+    #[test]
+    fn a_reused_copy_is_the_fresh_copy() {
+        let mut t = Totals::new(vec!["a".into(), "b".into()], 1, false, false);
+        t.set_requests(0, vec!["GET /".into(), "GET /x".into()]);
+        t.stats[0].counters.completed = 3;
+        t.stats[0].latency.record(1_000).unwrap();
+        t.stats[0].requests[1].latency.record(7).unwrap();
+        t.stats[1].lag.record(55).unwrap();
+        t.timeline.tick(Duration::from_secs(2));
+        let json = |s: &TotalsSaved| serde_json::to_string(s).unwrap();
+        // Reusing an older copy of other counts and another shape (one
+        // workload fewer, one request more) gives what a fresh copy does.
+        let mut old = Totals::new(vec!["a".into()], 1, false, false);
+        old.set_requests(0, vec!["1".into(), "2".into(), "3".into()]);
+        old.stats[0].latency.record(9_999).unwrap();
+        old.stats[0].counters.completed = 99;
+        assert_eq!(json(&t.saved_reusing(Some(old.saved()))), json(&t.saved()));
+        // And the other way round: more workloads than now.
+        let mut big = Totals::new(vec!["a".into(), "b".into(), "c".into()], 1, false, false);
+        big.stats[2].connect.record(5).unwrap();
+        assert_eq!(json(&t.saved_reusing(Some(big.saved()))), json(&t.saved()));
+        assert_eq!(json(&t.saved_reusing(None)), json(&t.saved()));
     }
 
     #[test]

@@ -47,7 +47,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::rank::{mann_whitney_dependent, median};
+use super::rank::{mann_whitney_dependent, median, ranks};
 use super::timeline::{PointJson, TimelineJson, WorkloadPointJson};
 use super::trend::{MIN_POINTS, theil_sen};
 
@@ -87,10 +87,16 @@ pub struct Slope {
     pub low: Option<f64>,
     /// Upper bound of its 95% confidence interval.
     pub high: Option<f64>,
-    /// Two-sided Mann–Kendall p-value.
+    /// Two-sided Mann–Kendall p-value, corrected for autocorrelation
+    /// (`stats::trend`).
     pub p_value: Option<f64>,
     /// `p_value` below the significance level.
     pub significant: bool,
+    /// The factor by which the autocorrelation correction multiplied
+    /// Mann–Kendall's variance (1: the points' neighbours were not
+    /// found correlated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variance_inflation: Option<f64>,
     /// Points used.
     pub points: usize,
     /// The span fitted, run seconds.
@@ -478,6 +484,7 @@ fn slope(
             out.low = Some(f.low);
             out.high = Some(f.high);
             out.p_value = Some(f.p);
+            out.variance_inflation = Some(f.inflation);
             out.significant = f.p < s.significance;
         }
         None => {
@@ -519,25 +526,6 @@ fn persistence(all: &(Vec<f64>, Vec<f64>), windows: &[(Vec<f64>, Vec<f64>)]) -> 
         return 0.0;
     }
     (num / den).clamp(0.0, MAX_AUTOCORRELATION)
-}
-
-/// Ranks from 1, ties averaged.
-fn ranks(v: &[f64]) -> Vec<f64> {
-    let mut order: Vec<usize> = (0..v.len()).collect();
-    order.sort_by(|a, b| v[*a].total_cmp(&v[*b]));
-    let mut out = vec![0.0; v.len()];
-    let mut i = 0;
-    while i < order.len() {
-        let mut j = i;
-        while j + 1 < order.len() && v[order[j + 1]] == v[order[i]] {
-            j += 1;
-        }
-        for k in &order[i..=j] {
-            out[*k] = (i + j) as f64 / 2.0 + 1.0;
-        }
-        i = j + 1;
-    }
-    out
 }
 
 /// The drift of `metric`; `lag` reads soakd's own lag at the same
