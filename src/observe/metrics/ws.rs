@@ -1,7 +1,8 @@
 //! The WebSocket metric families (`soakd_ws_*`), declared like the rest in
-//! [`super`]'s table and rendered from the same snapshot. Every target has
-//! them from the first scrape (zero for HTTP targets), so alerts on
-//! WebSocket closes work from the start.
+//! [`super`]'s table and rendered from the same snapshot. Every ws:// and
+//! wss:// target has them from the first scrape (zero until something
+//! happens), so alerts on WebSocket closes work from the start; HTTP
+//! targets have none (15 close codes each would be noise).
 
 use prometheus::proto::MetricType;
 
@@ -25,7 +26,7 @@ pub struct WsSnapshot {
     pub closes: Vec<u64>,
     /// Ping → pong round trips.
     pub ping_rtt: Buckets,
-    /// Subscribe mode: silences between pushes.
+    /// Subscribe mode: each socket's longest silence per interval.
     pub silence: Buckets,
 }
 
@@ -94,7 +95,7 @@ pub(super) const FAMILIES: &[Family] = &[
     },
     Family {
         name: "soakd_ws_silence_seconds",
-        help: "Subscribe mode: the silences between the server's pushes on a connection.",
+        help: "Subscribe mode: each connection's longest silence between the server's pushes per 1 s interval (a silence still running at the interval's end counts).",
         kind: MetricType::HISTOGRAM,
         labels: &["target"],
         fill: Fill::Target(|x, out| out.push(histogram(&[("target", x.t)], &x.w.ws.silence))),
