@@ -118,8 +118,10 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
         hist.set_percentiles(&mut figures);
         // WebSocket: the shards' sections combined (None when no shard
         // has one, i.e. an HTTP workload).
-        let ws_parts: Vec<&crate::report::WsFigures> =
-            reports.iter().filter_map(|(_, r)| r.workloads[wi].ws.as_ref()).collect();
+        let ws_parts: Vec<&crate::report::WsFigures> = reports
+            .iter()
+            .filter_map(|(_, r)| r.workloads[wi].ws.as_ref())
+            .collect();
         let ws = (!ws_parts.is_empty()).then(|| crate::report::WsFigures::merge(&ws_parts, &figures.latency_seconds));
         all_hist
             .add(&hist)

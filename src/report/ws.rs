@@ -114,21 +114,31 @@ impl WsFigures {
             out.reply_seconds = reply.clone();
         }
         let merged = |pick: fn(&WsHistograms) -> &str, worst: fn(&WsFigures) -> &Percentiles| {
-            let mut all = crate::stats::histogram();
+            // The first shard's histogram is the sum's start, so the sum
+            // keeps its bounds and precision (the silence histogram's are
+            // not the latency one's: a max read at another precision would
+            // not be the shards' max).
+            let mut all: Option<hdrhistogram::Histogram<u64>> = None;
             for p in parts {
-                match super::decode(pick(&p.histograms)) {
-                    Some(h) if all.add(&h).is_ok() => {}
-                    _ => {
-                        let worst = parts
-                            .iter()
-                            .map(|p| worst(p))
-                            .max_by(|a, b| a.max.unwrap_or(0.0).total_cmp(&b.max.unwrap_or(0.0)))
-                            .cloned()
-                            .unwrap_or_default();
-                        return (worst, String::new());
+                let added = match (super::decode(pick(&p.histograms)), all.as_mut()) {
+                    (Some(h), None) => {
+                        all = Some(h);
+                        true
                     }
+                    (Some(h), Some(a)) => a.add(&h).is_ok(),
+                    (None, _) => false,
+                };
+                if !added {
+                    let worst = parts
+                        .iter()
+                        .map(|p| worst(p))
+                        .max_by(|a, b| a.max.unwrap_or(0.0).total_cmp(&b.max.unwrap_or(0.0)))
+                        .cloned()
+                        .unwrap_or_default();
+                    return (worst, String::new());
                 }
             }
+            let all = all.unwrap_or_else(crate::stats::histogram);
             (Percentiles::of(&all), super::encode(&all))
         };
         (out.ping_rtt_seconds, out.histograms.ping_rtt) = merged(|h| &h.ping_rtt, |f| &f.ping_rtt_seconds);
