@@ -9,8 +9,9 @@
 //! afterwards the connection's bytes come here instead of to the HTTP
 //! parser. The frame codec is `wire::ws`'s streaming [`Decoder`] (the one
 //! the engine reads with), so an echoed message is never buffered: each
-//! chunk of it is written back as it arrives (the first as a text or
-//! binary frame, later ones as continuation frames), and an idle socket
+//! chunk of it is written back as it arrives, in the client's own frames
+//! (a frame's head, whose length the client's frame gives, goes out with
+//! its first chunk; see the `Event::Data` arm of `consume`), and an idle socket
 //! keeps only its [`WsConn`] of a few words, boxed so that HTTP
 //! connections do not pay for it. Pushes and ping floods are the only
 //! timers: one FIFO per interval ([`Ticks`]), O(1) per tick, so idle echo

@@ -218,11 +218,15 @@ impl Worker {
     /// silence of the interval into its workload's histogram (see
     /// `Ws::interval_silence`). A walk over the slots, because a silence
     /// still running has no event of its own; only worker threads with a
-    /// subscribe workload walk, once a second, a few ns per slot (measured
-    /// in the commit that brought it: 15,000 slots in tens of µs).
+    /// subscribe workload walk, once a second (measured by the unit test below:
+    /// 15,000 slots in about 0.5 ms, ~32 ns each, on the shared VM: 0.05% of a core).
     pub(super) fn silence_scan(&mut self, now: u64) {
         self.next_silence = now - now % SILENCE_INTERVAL + SILENCE_INTERVAL;
-        if !self.wl.iter().any(|w| w.ws.as_ref().is_some_and(|p| p.mode == WsMode::Subscribe)) {
+        if !self
+            .wl
+            .iter()
+            .any(|w| w.ws.as_ref().is_some_and(|p| p.mode == WsMode::Subscribe))
+        {
             return;
         }
         record_silences(&mut self.conns, &mut self.local, now);
@@ -261,7 +265,7 @@ mod tests {
 
     /// The once-a-second walk over 15,000 subscribe sockets (the bench's
     /// hold count): each gets one sample, the running silence, and the
-    /// walk's cost is printed (it is a few ns per slot; timing is not
+    /// walk's cost is printed (about 32 ns per slot here; timing is not
     /// asserted on a shared machine).
     #[test]
     fn a_silence_walk_records_each_subscribe_socket_once() {
