@@ -89,9 +89,6 @@ pub struct WorkloadSnapshot {
     pub target_pids: Vec<u32>,
     /// WebSocket figures (zero for HTTP targets).
     pub ws: WsSnapshot,
-    /// WebSocket: the workload is ws:// or wss://, so it has the
-    /// `soakd_ws_*` series (an HTTP target has none).
-    pub ws_target: bool,
 }
 
 impl WorkloadSnapshot {
@@ -229,7 +226,7 @@ impl Metrics {
             w.lag = lag;
             w.tls_handshake = tls_handshake;
             let s = &totals.stats[i];
-            w.ws = WsSnapshot::of(&s.ws);
+            w.ws.update(&s.ws);
             w.requests = totals.requests[i]
                 .iter()
                 .enumerate()
@@ -253,20 +250,6 @@ impl Metrics {
                 w.window = q[i];
             }
             w.target_pids.clone_from(&self.pids[i]);
-        }
-    }
-
-    /// WebSocket: workload `i` is ws:// or wss://; its `soakd_ws_*`
-    /// series are rendered from now on (zero until something happens).
-    /// `None`: the workload added last (by a reload).
-    pub fn mark_ws(&mut self, i: Option<usize>) {
-        let mut snap = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
-        let w = match i {
-            Some(i) => snap.workloads.get_mut(i),
-            None => snap.workloads.last_mut(),
-        };
-        if let Some(w) = w {
-            w.ws_target = true;
         }
     }
 
@@ -790,12 +773,7 @@ impl Collector for SoakCollector {
                 let mut metrics = Vec::new();
                 match f.fill {
                     Fill::Target(fill) => {
-                        // WebSocket families only for WebSocket targets.
-                        let ws_only = f.name.starts_with("soakd_ws_");
-                        for (w, procs) in snap.workloads.iter().zip(&procs) {
-                            if ws_only && !w.ws_target {
-                                continue;
-                            }
+                        for (w, procs) in snap.workloads.iter().zip(&procs).filter(|(w, _)| ws::shown(f, w)) {
                             let series = Series {
                                 kind: f.kind,
                                 t: &w.name,

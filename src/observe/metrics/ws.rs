@@ -28,6 +28,9 @@ pub struct WsSnapshot {
     pub ping_rtt: Buckets,
     /// Subscribe mode: each socket's longest silence per interval.
     pub silence: Buckets,
+    /// The workload is ws:// or wss://: these series are rendered
+    /// ([`shown`]); kept across updates.
+    pub target: bool,
 }
 
 impl WsSnapshot {
@@ -41,6 +44,36 @@ impl WsSnapshot {
             closes: s.closes.to_vec(),
             ping_rtt: Buckets::from_hdr(&s.ping_rtt),
             silence: Buckets::from_hdr(&s.silence),
+            target: false,
+        }
+    }
+
+    /// The figures of `s`, keeping whether this is a WebSocket target.
+    pub fn update(&mut self, s: &WsStats) {
+        let target = self.target;
+        *self = WsSnapshot::of(s);
+        self.target = target;
+    }
+}
+
+/// Whether family `f` has series for workload `w`: the `soakd_ws_*`
+/// families only for WebSocket targets.
+pub(super) fn shown(f: &Family, w: &super::WorkloadSnapshot) -> bool {
+    w.ws.target || !f.name.starts_with("soakd_ws_")
+}
+
+impl super::Metrics {
+    /// WebSocket: workload `i` is ws:// or wss://; its `soakd_ws_*`
+    /// series are rendered from now on (zero until something happens).
+    /// `None`: the workload added last (by a reload).
+    pub fn mark_ws(&mut self, i: Option<usize>) {
+        let mut snap = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        let w = match i {
+            Some(i) => snap.workloads.get_mut(i),
+            None => snap.workloads.last_mut(),
+        };
+        if let Some(w) = w {
+            w.ws.target = true;
         }
     }
 }
