@@ -271,7 +271,7 @@ wait_timewait() {
     for i in $(seq 70); do
         tw=$(ss -tan state time-wait 2>/dev/null | wc -l)
         [ "$tw" -gt 1000 ] || return 0
-        [ "$i" -gt 1 ] || echo "waiting for $tw TIME_WAIT sockets to expire..."
+        [ "$i" -gt 1 ] || echo "waiting for $tw TIME_WAIT sockets to expire..." >&2
         sleep 1
     done
 }

@@ -9,14 +9,20 @@
 #      socket and its CPU over the hold, then the same number of HTTP/1.1
 #      connections paced at the same rate (-i WS_PING: one request per
 #      connection per interval, as one ping per socket), and wss:// sockets
-#      (memory).
+#      (memory), opened at WS_TLS_RAMP (500) a second: the target is one
+#      thread on one core, and a TLS handshake costs it about a millisecond,
+#      so at the plain hold's 5,000 a second its accept queue overflowed,
+#      handshakes ran past the connect timeout and the hold never reached
+#      its count (measured: 2,000 wss:// sockets at --ramp 5000 were all up
+#      only after 3.7 s, ~540 handshakes a second, on a loaded machine).
 #   2. echo: ECHO_CONNS (100) sockets in closed loop for ECHO_SECS (10) s,
 #      each message answered by the target's /ws echo: CPU per message, vs
 #      CPU per HTTP/1.1 request against the target's / in the same way.
 #   3. a peer: Artillery (ARTILLERY=/path/to/artillery, from npm) holding
 #      the same sockets, when it is given.
 #
-# WS_CONNS, WS_HOLD, WS_PING, ECHO_CONNS and ECHO_SECS change the above;
+# WS_CONNS, WS_HOLD, WS_PING, WS_TLS_RAMP, ECHO_CONNS and ECHO_SECS change
+# the above;
 # WS_PARTS (default "hold tls echo") picks which of hold (ws://, http://
 # and the peer), tls (wss://) and echo run.
 set -euo pipefail
@@ -28,6 +34,7 @@ SOAKD=${SOAKD:-$ROOT/target/release/soakd}
 WS_CONNS=${WS_CONNS:-15000}
 WS_HOLD=${WS_HOLD:-60}
 WS_PING=${WS_PING:-30s}
+WS_TLS_RAMP=${WS_TLS_RAMP:-500}
 ECHO_CONNS=${ECHO_CONNS:-100}
 ECHO_SECS=${ECHO_SECS:-10}
 WS_PARTS=${WS_PARTS:-hold tls echo}
@@ -149,6 +156,8 @@ base_rss() {
 
 # A hold's soakd flags besides the URL and the workload's own.
 HOLD_ARGS=(-c "$WS_CONNS" -d 1h -t 1 --ramp 5000 --connect-timeout 30s --metrics-listen off)
+# wss://: at the rate the one-thread TLS target handshakes (see the top).
+TLS_HOLD_ARGS=(-c "$WS_CONNS" -d 1h -t 1 --ramp "$WS_TLS_RAMP" --connect-timeout 60s --metrics-listen off)
 
 declare -A CPU MEM_PER
 CPU[header]="CPU s/${WS_HOLD}s"
@@ -202,7 +211,7 @@ section "hold over TLS: $WS_CONNS wss:// sockets"
 start_target --tls
 base_tls=$(base_rss "wss://$ADDR/ws" --ws-ping "$WS_PING" --cacert "$CERT")
 echo "soakd base over TLS (1 socket): VmRSS $base_tls KiB"
-hold wss-hold "$SOAKD" run "wss://$ADDR/ws" --ws-ping "$WS_PING" --cacert "$CERT" "${HOLD_ARGS[@]}"
+hold wss-hold "$SOAKD" run "wss://$ADDR/ws" --ws-ping "$WS_PING" --cacert "$CERT" "${TLS_HOLD_ARGS[@]}"
 CPU[wss]=$HOLD_CPU_S
 MEM_PER[wss]=$(per_socket "$HOLD_RSS_KIB" "$base_tls")
 fi

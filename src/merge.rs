@@ -116,6 +116,13 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
         }
         let mut figures = figures.expect("at least one report");
         hist.set_percentiles(&mut figures);
+        // WebSocket: the shards' sections combined (None when no shard
+        // has one, i.e. an HTTP workload).
+        let ws_parts: Vec<&crate::report::WsFigures> = reports
+            .iter()
+            .filter_map(|(_, r)| r.workloads[wi].ws.as_ref())
+            .collect();
+        let ws = (!ws_parts.is_empty()).then(|| crate::report::WsFigures::merge(&ws_parts, &figures.latency_seconds));
         all_hist
             .add(&hist)
             .map_err(|e| Error::Usage(format!("workload {}: {e}", first.workloads[wi].name)))?;
@@ -130,9 +137,7 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
                 .fold(Default::default(), |a: crate::report::HttpFigures, (_, r)| {
                     a.plus(&r.workloads[wi].http)
                 }),
-            // WebSocket sections are not merged yet: a merged report says
-            // nothing rather than one shard's figures.
-            ws: None,
+            ws,
         });
     }
     let mut all = reports[1..]

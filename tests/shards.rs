@@ -430,3 +430,81 @@ fn the_kubernetes_plan_checks_for_every_shard() {
         );
     }
 }
+
+/// Two shards of a WebSocket subscribe workload, merged: the `ws` section
+/// is combined (it was `null`): counts add, closes by code add, the ping
+/// RTT and silence histograms merge, so the merged counts are the sums
+/// and the longest silence is the longest shard's.
+#[test]
+fn merged_shards_combine_their_websocket_sections() {
+    let target = BuiltinTarget::start(&[]);
+    let url = format!("ws://{}/ws/push?every=100ms", target.addr);
+    let dir = TempDir::new("shard-merge-ws");
+    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let children: Vec<_> = (0..2)
+        .map(|i| {
+            let shard = format!("{i}/2");
+            spawn_soakd(&[
+                "run",
+                &url,
+                "-c",
+                "6",
+                "-d",
+                "3s",
+                "--ws-subscribe",
+                "go",
+                "--ws-ping",
+                "200ms",
+                "--shard",
+                &shard,
+                "--metrics-listen",
+                "off",
+                "--report",
+                &p(&format!("r{i}.json")),
+            ])
+        })
+        .collect();
+    for c in children {
+        let (status, stderr) = wait_with_timeout(c, 30);
+        assert!(status.success(), "{stderr}");
+    }
+    let out = soakd(&["merge", &p("r0.json"), &p("r1.json"), "--out", &p("merged.json")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let shards = [
+        read_json(&dir.path().join("r0.json")),
+        read_json(&dir.path().join("r1.json")),
+    ];
+    let m = read_json(&dir.path().join("merged.json"));
+    let ws = |r: &Value| r["workloads"][0]["ws"].clone();
+    let merged = ws(&m);
+    assert_eq!(merged["mode"], "subscribe", "{merged:#}");
+    let sum = |path: &str| {
+        shards
+            .iter()
+            .map(|r| ws(r).pointer(path).and_then(Value::as_u64).unwrap())
+            .sum::<u64>()
+    };
+    for path in [
+        "/upgrades",
+        "/messages_sent",
+        "/messages_received",
+        "/pings",
+        "/pongs",
+        "/ping_rtt_seconds/count",
+        "/silence_seconds/count",
+        "/closes/normal",
+    ] {
+        assert_eq!(
+            merged.pointer(path).and_then(Value::as_u64),
+            Some(sum(path)),
+            "{path}: {merged:#}"
+        );
+    }
+    assert_eq!(merged["upgrades"], 6, "{merged:#}");
+    assert!(merged["messages_received"].as_u64().unwrap() >= 6 * 15, "{merged:#}");
+    let longest = shards
+        .iter()
+        .map(|r| ws(r)["silence_seconds"]["max"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert_eq!(merged["silence_seconds"]["max"].as_f64(), Some(longest), "{merged:#}");
+}

@@ -124,6 +124,8 @@ fn held_sockets_survive_a_pinging_server() {
     let r = &run.report;
     assert!(run.status.success(), "{}", run.stderr);
     assert_eq!(total_errors(r), 0, "{}", run.stderr);
+    // Every ping answered in time (the default --ws-ping-timeout, 10s).
+    assert_eq!(errors_of(r, "ws_ping_timeout"), 0, "{}", run.stderr);
     assert_eq!(closes(r), 0, "{:#}", ws(r, 0));
     let w = ws(r, 0);
     assert_eq!(w["mode"], "hold");
@@ -544,6 +546,56 @@ fn protocol_oddities_are_classified() {
     assert_eq!(ws(&run.report, 0)["messages_received"].as_u64(), Some(40));
 }
 
+/// `--ws-reply none` with `--ws-binary` against a server that reads and
+/// never answers: messages go out on the schedule as binary frames (the
+/// server sees each one as such), are counted as sent, and nothing waits
+/// for a reply, so no timeout and no request in flight.
+#[test]
+fn untimed_binary_messages_reach_a_silent_server() {
+    let Some(peer) = Peer::start("ws_server.py", &[]) else {
+        return;
+    };
+    let run = soakd_report(
+        &[
+            "run",
+            "--metrics-listen",
+            "off",
+            &peer.url("/sink"),
+            "-c",
+            "5",
+            "-i",
+            "100ms",
+            "-d",
+            "2s",
+            "--request-timeout",
+            "300ms",
+            "--ws-message",
+            "bytes",
+            "--ws-binary",
+            "--ws-reply",
+            "none",
+        ],
+        60,
+    );
+    let r = &run.report;
+    assert!(run.status.success(), "{}", run.stderr);
+    assert_eq!(total_errors(r), 0, "{}", run.stderr);
+    let w = ws(r, 0);
+    let sent = w["messages_sent"].as_u64().unwrap();
+    // 5 sockets × 10/s × 2 s, give or take the ramp and the stop.
+    assert!((50..=120).contains(&sent), "{w:#}");
+    assert_eq!(w["replies"].as_u64(), Some(0), "{w:#}");
+    // Not requests: none sent, none in flight, none failed.
+    assert_eq!(field(r, "/requests/sent"), 0, "{}", r["requests"]);
+    assert_eq!(field(r, "/requests/failed"), 0, "{}", r["requests"]);
+    wait_until(
+        || peer.count("msg binary") as u64 == sent,
+        Duration::from_secs(10),
+        "the server to see every message as a binary frame",
+    );
+    assert_eq!(peer.count("msg text"), 0, "{:?}", peer.lines());
+}
+
 /// Bad WebSocket settings exit 2 with a message naming the flag, before
 /// anything starts.
 #[test]
@@ -589,6 +641,44 @@ fn bad_settings_exit_2() {
             "--ws-ping",
         ),
         (&["run", "--metrics-listen", "off", "ftp://127.0.0.1:1/"][..], "ws://"),
+        // Closed loop waits for replies; `none` says none come.
+        (
+            &[
+                "run",
+                "--metrics-listen",
+                "off",
+                "ws://127.0.0.1:1/",
+                "--ws-message",
+                "x",
+                "--ws-reply",
+                "none",
+            ][..],
+            "--interval",
+        ),
+        (
+            &[
+                "run",
+                "--metrics-listen",
+                "off",
+                "ws://127.0.0.1:1/",
+                "--ws-ping-timeout",
+                "1ms",
+            ][..],
+            "--ws-ping-timeout",
+        ),
+        (
+            &[
+                "run",
+                "--metrics-listen",
+                "off",
+                "ws://127.0.0.1:1/",
+                "--ws-ping",
+                "off",
+                "--ws-ping-timeout",
+                "5s",
+            ][..],
+            "--ws-ping",
+        ),
     ] {
         let out = soakd_timeout(args, 20);
         let err = String::from_utf8_lossy(&out.stderr);

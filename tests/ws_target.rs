@@ -67,6 +67,28 @@ fn echo_ping_and_close_over_plain_and_tls() {
     assert!(util::http_get(&plain.addr, "/").ends_with("pong"));
 }
 
+/// Regression (echo_ping_and_close_over_plain_and_tls hung 60 s once): the
+/// echo came back in one frame per read, over TLS one per 16 KiB record,
+/// and a client that stops reading past 16 queued frames while it still
+/// sends (PyPI websockets' sync client) deadlocked with the target's
+/// backpressure. The echo now mirrors the client's frames: one frame of
+/// 300 kB comes back as one frame, plain and TLS.
+#[test]
+fn echo_mirrors_the_clients_frames() {
+    let Some(python) = test_python() else { return };
+    let plain = BuiltinTarget::start(&[]);
+    let tls = BuiltinTarget::start(&["--tls"]);
+    let cert = tls.cert.clone().expect("--tls prints its certificate");
+    for (url, extra) in [
+        (ws_url(&plain, "/ws"), vec![]),
+        (format!("wss://{}/ws", tls.addr), vec!["--cafile", cert.as_str()]),
+    ] {
+        let got = py(&python, "echo-frames", &url, &extra);
+        assert_eq!(got["bytes"], 300_000, "{url}: {got}");
+        assert_eq!(got["frames"], 1, "{url}: {got}");
+    }
+}
+
 #[test]
 fn push_keeps_its_interval() {
     let Some(python) = test_python() else { return };
@@ -428,12 +450,12 @@ fn a_stalled_echo_shows_in_p99_not_p50() {
     assert_eq!(errors(&rep), Default::default());
 }
 
-/// ws-no-pong seen by soakd: held sockets ping every 200 ms; against the
-/// plain target every ping gets its pong, against ws-no-pong none does.
-/// (soakd has no ping timeout yet, so the sockets stay open and no error
-/// is counted: the pongs missing are the signal.)
+/// ws-no-pong seen by soakd: held sockets ping every 200 ms with a 300 ms
+/// ping timeout; against the plain target every ping gets its pong and
+/// nothing fails, against ws-no-pong every socket ends as exactly
+/// `ws_ping_timeout` (no other kind) and its slot reconnects.
 #[test]
-fn unanswered_pings_are_seen() {
+fn unanswered_pings_time_out_as_ws_ping_timeout() {
     for (fault, answered) in [(None, true), (Some("ws-no-pong"), false)] {
         let target = BuiltinTarget::start(&fault.map_or(vec![], |f| vec!["--fault", f]));
         let url = ws_url(&target, "/ws");
@@ -444,23 +466,207 @@ fn unanswered_pings_are_seen() {
                 "-c",
                 "5",
                 "-d",
-                "2s",
+                "3s",
                 "--ws-ping",
                 "200ms",
+                "--ws-ping-timeout",
+                "300ms",
                 "--metrics-listen",
                 "off",
             ],
             30,
         );
+        assert!(r.status.success(), "{}", r.stderr);
         let pings = field(&r.report, "/workloads/0/ws/pings");
         let pongs = field(&r.report, "/workloads/0/ws/pongs");
-        assert!(pings >= 20, "{fault:?}: {pings} pings");
+        let opened = field(&r.report, "/connections/opened");
         if answered {
+            assert!(pings >= 20, "{pings} pings");
             // A ping sent just before the stop may miss its pong.
             assert!(pongs + 5 >= pings && pongs > 0, "{pongs} pongs for {pings} pings");
+            assert_eq!(errors(&r.report), Default::default(), "{}", r.stderr);
+            assert_eq!(opened, 5);
         } else {
             assert_eq!(pongs, 0, "{fault:?}: {pings} pings");
+            let errs = errors(&r.report);
+            assert_eq!(errs.keys().collect::<Vec<_>>(), ["ws_ping_timeout"], "{}", r.stderr);
+            // Each socket that ended, ended so; the slots came back
+            // (through the backoff) and timed out again.
+            let ended = opened - field(&r.report, "/connections/open_at_end");
+            assert_eq!(errs["ws_ping_timeout"], ended, "{}", r.report["connections"]);
+            assert!(ended >= 10, "{ended} sockets timed out in 3 s");
+            assert_eq!(field(&r.report, "/connections/closed_by_reason/error"), ended);
+            assert!(r.stderr.contains("--ws-ping-timeout"), "{}", r.stderr);
         }
-        assert_eq!(errors(&r.report), Default::default(), "{fault:?}");
     }
+}
+
+/// `--expect-message-contains`: a reply without the text is a failed body
+/// check, counted per reply, and the socket is kept (no error, no
+/// reconnect); a reply with it passes.
+#[test]
+fn message_checks_count_failures_and_keep_the_socket() {
+    let target = BuiltinTarget::start(&[]);
+    let url = ws_url(&target, "/ws");
+    for (expect, failing) in [("ell", false), ("bye", true)] {
+        let r = soakd_report(
+            &[
+                "run",
+                &url,
+                "-c",
+                "5",
+                "-i",
+                "50ms",
+                "-d",
+                "2s",
+                "--ws-message",
+                "hello",
+                "--expect-message-contains",
+                expect,
+                "--metrics-listen",
+                "off",
+            ],
+            30,
+        );
+        assert!(r.status.success() || failing, "{}", r.stderr);
+        let rep = &r.report;
+        let replies = field(rep, "/workloads/0/ws/replies");
+        assert!(replies >= 100, "{expect}: {replies} replies");
+        let failed = field(rep, "/checks/body");
+        assert_eq!(failed, if failing { replies } else { 0 }, "{expect}: {}", rep["checks"]);
+        assert_eq!(errors(rep), Default::default(), "{expect}: {}", r.stderr);
+        assert_eq!(field(rep, "/connections/opened"), 5, "{expect}: the sockets were kept");
+    }
+}
+
+/// `--ws-reply none` on the push route: messages go out on the schedule
+/// untimed (a request timeout shorter than the run never fires), and the
+/// server's pushes are still counted as received.
+#[test]
+fn untimed_messages_and_pushes_are_counted() {
+    let target = BuiltinTarget::start(&[]);
+    let url = ws_url(&target, "/ws/push?every=100ms");
+    let r = soakd_report(
+        &[
+            "run",
+            &url,
+            "-c",
+            "5",
+            "-i",
+            "100ms",
+            "-d",
+            "2s",
+            "--request-timeout",
+            "200ms",
+            "--ws-message",
+            "ignored",
+            "--ws-reply",
+            "none",
+            "--metrics-listen",
+            "off",
+        ],
+        30,
+    );
+    assert!(r.status.success(), "{}", r.stderr);
+    let rep = &r.report;
+    assert_eq!(errors(rep), Default::default(), "{}", r.stderr);
+    let w = &rep["workloads"][0]["ws"];
+    let sent = field(rep, "/workloads/0/ws/messages_sent");
+    let received = field(rep, "/workloads/0/ws/messages_received");
+    assert!((50..=120).contains(&sent), "{w:#}");
+    assert!(received >= 50, "{w:#}");
+    assert_eq!(field(rep, "/workloads/0/ws/replies"), 0, "{w:#}");
+    assert_eq!(field(rep, "/requests/sent"), 0, "{}", rep["requests"]);
+    assert_eq!(field(rep, "/connections/opened"), 5);
+}
+
+/// Subscribe mode records each socket's longest silence per 1 s interval,
+/// including a silence still running: pushes every 3 s (longer than the
+/// interval) show silences of about 1, 2 and 3 s, though no push ends
+/// the shorter ones.
+#[test]
+fn a_running_silence_is_recorded_each_interval() {
+    let target = BuiltinTarget::start(&[]);
+    let url = ws_url(&target, "/ws/push?every=3s");
+    let r = soakd_report(
+        &[
+            "run",
+            &url,
+            "-c",
+            "4",
+            "-d",
+            "5s",
+            "--ws-subscribe",
+            "go",
+            "--metrics-listen",
+            "off",
+        ],
+        30,
+    );
+    assert!(r.status.success(), "{}", r.stderr);
+    let s = &r.report["workloads"][0]["ws"]["silence_seconds"];
+    // About one sample per socket and second (4 sockets, ~4 intervals
+    // after the ramp), not one per push (a push every 3 s: ~4 in all).
+    let count = s["count"].as_u64().unwrap();
+    assert!((10..=24).contains(&count), "{s:#}");
+    let (min, max) = (s["min"].as_f64().unwrap(), s["max"].as_f64().unwrap());
+    assert!(min < 1.3, "a short running silence: {s:#}");
+    assert!((2.5..3.6).contains(&max), "the longest silence, ~3 s: {s:#}");
+}
+
+/// SIGHUP reload of a WebSocket setting (`ws_ping` off → 100ms): the
+/// workload's sockets are recycled onto the new settings and ping from
+/// then on. Beside it an HTTP workload has no `soakd_ws_*` series, while
+/// the ws workload has them (zero) from the start.
+#[test]
+fn sighup_reloads_a_ws_setting() {
+    let target = BuiltinTarget::start(&[]);
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let dir = util::TempDir::new("ws-reload");
+    let path = dir.path().join("soak.toml");
+    let config = |ping: &str| {
+        format!(
+            "metrics_listen = \"{metrics}\"\n\
+             [[workload]]\nname = \"h\"\nurl = \"{}\"\nconnections = 2\ninterval = \"100ms\"\n\
+             [[workload]]\nname = \"w\"\nurl = \"{}\"\nconnections = 5\nws_ping = \"{ping}\"\n",
+            target.url("/"),
+            ws_url(&target, "/ws")
+        )
+    };
+    std::fs::write(&path, config("off")).unwrap();
+    let child = spawn_soakd(&["run", "--config", path.to_str().unwrap()]);
+    let at = |m: &std::collections::HashMap<String, f64>, series: &str| m.get(series).copied();
+    let w_open = "soakd_connections{target=\"w\",state=\"open\"}";
+    let m = util::wait_for(
+        || {
+            let m = scrape(&metrics)?;
+            (at(&m, w_open) == Some(5.0) && at(&m, "soakd_connections{target=\"h\",state=\"open\"}") == Some(2.0))
+                .then_some(m)
+        },
+        Duration::from_secs(10),
+        "5 WebSockets and 2 HTTP connections open",
+    );
+    assert_eq!(at(&m, "soakd_ws_closes_total{target=\"w\",code=\"normal\"}"), Some(0.0));
+    assert_eq!(at(&m, "soakd_ws_pings_total{target=\"w\"}"), Some(0.0));
+    let http_ws: Vec<&String> = m
+        .keys()
+        .filter(|k| k.starts_with("soakd_ws_") && k.contains("target=\"h\""))
+        .collect();
+    assert!(http_ws.is_empty(), "ws series for an HTTP target: {http_ws:?}");
+    util::wait_for_handler(child.id(), "HUP");
+    std::fs::write(&path, config("100ms")).unwrap();
+    util::signal(child.id(), "HUP");
+    wait_until(
+        || {
+            scrape(&metrics).is_some_and(|m| {
+                at(&m, "soakd_ws_pongs_total{target=\"w\"}").unwrap_or(0.0) >= 10.0 && at(&m, w_open) == Some(5.0)
+            })
+        },
+        Duration::from_secs(15),
+        "the reloaded sockets to ping and get pongs",
+    );
+    util::signal(child.id(), "TERM");
+    let (status, stderr) = wait_with_timeout(child, 20);
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("config reloaded"), "{stderr}");
 }

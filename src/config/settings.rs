@@ -291,6 +291,11 @@ workload_settings! {
     /// ws://: text each reply must contain (a failed check; the socket is kept).
     expect_message_contains: Option<String> as Text, flag "expect-message-contains",
         into ws.expect_message_contains;
+    // WebSocket: ping timeout
+    /// ws://: a ping unanswered this long fails the socket (ws_ping_timeout,
+    /// close 1011), or `off`.
+    ws_ping_timeout: Option<String> as Text, shown defaults::WS_PING_TIMEOUT, flag "ws-ping-timeout",
+        into ws.ping_timeout;
 
     file_only {
         /// The `target` label; `host:port` when absent.

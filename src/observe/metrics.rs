@@ -226,7 +226,7 @@ impl Metrics {
             w.lag = lag;
             w.tls_handshake = tls_handshake;
             let s = &totals.stats[i];
-            w.ws = WsSnapshot::of(&s.ws);
+            w.ws.update(&s.ws);
             w.requests = totals.requests[i]
                 .iter()
                 .enumerate()
@@ -773,7 +773,7 @@ impl Collector for SoakCollector {
                 let mut metrics = Vec::new();
                 match f.fill {
                     Fill::Target(fill) => {
-                        for (w, procs) in snap.workloads.iter().zip(&procs) {
+                        for (w, procs) in snap.workloads.iter().zip(&procs).filter(|(w, _)| ws::shown(f, w)) {
                             let series = Series {
                                 kind: f.kind,
                                 t: &w.name,

@@ -88,6 +88,11 @@ impl Observers {
                 let pids = plan.workloads.iter().map(|w| w.target_pids.clone()).collect();
                 let requests: Vec<Vec<String>> = plan.workloads.iter().map(|w| w.request_names()).collect();
                 let mut m = Metrics::new(&names, &requests, pids, plan.shard);
+                for (i, w) in plan.workloads.iter().enumerate() {
+                    if w.ws.is_some() {
+                        m.mark_ws(Some(i));
+                    }
+                }
                 // A continued run's counters are where the checkpoint left
                 // them from the first scrape on: Prometheus must never see
                 // them drop to zero (a reset) while the engine starts.
@@ -237,6 +242,9 @@ impl Sink for Observers {
         }
         if let Some(m) = self.metrics.as_mut() {
             m.add_workload(&w.name, &w.request_names(), w.target_pids.clone());
+            if w.ws.is_some() {
+                m.mark_ws(None);
+            }
         }
     }
 

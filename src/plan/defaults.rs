@@ -116,6 +116,15 @@ pub const WS_MAX_MESSAGE: u32 = 1024 * 1024;
 /// How long a closing WebSocket waits for the server's close frame at the
 /// end of a run.
 pub const WS_CLOSE_WAIT: Duration = Duration::from_secs(1);
+/// How long a ping may wait for its pong (`--ws-ping-timeout`; `off`
+/// never) before the socket is failed with `ws_ping_timeout`. 10 s: far
+/// above any pong a live server sends (a pong is answered by the server's
+/// read loop, not its application), so a slow server is not cut off, and
+/// well inside the default 30 s ping interval, so a dead socket is found
+/// before the next ping would be written into it. Python's `websockets`
+/// waits 20 s, browsers' and proxies' idle timers 30–60 s: soakd, which
+/// looks for sockets that silently died, should notice first.
+pub const WS_PING_TIMEOUT: &str = "10s";
 
 #[cfg(test)]
 mod tests {

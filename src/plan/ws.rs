@@ -36,6 +36,9 @@ pub struct WsSpec {
     pub subprotocol: Option<String>,
     /// Text each reply must contain.
     pub expect_message_contains: Option<String>,
+    /// How long a ping may wait for its pong (`off`: for ever); `None` is
+    /// the default.
+    pub ping_timeout: Option<String>,
 }
 
 impl WsSpec {
@@ -55,6 +58,7 @@ impl WsSpec {
         add(self.ping.is_some(), "ws_ping");
         add(self.subprotocol.is_some(), "ws_subprotocol");
         add(self.expect_message_contains.is_some(), "expect_message_contains");
+        add(self.ping_timeout.is_some(), "ws_ping_timeout");
         out
     }
 }
@@ -98,6 +102,9 @@ pub struct WsPlan {
     pub reply: bool,
     /// Ping interval; `None`: no pings.
     pub ping: Option<Duration>,
+    /// How long a ping may wait for its pong; `None`: for ever (or no
+    /// pings).
+    pub ping_timeout: Option<Duration>,
     /// Largest message accepted, bytes.
     pub max_message: u32,
     /// Bytes each reply must contain.
@@ -192,10 +199,22 @@ pub fn build(
             key(k)
         )));
     }
-    if !reply {
+    if !reply && spec.expect_message_contains.is_some() {
         return Err(Error::Usage(format!(
-            "{} none is not supported yet: each message is timed to its reply; drop it",
+            "{} checks replies, and {} none says there are none; drop one",
+            key("expect_message_contains"),
             key("ws_reply")
+        )));
+    }
+    if !reply && model == LoadModel::Closed {
+        // Closed loop sends the next message when the last is answered;
+        // with no answer that is either one message per socket or a
+        // flood as fast as the socket takes them, neither a soak.
+        return Err(Error::Usage(format!(
+            "{} none needs a schedule: closed loop waits for each reply, and none comes; give {} (paced) or {} (open loop)",
+            key("ws_reply"),
+            key("interval"),
+            key("rate")
         )));
     }
     if mode != WsMode::Request && model != LoadModel::Closed {
@@ -214,6 +233,28 @@ pub fn build(
                 return Err(Error::Usage(format!(
                     "{} {v}: pings less than 10ms apart would flood the server; give a longer interval or off",
                     key("ws_ping")
+                )));
+            }
+            Some(d)
+        }
+    };
+    let ping_timeout = match (ping, spec.ping_timeout.as_deref()) {
+        (_, Some("off")) => None,
+        (None, Some(_)) => {
+            return Err(Error::Usage(format!(
+                "{} applies to soakd's pings, and {} is off; give a ping interval or drop it",
+                key("ws_ping_timeout"),
+                key("ws_ping")
+            )));
+        }
+        (None, None) => None,
+        (Some(_), v) => {
+            let v = v.unwrap_or(defaults::WS_PING_TIMEOUT);
+            let d = parse_duration(&key("ws_ping_timeout"), v)?;
+            if d < Duration::from_millis(10) {
+                return Err(Error::Usage(format!(
+                    "{} {v}: no server answers a ping within less than 10ms under load; give a longer timeout or off",
+                    key("ws_ping_timeout")
                 )));
             }
             Some(d)
@@ -248,6 +289,7 @@ pub fn build(
         binary: spec.binary,
         reply,
         ping,
+        ping_timeout,
         max_message: spec.max_message,
         expect_contains: spec.expect_message_contains.as_ref().map(|s| s.as_bytes().into()),
     }))

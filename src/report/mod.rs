@@ -20,7 +20,7 @@ mod read;
 mod text;
 mod trend;
 mod ws;
-pub use ws::WsFigures;
+pub use ws::{WsFigures, WsHistograms};
 
 pub use read::{Counted, HOST_ERRORS, error_rate, read};
 pub use text::{human, threshold_value};

@@ -57,6 +57,10 @@ name_table! {
         /// The server closed the WebSocket with a code other than 1000
         /// (normal) or 1001 (going away), or while a reply was owed.
         WsClosed = "ws_closed",
+        // WebSocket: ping timeout
+        /// A ping soakd sent got no pong within `--ws-ping-timeout`: the
+        /// socket is failed (close 1011) and the slot reconnects.
+        WsPingTimeout = "ws_ping_timeout",
     }
 }
 

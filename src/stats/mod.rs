@@ -32,6 +32,8 @@ use serde::{Deserialize, Serialize};
 pub use kinds::{CheckKind, CloseReason, ErrorKind, StatusClass};
 pub use timeline::{PointJson, ProcSample, Resources, Timeline, TimelineJson};
 pub use ws::WsStats;
+// WebSocket: silences per timeline interval
+pub use timeline::BASE_INTERVAL;
 
 /// Significant digits of the per-request histograms: 1% precision at a
 /// tenth of the memory of the workload's (a workload may have 64 requests,
@@ -494,6 +496,7 @@ mod tests {
                 "ws_handshake",
                 "ws_protocol",
                 "ws_closed",
+                "ws_ping_timeout",
             ]
         );
         for (i, k) in ErrorKind::ALL.iter().enumerate() {

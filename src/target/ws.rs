@@ -9,8 +9,9 @@
 //! afterwards the connection's bytes come here instead of to the HTTP
 //! parser. The frame codec is `wire::ws`'s streaming [`Decoder`] (the one
 //! the engine reads with), so an echoed message is never buffered: each
-//! chunk of it is written back as it arrives (the first as a text or
-//! binary frame, later ones as continuation frames), and an idle socket
+//! chunk of it is written back as it arrives, in the client's own frames
+//! (a frame's head, whose length the client's frame gives, goes out with
+//! its first chunk; see the `Event::Data` arm of `consume`), and an idle socket
 //! keeps only its [`WsConn`] of a few words, boxed so that HTTP
 //! connections do not pay for it. Pushes and ping floods are the only
 //! timers: one FIFO per interval ([`Ticks`]), O(1) per tick, so idle echo
@@ -186,6 +187,7 @@ impl WsThread {
             messages: 0,
             in_message: false,
             echoing: false,
+            echo_left: 0,
             no_pong,
             close_sent: false,
             broken: false,
@@ -212,8 +214,10 @@ impl WsThread {
                 Ok(step) => step,
                 Err(err) => {
                     // Fail the connection as the RFC says: our close with
-                    // the error's code, then the TCP close.
-                    if !ws.close_sent {
+                    // the error's code, then the TCP close (only the TCP
+                    // close inside an echo frame, where a close frame
+                    // would read as payload).
+                    if !ws.close_sent && ws.echo_left == 0 {
                         close(batch, err.close_code());
                     }
                     conn.closing = true;
@@ -251,12 +255,30 @@ impl WsThread {
                         ws.echoing = !message_fault(self.fault, &self.oversize, ws, batch);
                     }
                     if ws.echoing {
-                        let opcode = match (first, kind) {
-                            (false, _) => Opcode::Continuation,
-                            (true, MessageKind::Text) => Opcode::Text,
-                            (true, MessageKind::Binary) => Opcode::Binary,
-                        };
-                        codec::encode_frame(batch, fin, opcode, payload, None);
+                        // The echo mirrors the client's frames: a frame's
+                        // head (its whole length is known from the
+                        // client's) goes out with its first chunk, later
+                        // chunks follow as payload. One frame per read
+                        // instead made a message come back in as many
+                        // frames as reads, and a client that stops reading
+                        // past a number of queued frames (PyPI websockets'
+                        // max_queue, 16) while it still sends deadlocked
+                        // with this target's backpressure.
+                        if ws.echo_left == 0 {
+                            let (left, last) = ws.decoder.frame_left();
+                            let opcode = match (first, kind) {
+                                (false, _) => Opcode::Continuation,
+                                (true, MessageKind::Text) => Opcode::Text,
+                                (true, MessageKind::Binary) => Opcode::Binary,
+                            };
+                            let len = payload.len() as u64 + left;
+                            let mut head = [0u8; codec::MAX_HEAD];
+                            let n = codec::encode_head(&mut head, if left > 0 { last } else { fin }, opcode, len, None);
+                            batch.extend_from_slice(&head[..n]);
+                            ws.echo_left = len;
+                        }
+                        batch.extend_from_slice(payload);
+                        ws.echo_left -= payload.len() as u64;
                     }
                 }
             }

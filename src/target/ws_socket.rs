@@ -28,6 +28,9 @@ pub(super) struct WsConn {
     pub(super) in_message: bool,
     /// ... and is being echoed (its first frame is out).
     pub(super) echoing: bool,
+    /// Payload bytes of the echo frame in progress still to come (its
+    /// head is out; it mirrors the client's frame).
+    pub(super) echo_left: u64,
     /// `ws-no-pong` hit this socket: pings are dropped.
     pub(super) no_pong: bool,
     /// We sent a close frame: nothing more is sent, input is read until

@@ -2,8 +2,9 @@
 a real peer that soakd's authors did not write.
 
 Routes: `/echo` answers every message with itself; `/push` sends a text
-message every `--push-every` seconds until the client goes; anything else
-is refused with 404. Pings every second and drops a client whose pong is
+message every `--push-every` seconds until the client goes; `/sink` reads
+every message and answers none, printing `msg text` or `msg binary` for
+each (what frames the client sent); anything else is refused with 404. Pings every second and drops a client whose pong is
 more than a second late (`ping_interval=1, ping_timeout=1`), so a client
 that does not answer pings loses its sockets.
 
@@ -45,6 +46,9 @@ async def main():
                     await ws.send(f"push {n}")
                     n += 1
                     await asyncio.sleep(a.push_every)
+            elif ws.request.path.startswith("/sink"):
+                async for msg in ws:
+                    out("msg binary" if isinstance(msg, bytes) else "msg text")
             else:
                 async for msg in ws:
                     await ws.send(msg)
@@ -55,7 +59,7 @@ async def main():
             out(f"closed {ws.close_code}")
 
     def route(conn, request):
-        if not (request.path.startswith("/echo") or request.path.startswith("/push")):
+        if not request.path.startswith(("/echo", "/push", "/sink")):
             return Response(404, "Not Found", Headers([("Content-Length", "0")]), b"")
         return None
 

@@ -133,7 +133,58 @@ def flood(url, _cafile, seconds):
     return {"pings": pings, "pongs_sent": pongs_sent}
 
 
+def echo_frames(url, cafile, _arg):
+    """The frames a 300 kB message sent as one frame comes back in, read
+    raw (websockets would reassemble them). Over TLS the target reads one
+    16 KiB record at a time; its echo must still be one frame."""
+    import struct
+
+    host, port = url.split("/")[2].rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=10)
+    if url.startswith("wss:"):
+        sock = ssl.create_default_context(cafile=cafile).wrap_socket(sock, server_hostname=host)
+    sock.sendall(
+        b"GET /ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    )
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        head += sock.recv(1)
+    n = 300_000
+    # Binary, FIN, masked with an all-zero key (the payload goes as is).
+    sock.sendall(bytes([0x82, 0xFF]) + struct.pack(">Q", n) + b"\0\0\0\0" + b"x" * n)
+    buf = b""
+
+    def need(k):
+        nonlocal buf
+        while len(buf) < k:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise EOFError("the target closed")
+            buf += chunk
+
+    frames = total = 0
+    while True:
+        need(2)
+        b0, length, at = buf[0], buf[1] & 0x7F, 2
+        if length == 126:
+            need(4)
+            length, at = struct.unpack(">H", buf[2:4])[0], 4
+        elif length == 127:
+            need(10)
+            length, at = struct.unpack(">Q", buf[2:10])[0], 10
+        need(at + length)
+        buf = buf[at + length :]
+        frames += 1
+        total += length
+        if b0 & 0x80:
+            break
+    sock.close()
+    return {"frames": frames, "bytes": total}
+
+
 MODES = {
+    "echo-frames": echo_frames,
     "echo": echo,
     "push": push,
     "no-pong": no_pong,

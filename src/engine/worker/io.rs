@@ -147,7 +147,11 @@ impl Worker {
             inflight[base + at as usize] = Inflight { written: now, ..e };
             reissued += 1;
         }
+        // `--ws-reply none`: messages go out on the schedule untimed (the
+        // plan refuses it in closed loop, where this loop would not stop).
+        let untimed = w.ws.as_ref().is_some_and(|p| !p.reply);
         let mut issued = 0u64;
+        let mut timed = 0u64;
         while c.proto.in_flight() < c.proto.depth(w)
             && c.proto.may_issue()
             && !c.draining
@@ -178,8 +182,15 @@ impl Worker {
                     cycle[p]
                 }
             };
-            let at = c.proto.issue(depth);
-            inflight[base + at as usize] = Inflight { due, written: now, req };
+            if untimed {
+                if let Some(ws) = c.proto.ws_mut() {
+                    ws.send_untimed();
+                }
+            } else {
+                let at = c.proto.issue(depth);
+                inflight[base + at as usize] = Inflight { due, written: now, req };
+                timed += 1;
+            }
             if *has_budget {
                 *budget_left -= 1;
             }
@@ -193,12 +204,15 @@ impl Worker {
             // updates, a body a window held back).
             return !(c.proto.is_h2() && c.proto.has_output()) || self.write_out(key);
         }
-        st.counters.sent += issued;
+        // An untimed message is a WebSocket message sent, not a request
+        // owed an answer: the request counters (sent = completed + failed
+        // + in flight) do not see it.
+        st.counters.sent += timed;
         if w.ws.is_some() {
             st.ws.sent += issued;
         }
-        self.inflight_total += issued + reissued;
-        self.gauges[self.conns[key].workload as usize].in_flight += issued + reissued;
+        self.inflight_total += timed + reissued;
+        self.gauges[self.conns[key].workload as usize].in_flight += timed + reissued;
         self.write_out(key)
     }
 

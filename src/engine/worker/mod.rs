@@ -67,6 +67,10 @@ const TIMER: Token = Token(usize::MAX - 1);
 /// this long for its tick; the timerfd wakes the loop at that tick.
 const TICK_NS: u64 = 100_000;
 const FLUSH_EVERY_NS: u64 = 250_000_000;
+/// WebSocket subscribe mode: the interval whose longest silence per socket
+/// is recorded; the timeline's first interval, so a point's silences are
+/// its own (a walk runs at the first flush after each boundary).
+const SILENCE_INTERVAL: u64 = crate::stats::BASE_INTERVAL.as_nanos() as u64;
 const BACKSTOP: Duration = Duration::from_secs(1);
 const BACKOFF_FIRST_MS: u32 = 100;
 const BACKOFF_MAX_MS: u32 = 10_000;
@@ -332,6 +336,8 @@ pub struct Worker {
     /// WebSocket connections whose closing handshake (at the stop) waits
     /// for the server's close: the drain waits for them as for responses.
     ws_closing: u64,
+    /// When subscribe sockets' silences are next recorded (ns).
+    next_silence: u64,
 }
 
 impl Worker {
@@ -400,6 +406,7 @@ impl Worker {
             heartbeat: 0,
             told_idle: false,
             ws_closing: 0,
+            next_silence: SILENCE_INTERVAL,
             shared,
             wl,
         })
@@ -459,6 +466,9 @@ impl Worker {
             self.expire_timers(now);
             self.run_ramp(now);
             if now >= self.next_flush {
+                if now >= self.next_silence {
+                    self.silence_scan(now);
+                }
                 self.flush(now);
             }
             // Draining and nothing left in flight: hand that over now and

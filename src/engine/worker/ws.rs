@@ -88,6 +88,8 @@ pub(super) enum Timed {
     HandshakeTimeout,
     /// Our close got no answer in time.
     CloseWaitOver,
+    /// A ping got no pong within the ping timeout (a close 1011 is owed).
+    PingTimeout,
 }
 
 /// One connection's WebSocket state.
@@ -117,6 +119,15 @@ pub(super) struct Ws {
     timer: u64,
     /// Subscribe mode: when the last push (or the upgrade) was, ns.
     last_push: u64,
+    /// Subscribe mode: the longest silence that ended in the current
+    /// interval, ns (see [`Ws::interval_silence`]).
+    silence_max: u64,
+    /// When the oldest ping still unanswered must have its pong (ns;
+    /// `u64::MAX`: none outstanding, or no timeout).
+    pong_due: u64,
+    /// When the latest ping was sent (ns): a pong carrying this time
+    /// answers every ping outstanding.
+    ping_newest: u64,
     /// We started the closing handshake (the run is stopping).
     we_closed: bool,
 }
@@ -136,6 +147,9 @@ impl Ws {
             matched: 0,
             timer: u64::MAX,
             last_push: 0,
+            silence_max: 0,
+            pong_due: u64::MAX,
+            ping_newest: 0,
             we_closed: false,
         }
     }
@@ -156,6 +170,9 @@ impl Ws {
         self.matched = 0;
         self.timer = u64::MAX;
         self.last_push = 0;
+        self.silence_max = 0;
+        self.pong_due = u64::MAX;
+        self.ping_newest = 0;
         self.we_closed = false;
     }
 
@@ -187,10 +204,12 @@ impl Ws {
         self.phase == Phase::Upgrading
     }
 
-    /// The time the connection's own timer is due (ns), if any.
+    /// The time the connection's own timer is due (ns), if any: the
+    /// earlier of its phase's timer and the pong owed.
     #[inline]
     pub(super) fn deadline(&self) -> Option<u64> {
-        (self.timer != u64::MAX).then_some(self.timer)
+        let t = self.timer.min(self.pong_due);
+        (t != u64::MAX).then_some(t)
     }
 
     #[inline]
@@ -221,6 +240,13 @@ impl Ws {
         let op = if self.plan.binary { Opcode::Binary } else { Opcode::Text };
         let plan = self.plan.clone();
         self.queue(op, &plan.message);
+    }
+
+    /// Queues a message that is due and expects no reply (`--ws-reply
+    /// none`): it takes no in-flight entry, so nothing times it out.
+    #[inline]
+    pub(super) fn send_untimed(&mut self) {
+        self.queue_message();
     }
 
     /// Takes an entry for a message that is due and queues the message.
@@ -272,6 +298,14 @@ impl Ws {
 
     /// The connection's timer fired at `now`.
     pub(super) fn on_time(&mut self, now: u64) -> Timed {
+        if now >= self.pong_due && self.phase == Phase::Open {
+            // _Fail the WebSocket Connection_ (RFC 6455 7.1.7): our close
+            // says why, and the TCP connection ends without waiting for
+            // an answer a server that drops pings would not send either.
+            self.pong_due = u64::MAX;
+            self.queue_close(Some(1011));
+            return Timed::PingTimeout;
+        }
         if now < self.timer {
             return Timed::Nothing;
         }
@@ -286,6 +320,12 @@ impl Ws {
                 // The payload is the send time: the pong brings it back, so
                 // no ping needs remembering.
                 self.queue(Opcode::Ping, &now.to_be_bytes());
+                self.ping_newest = now;
+                if self.pong_due == u64::MAX
+                    && let Some(t) = self.plan.ping_timeout
+                {
+                    self.pong_due = now + t.as_nanos() as u64;
+                }
                 let every = every.as_nanos() as u64;
                 self.timer = if self.timer + every > now {
                     self.timer + every
@@ -302,14 +342,31 @@ impl Ws {
     }
 
     /// Subscribe mode: a push arrived at `now`; the silence it ended
-    /// (since the previous push, or the upgrade), ns.
-    pub(super) fn note_push(&mut self, now: u64) -> Option<u64> {
+    /// (since the previous push, or the upgrade) joins the interval's
+    /// longest. O(1): nothing is recorded per message.
+    #[inline]
+    pub(super) fn note_push(&mut self, now: u64) {
         if self.plan.mode != WsMode::Subscribe {
-            return None;
+            return;
         }
         let gap = now.saturating_sub(self.last_push);
+        self.silence_max = self.silence_max.max(gap);
         self.last_push = now;
-        Some(gap)
+    }
+
+    /// Subscribe mode, at the end of an interval (`now`): the longest
+    /// silence of this socket within it, ns — the longest that a push
+    /// ended, or the one still running (since the last push, however long
+    /// ago), whichever is longer; then a new interval begins. A socket
+    /// that went silent shows a growing silence each interval, though no
+    /// message ends it. `None` when not an upgraded subscribe socket.
+    pub(super) fn interval_silence(&mut self, now: u64) -> Option<u64> {
+        if self.plan.mode != WsMode::Subscribe || self.phase != Phase::Open {
+            return None;
+        }
+        let v = self.silence_max.max(now.saturating_sub(self.last_push));
+        self.silence_max = 0;
+        Some(v)
     }
 
     #[inline]
@@ -468,7 +525,9 @@ impl Ws {
                     // Only our own pings' pongs carry a send time; an
                     // unsolicited pong (a heartbeat) is allowed and ignored.
                     if let Ok(t) = <[u8; 8]>::try_from(p) {
-                        return (pos, Output::Ws(WsNote::Pong(u64::from_be_bytes(t))));
+                        let t = u64::from_be_bytes(t);
+                        self.ponged(t);
+                        return (pos, Output::Ws(WsNote::Pong(t)));
                     }
                 }
                 Event::Close { code, .. } => {
@@ -482,6 +541,23 @@ impl Ws {
                 }
             }
         }
+    }
+
+    /// A pong for the ping sent at `sent_at` came: pongs come in the
+    /// pings' order (RFC 6455 5.5.3 lets a server answer only the latest,
+    /// which is newer still), so every ping up to it is answered. Pings
+    /// sent since are owed from the latest one's deadline: only the
+    /// oldest's and the latest's send times are kept, so with several
+    /// pings out (a timeout longer than the interval) a lost pong between
+    /// them is found at most one interval late.
+    fn ponged(&mut self, sent_at: u64) {
+        if self.pong_due == u64::MAX {
+            return;
+        }
+        self.pong_due = match self.plan.ping_timeout {
+            Some(t) if sent_at < self.ping_newest => self.ping_newest + t.as_nanos() as u64,
+            _ => u64::MAX,
+        };
     }
 
     /// A reply's bytes against the expected text (a streaming match).

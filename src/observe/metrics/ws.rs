@@ -1,7 +1,8 @@
 //! The WebSocket metric families (`soakd_ws_*`), declared like the rest in
-//! [`super`]'s table and rendered from the same snapshot. Every target has
-//! them from the first scrape (zero for HTTP targets), so alerts on
-//! WebSocket closes work from the start.
+//! [`super`]'s table and rendered from the same snapshot. Every ws:// and
+//! wss:// target has them from the first scrape (zero until something
+//! happens), so alerts on WebSocket closes work from the start; HTTP
+//! targets have none (15 close codes each would be noise).
 
 use prometheus::proto::MetricType;
 
@@ -25,8 +26,11 @@ pub struct WsSnapshot {
     pub closes: Vec<u64>,
     /// Ping → pong round trips.
     pub ping_rtt: Buckets,
-    /// Subscribe mode: silences between pushes.
+    /// Subscribe mode: each socket's longest silence per interval.
     pub silence: Buckets,
+    /// The workload is ws:// or wss://: these series are rendered
+    /// ([`shown`]); kept across updates.
+    pub target: bool,
 }
 
 impl WsSnapshot {
@@ -40,6 +44,36 @@ impl WsSnapshot {
             closes: s.closes.to_vec(),
             ping_rtt: Buckets::from_hdr(&s.ping_rtt),
             silence: Buckets::from_hdr(&s.silence),
+            target: false,
+        }
+    }
+
+    /// The figures of `s`, keeping whether this is a WebSocket target.
+    pub fn update(&mut self, s: &WsStats) {
+        let target = self.target;
+        *self = WsSnapshot::of(s);
+        self.target = target;
+    }
+}
+
+/// Whether family `f` has series for workload `w`: the `soakd_ws_*`
+/// families only for WebSocket targets.
+pub(super) fn shown(f: &Family, w: &super::WorkloadSnapshot) -> bool {
+    w.ws.target || !f.name.starts_with("soakd_ws_")
+}
+
+impl super::Metrics {
+    /// WebSocket: workload `i` is ws:// or wss://; its `soakd_ws_*`
+    /// series are rendered from now on (zero until something happens).
+    /// `None`: the workload added last (by a reload).
+    pub fn mark_ws(&mut self, i: Option<usize>) {
+        let mut snap = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        let w = match i {
+            Some(i) => snap.workloads.get_mut(i),
+            None => snap.workloads.last_mut(),
+        };
+        if let Some(w) = w {
+            w.ws.target = true;
         }
     }
 }
@@ -94,7 +128,7 @@ pub(super) const FAMILIES: &[Family] = &[
     },
     Family {
         name: "soakd_ws_silence_seconds",
-        help: "Subscribe mode: the silences between the server's pushes on a connection.",
+        help: "Subscribe mode: each connection's longest silence between the server's pushes per 1 s interval (a silence still running at the interval's end counts).",
         kind: MetricType::HISTOGRAM,
         labels: &["target"],
         fill: Fill::Target(|x, out| out.push(histogram(&[("target", x.t)], &x.w.ws.silence))),

@@ -524,6 +524,13 @@ impl Decoder {
         }
     }
 
+    /// The current data frame's payload bytes still to come (0 between
+    /// frames) and whether that frame is its message's last: what a server
+    /// needs to echo a message in the client's own frames (the target).
+    pub fn frame_left(&self) -> (u64, bool) {
+        (if self.in_frame { self.remaining } else { 0 }, self.fin)
+    }
+
     /// Forgets the connection's stream (keeps role and limit).
     pub fn reset(&mut self) {
         *self = Decoder::new(self.role, self.max as u64);
