@@ -56,8 +56,6 @@ pub(super) const MAX_CONTROL_OWED: usize = 64 * 1024;
 /// Buffers (output, carried input, header block) are given back once they
 /// are empty and have grown past this: an idle connection keeps none.
 const KEEP_CAPACITY: usize = 4096;
-/// Header fields given to the checks at most.
-const MAX_CHECKED_FIELDS: usize = 64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum St {
@@ -528,25 +526,24 @@ impl H2 {
     }
 
     /// A whole header block on `stream`.
+    ///
+    /// Fields are judged as the decoder hands them over (the status, and
+    /// the header checks one field at a time): nothing of the block is
+    /// copied or kept.
     fn on_block(&mut self, cx: &Cx<'_>, stream: u32, end_stream: bool, block: &[u8]) -> Option<Output> {
         let e = self.entry_of(stream);
-        let checks = e.and_then(|e| cx.w.requests[cx.entries[e].req as usize].checks.as_deref());
+        let checks = e
+            .and_then(|e| cx.w.requests[cx.entries[e].req as usize].checks.as_deref())
+            .filter(|c| c.wants_fields());
         let mut status = 0u16;
-        let mut scratch = [(0u16, 0u16, 0u16); MAX_CHECKED_FIELDS];
-        let mut names: Vec<u8> = Vec::new();
-        let mut fields = 0;
+        let mut seen = 0u64;
         let decoded = self.hpack.decode(block, |n, v| {
             if n == b":status" {
                 status = std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
-            } else if checks.is_some() && fields < MAX_CHECKED_FIELDS && !n.starts_with(b":") {
-                // Only with checks: the fields are kept for them (a copy,
-                // the one allocation an HTTP/2 response with header checks
-                // costs).
-                let at = names.len() as u16;
-                names.extend_from_slice(n);
-                names.extend_from_slice(v);
-                scratch[fields] = (at, n.len() as u16, v.len() as u16);
-                fields += 1;
+            } else if let Some(checks) = checks
+                && !n.starts_with(b":")
+            {
+                checks.on_field(&mut seen, n, v);
             }
         });
         if decoded.is_err() {
@@ -562,19 +559,7 @@ impl H2 {
         if self.streams[e].status == 0 {
             self.streams[e].status = status;
             if let Some(checks) = checks {
-                let mut heads = [httparse::EMPTY_HEADER; MAX_CHECKED_FIELDS];
-                let mut k = 0;
-                for &(at, nl, vl) in &scratch[..fields] {
-                    let (at, nl, vl) = (at as usize, nl as usize, vl as usize);
-                    if let Ok(name) = std::str::from_utf8(&names[at..at + nl]) {
-                        heads[k] = httparse::Header {
-                            name,
-                            value: &names[at + nl..at + nl + vl],
-                        };
-                        k += 1;
-                    }
-                }
-                checks.on_head(&mut self.streams[e].check, &heads[..k]);
+                checks.end_fields(&mut self.streams[e].check, seen);
             }
         }
         end_stream.then(|| self.complete(cx, e))
