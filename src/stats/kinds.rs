@@ -57,6 +57,11 @@ name_table! {
         /// The server closed the WebSocket with a code other than 1000
         /// (normal) or 1001 (going away), or while a reply was owed.
         WsClosed = "ws_closed",
+        // HTTP/2 (header-list limit)
+        /// A request not sent because its header list is larger than the
+        /// server's SETTINGS_MAX_HEADER_LIST_SIZE (counted as missed, with
+        /// this kind as the reason).
+        H2HeaderListTooLarge = "h2_header_list_too_large",
     }
 }
 

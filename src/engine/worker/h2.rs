@@ -126,6 +126,8 @@ pub(super) struct H2 {
     peer_max_streams: u32,
     peer_initial_window: i64,
     peer_max_frame: u32,
+    /// The server's SETTINGS_MAX_HEADER_LIST_SIZE (`u32::MAX`: none).
+    peer_max_list: u32,
     send_window: i64,
     recv_unacked: u32,
     /// GOAWAY received: its last stream and code.
@@ -163,6 +165,7 @@ impl H2 {
             peer_max_streams: u32::MAX,
             peer_initial_window: DEFAULT_WINDOW as i64,
             peer_max_frame: DEFAULT_MAX_FRAME_SIZE,
+            peer_max_list: u32::MAX,
             send_window: DEFAULT_WINDOW as i64,
             recv_unacked: 0,
             goaway: None,
@@ -190,6 +193,7 @@ impl H2 {
         self.peer_max_streams = u32::MAX;
         self.peer_initial_window = DEFAULT_WINDOW as i64;
         self.peer_max_frame = DEFAULT_MAX_FRAME_SIZE;
+        self.peer_max_list = u32::MAX;
         self.send_window = DEFAULT_WINDOW as i64;
         self.recv_unacked = 0;
         self.goaway = None;
@@ -252,6 +256,15 @@ impl H2 {
             }
         }
         best.map(|(_, i)| i)
+    }
+
+    /// Why request `req` must not be sent on this connection: its header
+    /// list is larger than the server's SETTINGS_MAX_HEADER_LIST_SIZE
+    /// (RFC 9113 §6.5.2; a server may answer such a request with 431 or
+    /// reset it, and it would be sent only to be refused).
+    #[inline]
+    pub(super) fn refuses(&self, req: usize) -> Option<ErrorKind> {
+        (self.rt.requests[req].list_size > self.peer_max_list).then_some(ErrorKind::H2HeaderListTooLarge)
     }
 
     #[inline]
@@ -439,6 +452,7 @@ impl H2 {
                             }
                         }
                         setting::MAX_FRAME_SIZE => self.peer_max_frame = v,
+                        setting::MAX_HEADER_LIST_SIZE => self.peer_max_list = v,
                         _ => {}
                     }
                 }
@@ -615,6 +629,11 @@ impl H2 {
     }
 
     pub(super) fn at_close(&mut self) -> AtClose {
+        if !self.settings_seen {
+            // Closed before its SETTINGS: not an HTTP/2 server (an
+            // HTTP/1.1-only one closes on the h2c preface).
+            return AtClose::Failed(ErrorKind::H2NotNegotiated);
+        }
         if self.in_flight == 0 {
             AtClose::Idle
         } else {
@@ -865,6 +884,12 @@ mod tests {
         let mut h = H2::new(w.h2.clone().unwrap(), 1);
         let outs = feed(&mut h, &cx, b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
         assert_eq!(outs, [Output::Error(ErrorKind::H2NotNegotiated)]);
+        // A server that closes without a word is not one either; after its
+        // SETTINGS, a close with nothing owed is just a close.
+        let mut h = H2::new(w.h2.clone().unwrap(), 1);
+        assert_eq!(h.at_close(), AtClose::Failed(ErrorKind::H2NotNegotiated));
+        feed(&mut h, &cx, &settings(1));
+        assert_eq!(h.at_close(), AtClose::Idle);
     }
 
     #[test]
