@@ -494,6 +494,7 @@ mod tests {
                 "ws_handshake",
                 "ws_protocol",
                 "ws_closed",
+                "h2_header_list_too_large",
             ]
         );
         for (i, k) in ErrorKind::ALL.iter().enumerate() {
