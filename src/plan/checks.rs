@@ -68,6 +68,13 @@ impl CheckSpec {
             }
         }
         if let Some(h) = &self.expect_header {
+            if h.len() > MAX_HEADER_CHECKS {
+                return Err(format!(
+                    "{} has {} fields; at most {MAX_HEADER_CHECKS} can be checked per request",
+                    key("expect_header"),
+                    h.len()
+                ));
+            }
             for (name, value) in h {
                 crate::wire::check_header(name, value).map_err(|e| format!("{}: {e}", key("expect_header")))?;
             }
@@ -102,6 +109,10 @@ impl CheckSpec {
         }))
     }
 }
+
+/// Header checks per request at most: which of them a response's fields
+/// matched is one `u64` (see [`Checks::on_field`]).
+pub const MAX_HEADER_CHECKS: usize = 64;
 
 /// Compiled checks of one request.
 #[derive(Clone, Debug)]
@@ -152,12 +163,36 @@ impl Checks {
 
     /// Checks the final head's fields.
     pub fn on_head(&self, st: &mut CheckState, headers: &[httparse::Header<'_>]) {
-        for (name, want) in &self.headers {
-            let ok = headers
-                .iter()
-                .any(|h| h.name.eq_ignore_ascii_case(name) && h.value.trim_ascii().eq_ignore_ascii_case(want));
-            st.header_failed |= !ok;
+        let mut seen = 0;
+        for h in headers {
+            self.on_field(&mut seen, h.name.as_bytes(), h.value);
         }
+        self.end_fields(st, seen);
+    }
+
+    /// True when the checks look at header fields at all.
+    pub fn wants_fields(&self) -> bool {
+        !self.headers.is_empty()
+    }
+
+    /// One field of a head, for a decoder that hands fields over one at a
+    /// time and keeps none (HTTP/2's HPACK): sets in `seen` the bit of each
+    /// required header it matches. [`Checks::end_fields`] judges the head.
+    pub fn on_field(&self, seen: &mut u64, name: &[u8], value: &[u8]) {
+        for (i, (want_name, want)) in self.headers.iter().enumerate() {
+            if name.eq_ignore_ascii_case(want_name.as_bytes()) && value.trim_ascii().eq_ignore_ascii_case(want) {
+                *seen |= 1 << i;
+            }
+        }
+    }
+
+    /// Ends a final head whose fields went through [`Checks::on_field`]:
+    /// a required header no field matched fails the header check.
+    pub fn end_fields(&self, st: &mut CheckState, seen: u64) {
+        // At most MAX_HEADER_CHECKS (64) headers: validated with the plan.
+        let n = self.headers.len();
+        let all = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
+        st.header_failed |= seen & all != all;
     }
 
     /// Feeds a run of body bytes (the payload, in order).

@@ -53,6 +53,20 @@ pub fn describe(plan: &Plan) -> String {
             }
         );
         let _ = writeln!(s, "  {model}");
+        // HTTP/2
+        match w.http {
+            // Plain `auto` is HTTP/1.1: nothing to negotiate with.
+            super::HttpVersion::Http11 => {}
+            super::HttpVersion::Auto if w.target.tls.is_none() => {}
+            v => {
+                let _ = writeln!(
+                    s,
+                    "  http {}  streams {} per connection (capped by the server's SETTINGS_MAX_CONCURRENT_STREAMS)",
+                    v.name(),
+                    w.streams
+                );
+            }
+        }
         if !plan.shard.is_whole() {
             let sh = plan.shard;
             let rate = whole_rate(w).map_or(String::new(), |r| {

@@ -13,6 +13,13 @@ use crate::stats::{Counters, Gauges, H2Code};
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct HttpFigures {
+    /// The version asked for (`--http`: `"1.1"`, `"2"` or `"auto"`;
+    /// `null` in a report from an older soakd).
+    #[serde(default)]
+    pub requested: Option<String>,
+    /// Concurrent streams per HTTP/2 connection asked for (`--streams`).
+    #[serde(default)]
+    pub streams: u16,
     /// The version negotiated last: `"1.1"` or `"2"` (`null` before any
     /// connection).
     pub version: Option<String>,
@@ -38,6 +45,8 @@ impl HttpFigures {
                 .collect()
         };
         HttpFigures {
+            requested: None,
+            streams: 0,
             version: match g.http_version {
                 11 => Some("1.1".into()),
                 20 => Some("2".into()),
@@ -61,6 +70,8 @@ impl HttpFigures {
             out
         };
         HttpFigures {
+            requested: self.requested.clone().or_else(|| o.requested.clone()),
+            streams: self.streams.max(o.streams),
             version: self.version.clone().max(o.version.clone()),
             streams_limit: match (self.streams_limit, o.streams_limit) {
                 (Some(a), Some(b)) => Some(a.min(b)),

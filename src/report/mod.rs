@@ -626,7 +626,11 @@ impl Report {
                     figures,
                     histograms: Histograms::of(&t.stats[wi]),
                     by_request: by_request(w, &t.stats[wi], secs),
-                    http: http::HttpFigures::of(&t.stats[wi].counters, &t.gauges[wi]),
+                    http: http::HttpFigures {
+                        requested: Some(w.http.name().into()),
+                        streams: w.streams,
+                        ..http::HttpFigures::of(&t.stats[wi].counters, &t.gauges[wi])
+                    },
                     ws: w.ws.as_ref().map(|p| WsFigures::of(p, &t.stats[wi])),
                 }
             })

@@ -48,6 +48,21 @@ impl Report {
         let classes: Vec<String> = f.responses.iter().map(|(k, n)| format!("{k} {n}")).collect();
         let _ = writeln!(s, "  responses     {}", classes.join("  "));
         for w in &self.workloads {
+            let h = &w.http;
+            if h.requested.as_deref() == Some("2") || h.version.as_deref() == Some("2") {
+                let _ = writeln!(
+                    s,
+                    "  http          {}: requested {}  negotiated {}  streams {} per connection (server limit {})  goaways {}  resets {}  retried {}",
+                    w.name,
+                    h.requested.as_deref().unwrap_or("-"),
+                    h.version.as_deref().unwrap_or("-"),
+                    h.streams,
+                    h.streams_limit.map_or("none".into(), |l| l.to_string()),
+                    h.goaways.values().sum::<u64>(),
+                    h.resets.values().sum::<u64>(),
+                    h.retried
+                );
+            }
             if let Some(ws) = &w.ws {
                 s.push_str(&ws.summary(&w.name));
             }

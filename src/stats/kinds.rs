@@ -61,6 +61,11 @@ name_table! {
         /// A ping soakd sent got no pong within `--ws-ping-timeout`: the
         /// socket is failed (close 1011) and the slot reconnects.
         WsPingTimeout = "ws_ping_timeout",
+        // HTTP/2 (header-list limit)
+        /// A request not sent because its header list is larger than the
+        /// server's SETTINGS_MAX_HEADER_LIST_SIZE (counted as missed, with
+        /// this kind as the reason).
+        H2HeaderListTooLarge = "h2_header_list_too_large",
     }
 }
 

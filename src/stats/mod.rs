@@ -497,6 +497,7 @@ mod tests {
                 "ws_protocol",
                 "ws_closed",
                 "ws_ping_timeout",
+                "h2_header_list_too_large",
             ]
         );
         for (i, k) in ErrorKind::ALL.iter().enumerate() {

@@ -27,6 +27,10 @@ Modes:
   big-header          answers with a 1 MB header block
   ping-flood          sends PINGs without end and never reads
   settings-flood      sends SETTINGS frames without end and never reads
+  close-first         reads the client's preface and closes without a word
+                      (as an HTTP/1.1-only server does on h2c)
+  max-header-list N   SETTINGS_MAX_HEADER_LIST_SIZE N; answers everything
+                      (counts every request it receives as "requests")
 """
 
 import json
@@ -45,7 +49,15 @@ STATS_FILE = sys.argv[1]
 MODE = sys.argv[2]
 ARG = float(sys.argv[3]) if len(sys.argv) > 3 else 0
 LOCK = threading.Lock()
-STATS = {"answered": 0, "refused": 0, "reset": 0, "max_open": 0, "goaways": 0, "connections": 0}
+STATS = {
+    "answered": 0,
+    "refused": 0,
+    "reset": 0,
+    "max_open": 0,
+    "goaways": 0,
+    "connections": 0,
+    "requests": 0,
+}
 STALL_UNTIL = [None]
 
 
@@ -77,6 +89,12 @@ def flood(sock, make):
 
 def serve(sock):
     bump("connections")
+    if MODE == "close-first":
+        try:
+            sock.recv(65536)
+        except OSError:
+            pass
+        return
     config = h2.config.H2Configuration(client_side=False, header_encoding=None)
     conn = h2.connection.H2Connection(config=config)
     conn.initiate_connection()
@@ -85,6 +103,8 @@ def serve(sock):
         settings[h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS] = int(ARG)
     if MODE == "stall":
         settings[h2.settings.SettingCodes.INITIAL_WINDOW_SIZE] = 0
+    if MODE == "max-header-list":
+        settings[h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE] = int(ARG)
     if settings:
         conn.update_settings(settings)
     sock.sendall(conn.data_to_send())
@@ -111,6 +131,7 @@ def serve(sock):
         for ev in events:
             if isinstance(ev, h2.events.RequestReceived):
                 sid = ev.stream_id
+                bump("requests")
                 if going:
                     continue
                 streams += 1

@@ -109,4 +109,8 @@ pub(super) enum AtClose {
     Complete(Response),
     /// The close cut a response short.
     Truncated,
+    /// The close itself says what went wrong: an HTTP/2 server that closes
+    /// before its SETTINGS never spoke HTTP/2 (`h2_not_negotiated`, not
+    /// `eof`: an HTTP/1.1-only server closing on the h2c preface).
+    Failed(ErrorKind),
 }

@@ -56,8 +56,6 @@ pub(super) const MAX_CONTROL_OWED: usize = 64 * 1024;
 /// Buffers (output, carried input, header block) are given back once they
 /// are empty and have grown past this: an idle connection keeps none.
 const KEEP_CAPACITY: usize = 4096;
-/// Header fields given to the checks at most.
-const MAX_CHECKED_FIELDS: usize = 64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum St {
@@ -128,6 +126,8 @@ pub(super) struct H2 {
     peer_max_streams: u32,
     peer_initial_window: i64,
     peer_max_frame: u32,
+    /// The server's SETTINGS_MAX_HEADER_LIST_SIZE (`u32::MAX`: none).
+    peer_max_list: u32,
     send_window: i64,
     recv_unacked: u32,
     /// GOAWAY received: its last stream and code.
@@ -165,6 +165,7 @@ impl H2 {
             peer_max_streams: u32::MAX,
             peer_initial_window: DEFAULT_WINDOW as i64,
             peer_max_frame: DEFAULT_MAX_FRAME_SIZE,
+            peer_max_list: u32::MAX,
             send_window: DEFAULT_WINDOW as i64,
             recv_unacked: 0,
             goaway: None,
@@ -192,6 +193,7 @@ impl H2 {
         self.peer_max_streams = u32::MAX;
         self.peer_initial_window = DEFAULT_WINDOW as i64;
         self.peer_max_frame = DEFAULT_MAX_FRAME_SIZE;
+        self.peer_max_list = u32::MAX;
         self.send_window = DEFAULT_WINDOW as i64;
         self.recv_unacked = 0;
         self.goaway = None;
@@ -254,6 +256,15 @@ impl H2 {
             }
         }
         best.map(|(_, i)| i)
+    }
+
+    /// Why request `req` must not be sent on this connection: its header
+    /// list is larger than the server's SETTINGS_MAX_HEADER_LIST_SIZE
+    /// (RFC 9113 §6.5.2; a server may answer such a request with 431 or
+    /// reset it, and it would be sent only to be refused).
+    #[inline]
+    pub(super) fn refuses(&self, req: usize) -> Option<ErrorKind> {
+        (self.rt.requests[req].list_size > self.peer_max_list).then_some(ErrorKind::H2HeaderListTooLarge)
     }
 
     #[inline]
@@ -441,6 +452,7 @@ impl H2 {
                             }
                         }
                         setting::MAX_FRAME_SIZE => self.peer_max_frame = v,
+                        setting::MAX_HEADER_LIST_SIZE => self.peer_max_list = v,
                         _ => {}
                     }
                 }
@@ -528,25 +540,24 @@ impl H2 {
     }
 
     /// A whole header block on `stream`.
+    ///
+    /// Fields are judged as the decoder hands them over (the status, and
+    /// the header checks one field at a time): nothing of the block is
+    /// copied or kept.
     fn on_block(&mut self, cx: &Cx<'_>, stream: u32, end_stream: bool, block: &[u8]) -> Option<Output> {
         let e = self.entry_of(stream);
-        let checks = e.and_then(|e| cx.w.requests[cx.entries[e].req as usize].checks.as_deref());
+        let checks = e
+            .and_then(|e| cx.w.requests[cx.entries[e].req as usize].checks.as_deref())
+            .filter(|c| c.wants_fields());
         let mut status = 0u16;
-        let mut scratch = [(0u16, 0u16, 0u16); MAX_CHECKED_FIELDS];
-        let mut names: Vec<u8> = Vec::new();
-        let mut fields = 0;
+        let mut seen = 0u64;
         let decoded = self.hpack.decode(block, |n, v| {
             if n == b":status" {
                 status = std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
-            } else if checks.is_some() && fields < MAX_CHECKED_FIELDS && !n.starts_with(b":") {
-                // Only with checks: the fields are kept for them (a copy,
-                // the one allocation an HTTP/2 response with header checks
-                // costs).
-                let at = names.len() as u16;
-                names.extend_from_slice(n);
-                names.extend_from_slice(v);
-                scratch[fields] = (at, n.len() as u16, v.len() as u16);
-                fields += 1;
+            } else if let Some(checks) = checks
+                && !n.starts_with(b":")
+            {
+                checks.on_field(&mut seen, n, v);
             }
         });
         if decoded.is_err() {
@@ -562,19 +573,7 @@ impl H2 {
         if self.streams[e].status == 0 {
             self.streams[e].status = status;
             if let Some(checks) = checks {
-                let mut heads = [httparse::EMPTY_HEADER; MAX_CHECKED_FIELDS];
-                let mut k = 0;
-                for &(at, nl, vl) in &scratch[..fields] {
-                    let (at, nl, vl) = (at as usize, nl as usize, vl as usize);
-                    if let Ok(name) = std::str::from_utf8(&names[at..at + nl]) {
-                        heads[k] = httparse::Header {
-                            name,
-                            value: &names[at + nl..at + nl + vl],
-                        };
-                        k += 1;
-                    }
-                }
-                checks.on_head(&mut self.streams[e].check, &heads[..k]);
+                checks.end_fields(&mut self.streams[e].check, seen);
             }
         }
         end_stream.then(|| self.complete(cx, e))
@@ -630,6 +629,11 @@ impl H2 {
     }
 
     pub(super) fn at_close(&mut self) -> AtClose {
+        if !self.settings_seen {
+            // Closed before its SETTINGS: not an HTTP/2 server (an
+            // HTTP/1.1-only one closes on the h2c preface).
+            return AtClose::Failed(ErrorKind::H2NotNegotiated);
+        }
         if self.in_flight == 0 {
             AtClose::Idle
         } else {
@@ -880,6 +884,12 @@ mod tests {
         let mut h = H2::new(w.h2.clone().unwrap(), 1);
         let outs = feed(&mut h, &cx, b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
         assert_eq!(outs, [Output::Error(ErrorKind::H2NotNegotiated)]);
+        // A server that closes without a word is not one either; after its
+        // SETTINGS, a close with nothing owed is just a close.
+        let mut h = H2::new(w.h2.clone().unwrap(), 1);
+        assert_eq!(h.at_close(), AtClose::Failed(ErrorKind::H2NotNegotiated));
+        feed(&mut h, &cx, &settings(1));
+        assert_eq!(h.at_close(), AtClose::Idle);
     }
 
     #[test]

@@ -31,6 +31,10 @@ use super::protocol::{AtClose, Cx, Output, Response};
 use super::{PHASE_RUN, Worker, socket};
 use crate::stats::{self, CloseReason, ErrorKind};
 
+/// Refused requests (never sent, see `Protocol::refuses`) one closed-loop
+/// pump may count before the slot backs off instead of spinning.
+const MAX_REFUSED_PER_PUMP: usize = 64;
+
 impl Worker {
     pub(super) fn on_event(&mut self, ev: &mio::event::Event) {
         let (key, generation) = crate::netio::split(ev.token());
@@ -113,6 +117,8 @@ impl Worker {
     }
 
     /// Issues every request the load model allows now and writes them.
+    /// A request the protocol refuses (see `Protocol::refuses`) is counted
+    /// missed instead.
     /// Returns false when the connection failed while writing.
     pub(super) fn pump(&mut self, key: usize, now: u64) -> bool {
         let Worker {
@@ -152,6 +158,8 @@ impl Worker {
         let untimed = w.ws.as_ref().is_some_and(|p| !p.reply);
         let mut issued = 0u64;
         let mut timed = 0u64;
+        let mut refused = 0usize;
+        let mut refused_out = None;
         while c.proto.in_flight() < c.proto.depth(w)
             && c.proto.may_issue()
             && !c.draining
@@ -182,6 +190,28 @@ impl Worker {
                     cycle[p]
                 }
             };
+            if *has_budget {
+                *budget_left -= 1;
+            }
+            if c.reqs_left != u32::MAX {
+                c.reqs_left -= 1;
+            }
+            if let Some(kind) = c.proto.refuses(req as usize) {
+                // Never sent (a header list over the server's limit): due
+                // and missed, with the kind as the reason; its turn is
+                // taken and the next request of the mix may go.
+                st.counters.missed += 1;
+                st.counters.error(kind, 1);
+                refused += 1;
+                if refused >= MAX_REFUSED_PER_PUMP && c.proto.in_flight() == 0 && w.interval_ns.is_none() {
+                    // Closed loop and nothing this connection may send:
+                    // rather than spin, the slot backs off and tries a
+                    // new connection (the server's limit may change).
+                    refused_out = Some(kind);
+                    break;
+                }
+                continue;
+            }
             if untimed {
                 if let Some(ws) = c.proto.ws_mut() {
                     ws.send_untimed();
@@ -191,13 +221,11 @@ impl Worker {
                 inflight[base + at as usize] = Inflight { due, written: now, req };
                 timed += 1;
             }
-            if *has_budget {
-                *budget_left -= 1;
-            }
-            if c.reqs_left != u32::MAX {
-                c.reqs_left -= 1;
-            }
             issued += 1;
+        }
+        if let Some(kind) = refused_out {
+            self.fail(key, kind, now);
+            return false;
         }
         if issued + reissued == 0 {
             // HTTP/2 may owe bytes of its own (the preface, acks, window
@@ -212,7 +240,9 @@ impl Worker {
             st.ws.sent += issued;
         }
         self.inflight_total += timed + reissued;
-        self.gauges[self.conns[key].workload as usize].in_flight += timed + reissued;
+        // A handed-back request never left the in-flight gauge (see
+        // `hand_back`).
+        self.gauges[self.conns[key].workload as usize].in_flight += timed;
         self.write_out(key)
     }
 
@@ -426,13 +456,20 @@ impl Worker {
     /// An HTTP/2 request the server did not process leaves its connection:
     /// it waits for the slot's next connection (see `pump`), keeping its
     /// due time, so its latency still counts from then.
+    ///
+    /// The request stays in the workload's in-flight gauge until it is
+    /// answered on another connection: it was sent and is still owed, so a
+    /// stop that finds it waiting shows it as in flight at the end, as an
+    /// HTTP/1.1 request in flight at stop is (`sent = completed + failed +
+    /// in_flight_at_end` holds). Only the worker's own count, which decides
+    /// when a draining worker is idle, lets it go: it cannot be sent again
+    /// once the run stops.
     fn hand_back(&mut self, key: usize, entry: u16) {
         let e = self.inflight[key * self.max_pipeline + entry as usize];
         self.retries.push((key as u32, e));
         let wi = self.conns[key].workload as usize;
         self.local[wi].counters.h2_retried += 1;
         self.inflight_total -= 1;
-        self.gauges[wi].in_flight -= 1;
     }
 
     pub(super) fn on_eof(&mut self, key: usize, now: u64) {
@@ -467,6 +504,7 @@ impl Worker {
                 }
             }
             AtClose::Idle | AtClose::Truncated => self.fail(key, ErrorKind::Eof, now),
+            AtClose::Failed(kind) => self.fail(key, kind, now),
         }
     }
 

@@ -233,6 +233,32 @@ impl Worker {
         let wi = self.conns[key].workload as usize;
         self.gauges[wi].desired -= 1;
         self.conns.remove(key);
+        self.rehome_retries(key, wi);
+    }
+
+    /// Requests a GOAWAY or REFUSED_STREAM handed back to a slot that is
+    /// now gone (a reload shrank `-c`) go to another slot of the same
+    /// workload; with none left on this worker they stay what they are,
+    /// sent and unanswered: counted in flight, shown at the end as in
+    /// flight. Never left under a key a new slot (of any workload) could
+    /// take over.
+    fn rehome_retries(&mut self, key: usize, wi: usize) {
+        if !self.retries.iter().any(|r| r.0 == key as u32) {
+            return;
+        }
+        let heir = self
+            .conns
+            .iter()
+            .find(|(_, c)| c.workload as usize == wi && !c.retiring)
+            .map(|(k, _)| k as u32);
+        match heir {
+            Some(h) => self
+                .retries
+                .iter_mut()
+                .filter(|r| r.0 == key as u32)
+                .for_each(|r| r.0 = h),
+            None => self.retries.retain(|r| r.0 != key as u32),
+        }
     }
 
     /// Retires a slot: at once when it has nothing in flight, otherwise

@@ -206,6 +206,17 @@ impl Protocol {
         }
     }
 
+    /// Why request `req` (an index into the workload's requests) must not
+    /// be sent on this connection, if it must not (HTTP/2: a header list
+    /// over the server's limit).
+    #[inline]
+    pub(super) fn refuses(&self, req: usize) -> Option<crate::stats::ErrorKind> {
+        match self {
+            Protocol::H2(h) => h.refuses(req),
+            _ => None,
+        }
+    }
+
     /// Takes an entry for a request that is due; the caller has checked
     /// that fewer than its pipeline depth are in flight, `depth` is the
     /// slot's capacity. The request's bytes are owed from now on.

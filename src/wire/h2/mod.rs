@@ -18,6 +18,10 @@
 //! size updates, is fuzzed upstream, borrows indexed fields instead of
 //! copying them and needs nothing beyond `thiserror` and `tracing`. `hpack`
 //! itself has had no release since 2016; `httlib-hpack` none since 2020.
+//! The copy soakd builds is patched (`vendor/loona-hpack`, through
+//! `[patch.crates-io]`): its Huffman decoder walks a flat table instead of
+//! building a `HashMap` per string, which cost tens of microseconds per
+//! response from a server that Huffman-codes its headers (docs/http2.md).
 
 mod frame;
 mod hpack;

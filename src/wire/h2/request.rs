@@ -21,6 +21,10 @@ pub struct H2Request {
     /// Where the body starts in the HTTP/1.1 bytes it was derived from (it
     /// runs to their end; empty when it starts at the end).
     pub body_at: usize,
+    /// The header list's size as RFC 9113 §6.5.2 counts it (name + value +
+    /// 32 per field, pseudo-fields included): what a server's
+    /// SETTINGS_MAX_HEADER_LIST_SIZE is compared with.
+    pub list_size: u32,
 }
 
 /// Fields HTTP/2 does not carry (RFC 9113 §8.2.2).
@@ -65,10 +69,16 @@ pub fn render_request(http1: &[u8], https: bool) -> Result<H2Request, String> {
         (b":path", path),
     ];
     fields.extend(lower.iter().map(|(n, v)| (&n[..], *v)));
+    let list_size = fields.iter().map(|(n, v)| n.len() + v.len() + 32).sum::<usize>();
+    let list_size = u32::try_from(list_size).unwrap_or(u32::MAX);
     let block = encode_block(&fields);
     let mut frames = Vec::with_capacity(block.len() + 9);
     encode_headers(&mut frames, 0, &block, body_at == http1.len(), DEFAULT_MAX_FRAME_SIZE);
-    Ok(H2Request { frames, body_at })
+    Ok(H2Request {
+        frames,
+        body_at,
+        list_size,
+    })
 }
 
 #[cfg(test)]
@@ -118,6 +128,8 @@ mod tests {
         ];
         assert_eq!(f, want.map(|(a, b)| (a.to_string(), b.to_string())));
         assert!(end_stream, "no body: the HEADERS frame ends the stream");
+        let size: usize = want.iter().map(|(n, v)| n.len() + v.len() + 32).sum();
+        assert_eq!(r.list_size as usize, size);
     }
 
     #[test]
