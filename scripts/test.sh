@@ -187,4 +187,11 @@ section "cargo test --release"
 # build is too slow for.
 cargo test --release
 
+# ---------------------------------------------------------------------------
+section "vendor/loona-hpack tests (the patched Huffman decoder against the original)"
+# ---------------------------------------------------------------------------
+# soakd builds a patched copy of this crate (vendor/loona-hpack/VENDORED.md);
+# its own tests, the patch's equivalence test among them, run here.
+cargo test --release --manifest-path vendor/loona-hpack/Cargo.toml
+
 section "All checks passed"
