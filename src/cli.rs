@@ -22,9 +22,9 @@ use crate::plan::{self, Baseline, Plan, ReportDest, Threshold, WorkloadSpec, def
 use crate::verdict::{Options, Run, compare};
 use crate::{Error, target};
 
-/// soakd: hold thousands of HTTP/1.1 keep-alive connections against a
-/// target for hours or days, measure latency truthfully, classify every
-/// failure.
+/// soakd: hold thousands of keep-alive connections (HTTP/1.1, HTTP/2,
+/// WebSocket) against a target for hours or days, measure latency
+/// truthfully, classify every failure.
 #[derive(Debug, Parser)]
 #[command(name = "soakd", version, propagate_version = true, after_help = EXIT_CODES)]
 pub struct Cli {
@@ -42,7 +42,8 @@ pub enum Command {
     /// Open and hold connections against a target and keep sending requests.
     #[command(after_help = EXIT_CODES)]
     Run(Box<RunArgs>),
-    /// Run the built-in keep-alive HTTP/1.1 target (answers `pong`).
+    /// Run the built-in target: keep-alive HTTP/1.1 (answers `pong`),
+    /// HTTP/2 with `--h2`, WebSocket on `/ws`.
     Target(TargetArgs),
     /// Soak an embedded target: 1000 connections, one request per second
     /// each, until Ctrl-C.

@@ -1,8 +1,8 @@
 //! soakd: a C10K soak-testing daemon.
 //!
-//! soakd opens and holds thousands to tens of thousands of HTTP/1.1
-//! keep-alive connections against a target, keeps sending requests on them
-//! for hours or days, and measures latency truthfully (from the time a
+//! soakd opens and holds thousands to tens of thousands of keep-alive
+//! connections (HTTP/1.1, HTTP/2, WebSocket) against a target, keeps
+//! sending requests on them for hours or days, and measures latency truthfully (from the time a
 //! request was *due*, not when it happened to be written) while classifying
 //! every failure.
 //!

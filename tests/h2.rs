@@ -179,6 +179,47 @@ fn paced_connections_times_ten_streams_without_errors() {
     );
 }
 
+/// `-i` paces each stream slot, as it paces each connection over HTTP/1.1:
+/// 4 connections × 5 streams at `-i 100ms` are 200 requests a second (40
+/// if `-i` paced connections); `-r` stays the workload's total rate.
+#[test]
+fn interval_paces_each_stream_slot_and_rate_stays_the_total() {
+    let (nginx, log) = nginx_h2(None);
+    let url = nginx.url("/");
+    let run = |pace: &[&str]| {
+        let mut args = vec!["run", &url, "--http", "2", "-c", "4", "--streams", "5", "-d", "3s"];
+        args.extend_from_slice(pace);
+        args.extend_from_slice(&["--metrics-listen", "off"]);
+        let r = soakd_report(&args, 60);
+        assert!(r.status.success(), "exit {}\n{}", r.status, r.stderr);
+        assert_eq!(total_errors(&r.report), 0, "{:#}", r.report["errors"]);
+        assert_eq!(
+            u(&r.report, "/workloads/0/http/streams"),
+            5,
+            "{:#}",
+            r.report["workloads"][0]["http"]
+        );
+        r
+    };
+    // 200/s for 3 s is 600 due, less what fell due while connecting.
+    let paced = run(&["-i", "100ms"]);
+    let sent = u(&paced.report, "/requests/sent");
+    assert!(
+        (480..=620).contains(&sent),
+        "-i 100ms over 4 × 5 stream slots sent {sent}"
+    );
+    // The same slots at `-r 100`: 300, not 5 times that.
+    let rated = run(&["-r", "100"]);
+    let sent_r = u(&rated.report, "/requests/sent");
+    assert!((240..=310).contains(&sent_r), "-r 100 sent {sent_r}");
+    let completed = u(&paced.report, "/requests/completed") + u(&rated.report, "/requests/completed");
+    util::wait_until(
+        || all_http2(&log) as u64 >= completed,
+        Duration::from_secs(5),
+        "every request logged",
+    );
+}
+
 #[test]
 fn http2_required_of_an_http1_server_is_not_negotiated() {
     // nginx without http2: its answer to the preface is not HTTP/2.

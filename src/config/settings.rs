@@ -263,7 +263,8 @@ workload_settings! {
     /// server picks).
     http: Option<crate::plan::HttpVersion> as Http, default defaults::HTTP, flag "http", into http;
     /// HTTP/2: concurrent streams per connection (capped by the server's
-    /// SETTINGS_MAX_CONCURRENT_STREAMS); -c stays the TCP connections.
+    /// SETTINGS_MAX_CONCURRENT_STREAMS); -i paces each stream slot, -c
+    /// stays the TCP connections.
     streams: Option<u16> as Depth, default defaults::STREAMS, flag "streams", into streams;
     /// HTTP/2: soakd's receive window, connection and stream, in bytes.
     h2_window: Option<u32> as Count, default defaults::H2_WINDOW, flag "h2-window", into h2_window;

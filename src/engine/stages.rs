@@ -36,7 +36,7 @@ pub(super) fn load_command(wi: usize, connections: u32, model: crate::plan::Load
     Command::Stage(StageCmd {
         workload: wi as u16,
         connections,
-        interval_ns: model.per_connection_interval(connections).map(|d| d.as_nanos() as u64),
+        model,
     })
 }
 

@@ -10,9 +10,19 @@ use super::{LoadModel, Plan};
 pub fn describe(plan: &Plan) -> String {
     // A workload's whole-plan rate (none in closed loop): this shard's part
     // of it is `share_rate` of that.
+    // With `-i`, each HTTP/2 stream slot is paced as a connection is (the
+    // worker's `WorkloadRt::set_load`): `streams` requests per interval per
+    // connection, when HTTP/2 is spoken.
+    let h2_slots = |w: &super::Workload| {
+        if w.ws.is_none() && w.http.may_be_h2(w.target.tls.is_some()) {
+            w.streams.max(1) as f64
+        } else {
+            1.0
+        }
+    };
     let whole_rate = |w: &super::Workload| match w.model {
         LoadModel::Closed => None,
-        LoadModel::Interval(i) => Some(w.connections as f64 / i.as_secs_f64()),
+        LoadModel::Interval(i) => Some(w.connections as f64 * h2_slots(w) / i.as_secs_f64()),
         LoadModel::Rate(r) => Some(r),
     };
     let mut s = String::new();
@@ -26,12 +36,21 @@ pub fn describe(plan: &Plan) -> String {
                 "closed loop (next request as soon as a response is in)".to_string()
             }
             LoadModel::Interval(i) => {
-                let r = w.connections as f64 / i.as_secs_f64();
+                let r = whole_rate(w).unwrap_or(0.0);
                 total_rate += r;
-                format!(
-                    "paced: one request every {} per connection = {r:.1} req/s",
-                    humantime::format_duration(i)
-                )
+                let every = humantime::format_duration(i);
+                match (h2_slots(w) > 1.0, w.http) {
+                    (false, _) => format!("paced: one request every {every} per connection = {r:.1} req/s"),
+                    (true, super::HttpVersion::Http2) => format!(
+                        "paced: one request every {every} per stream slot ({} per connection) = {r:.1} req/s",
+                        w.streams
+                    ),
+                    (true, _) => format!(
+                        "paced: one request every {every} per stream slot ({} per connection) = {r:.1} req/s over HTTP/2, {:.1} req/s if the server picks HTTP/1.1",
+                        w.streams,
+                        r / h2_slots(w)
+                    ),
+                }
             }
             LoadModel::Rate(r) => {
                 total_rate += r;

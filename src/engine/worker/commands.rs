@@ -41,8 +41,9 @@ impl Worker {
             || old.requests != rt.requests
             || old.tls != rt.tls
             || old.ws != rt.ws;
-        rt.connections = old.connections;
-        rt.interval_ns = old.interval_ns;
+        // The pace stays (a `Stage` with the reloaded one follows), but its
+        // HTTP/2 step is derived again: `--streams` may have changed.
+        rt.set_load(old.connections, old.model);
         let deeper = rt.depth() > self.max_pipeline;
         self.local[wi].set_requests(rt.requests.len());
         self.wl[wi] = rt;
@@ -88,8 +89,7 @@ impl Worker {
 
     /// A workload added by a reload: it takes the next index everywhere.
     pub(super) fn add_workload(&mut self, mut rt: WorkloadRt, now: u64) {
-        let connections = rt.connections;
-        let interval_ns = rt.interval_ns;
+        let (connections, model) = (rt.connections, rt.model);
         rt.connections = 0;
         let deeper = rt.depth() > self.max_pipeline;
         let depth = rt.depth();
@@ -112,7 +112,7 @@ impl Worker {
             StageCmd {
                 workload,
                 connections,
-                interval_ns,
+                model,
             },
             now,
         );
@@ -124,8 +124,7 @@ impl Worker {
     pub(super) fn apply_stage(&mut self, cmd: StageCmd, now: u64) {
         let wi = cmd.workload as usize;
         let old = self.wl[wi].connections;
-        self.wl[wi].connections = cmd.connections;
-        self.wl[wi].interval_ns = cmd.interval_ns;
+        self.wl[wi].set_load(cmd.connections, cmd.model);
         let keys: Vec<usize> = self
             .conns
             .iter()
@@ -142,8 +141,8 @@ impl Worker {
             mine += 1;
             c.next_due = 0;
             if c.state == State::Open {
-                if let Some(iv) = cmd.interval_ns {
-                    c.next_due = grid_due(c.slot, cmd.connections, iv, now);
+                if let Some(step) = self.wl[wi].step_ns(c.proto.is_h2()) {
+                    c.next_due = grid_due(c.slot, cmd.connections, step, now);
                 }
                 if self.pump(key, now) {
                     self.arm(key);

@@ -675,7 +675,9 @@ mod tests {
             .into(),
             cycle: None,
             tls: None,
+            model: crate::plan::LoadModel::Closed,
             interval_ns: None,
+            h2_step_ns: None,
             connections: 1,
             pipeline: 1,
             max_requests: None,
@@ -694,6 +696,36 @@ mod tests {
             })),
             ws: None,
         }
+    }
+
+    /// `-i` puts every stream slot on the grid: 4 connections × 5 streams
+    /// at 100 ms step by 20 ms each, and their 20 due times in an interval
+    /// are 5 ms apart; `-r` keeps the total rate (streams only deepen).
+    #[test]
+    fn interval_paces_each_stream_slot_rate_the_total() {
+        use crate::engine::worker::conn::grid_due;
+        use crate::plan::LoadModel;
+        use std::time::Duration;
+        let mut w = workload(5);
+        w.set_load(4, LoadModel::Interval(Duration::from_millis(100)));
+        assert_eq!(w.step_ns(false), Some(100_000_000));
+        assert_eq!(w.step_ns(true), Some(20_000_000));
+        let mut due: Vec<u64> = (0..4u32)
+            .flat_map(|slot| {
+                let first = grid_due(slot, 4, w.step_ns(true).unwrap(), 0);
+                (0..5u64).map(move |k| first + k * 20_000_000)
+            })
+            .collect();
+        due.sort_unstable();
+        let gaps: Vec<u64> = due.windows(2).map(|p| p[1] - p[0]).collect();
+        assert_eq!(due.len(), 20);
+        assert!(gaps.iter().all(|&g| g == 5_000_000), "{due:?}");
+        // 100 req/s over 4 connections: 40 ms each, HTTP/2 or not.
+        w.set_load(4, LoadModel::Rate(100.0));
+        assert_eq!(w.step_ns(true), Some(40_000_000));
+        assert_eq!(w.step_ns(false), Some(40_000_000));
+        w.set_load(4, LoadModel::Closed);
+        assert_eq!(w.step_ns(true), None);
     }
 
     /// Feeds `bytes` the way the loop does; every output until taken.

@@ -167,7 +167,7 @@ impl Worker {
             && *budget_left > 0
             && c.reqs_left > 0
         {
-            let due = match w.interval_ns {
+            let due = match w.step_ns(c.proto.is_h2()) {
                 None => now,
                 Some(iv) => {
                     if c.next_due > now {

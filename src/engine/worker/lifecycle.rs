@@ -131,7 +131,10 @@ impl Worker {
             Some(_) if w.close => 1,
             Some(n) => jitter(&mut self.rng, n as u64).min(u32::MAX as u64) as u32,
         };
-        if let Some(iv) = w.interval_ns {
+        // An HTTP/2 connection with `-i` steps by interval/streams: on the
+        // grid with that step, the C × streams slots of the workload are due
+        // evenly spread, as C connections are over HTTP/1.1.
+        if let Some(iv) = w.step_ns(c.proto.is_h2()) {
             if c.next_due == 0 {
                 c.next_due = grid_due(c.slot, w.connections, iv, now);
             } else if c.next_due + w.request_timeout_ns < now {

@@ -129,8 +129,17 @@ pub struct WorkloadRt {
     pub cycle: Option<Arc<[u8]>>,
     /// https: how connections speak TLS.
     pub tls: Option<TlsClient>,
-    /// Per-connection schedule interval (paced / open loop), ns.
+    /// How the workload is paced (set with [`WorkloadRt::set_load`], which
+    /// derives the two steps below from it).
+    pub model: crate::plan::LoadModel,
+    /// Per-connection schedule interval (paced / open loop), ns: the step
+    /// of an HTTP/1.1 or WebSocket connection's schedule.
     pub interval_ns: Option<u64>,
+    /// The step of a connection that speaks HTTP/2, ns. With `-i` each of
+    /// its `--streams` slots is paced as a connection is, so the connection
+    /// steps by interval/streams; with `-r` the rate is the workload's
+    /// total and streams only let more requests be in flight.
+    pub h2_step_ns: Option<u64>,
     /// Connections of the workload (for schedule phases).
     pub connections: u32,
     /// Requests in flight per connection.
@@ -179,6 +188,26 @@ impl WorkloadRt {
         let streams = self.h2.as_ref().map_or(1, |h| h.streams);
         self.pipeline.max(streams) as usize
     }
+
+    /// Sets the workload's connections and pace, and the schedule steps
+    /// they imply (the one place that derives them).
+    pub fn set_load(&mut self, connections: u32, model: crate::plan::LoadModel) {
+        self.connections = connections;
+        self.model = model;
+        self.interval_ns = model.per_connection_interval(connections).map(|d| d.as_nanos() as u64);
+        let streams = match model {
+            crate::plan::LoadModel::Interval(_) => self.h2.as_ref().map_or(1, |h| h.streams.max(1)),
+            _ => 1,
+        };
+        self.h2_step_ns = self.interval_ns.map(|iv| (iv / streams as u64).max(1));
+    }
+
+    /// The schedule step of one of the workload's connections (`None` in
+    /// closed loop): see [`WorkloadRt::h2_step_ns`].
+    #[inline]
+    pub(super) fn step_ns(&self, h2: bool) -> Option<u64> {
+        if h2 { self.h2_step_ns } else { self.interval_ns }
+    }
 }
 
 /// Most bytes of request copies kept in [`WorkloadRt::wire`]: enough for a
@@ -194,7 +223,7 @@ impl WorkloadRt {
         let req = &w.target.requests[0].bytes;
         let weights: Vec<u32> = w.target.requests.iter().map(|r| r.weight).collect();
         let copies = (WIRE_COPIES_BYTES / req.len().max(1)).clamp(1, w.pipeline.max(1) as usize);
-        WorkloadRt {
+        let mut rt = WorkloadRt {
             addr: w.target.addr,
             sources: w.source_addrs.clone(),
             wire: if copies == 1 {
@@ -210,10 +239,9 @@ impl WorkloadRt {
                 config: t.config.clone(),
                 name: t.server_name.clone(),
             }),
-            interval_ns: w
-                .model
-                .per_connection_interval(w.connections)
-                .map(|d| d.as_nanos() as u64),
+            model: w.model,
+            interval_ns: None,
+            h2_step_ns: None,
             connections: w.connections,
             pipeline: w.pipeline,
             max_requests: if w.close { Some(1) } else { w.max_requests_per_conn },
@@ -241,7 +269,9 @@ impl WorkloadRt {
                 })
             }),
             ws: w.ws.clone(),
-        }
+        };
+        rt.set_load(w.connections, w.model);
+        rt
     }
 }
 
@@ -265,8 +295,8 @@ pub struct StageCmd {
     pub workload: u16,
     /// Connections the workload holds from now on.
     pub connections: u32,
-    /// The per-connection interval from now on (`None`: closed loop).
-    pub interval_ns: Option<u64>,
+    /// Its pace from now on.
+    pub model: crate::plan::LoadModel,
 }
 
 /// What one worker is given.
