@@ -8,13 +8,17 @@
 //!
 //! Receiving: [`HeaderDecoder`] decodes a whole block (HEADERS plus its
 //! CONTINUATIONs, whose size the frame decoder has capped) and hands each
-//! field to a callback; indexed fields are borrowed from the tables, only
-//! Huffman-coded literals are decoded into a fresh buffer by the crate. The
+//! field to a callback; indexed fields are borrowed from the tables, raw
+//! literals from the block, and Huffman-coded ones are decoded into the
+//! thread's scratch buffers (patched into the vendored crate, see
+//! vendor/loona-hpack/VENDORED.md): no allocation per response unless a
+//! field enters the dynamic table. The
 //! decoded list is checked against the header-list limit this side
 //! announced, and a peer's table size update above the size this side
 //! announced is an error, never a panic (`set_max_allowed_table_size`).
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 
 /// Why a header block could not be taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -41,6 +45,19 @@ pub fn encode_block(fields: &[(&[u8], &[u8])]) -> Vec<u8> {
         .expect("writing to a Vec cannot fail");
     out
 }
+
+thread_local! {
+    /// Where the HPACK decoder writes Huffman-coded names and values: one
+    /// pair of buffers per worker thread, kept from block to block, so a
+    /// response's headers decode without allocating (nginx Huffman-codes
+    /// every response value). Per thread rather than per connection: a
+    /// buffer per connection would cost every held connection its bytes.
+    static SCRATCH: RefCell<[Vec<u8>; 2]> = const { RefCell::new([Vec::new(), Vec::new()]) };
+}
+
+/// The most capacity a scratch buffer keeps after a block (a long cookie or
+/// token fits; a hostile megabyte string is freed).
+const SCRATCH_KEEP: usize = 16 * 1024;
 
 /// One connection's HPACK decoder.
 pub struct HeaderDecoder {
@@ -72,12 +89,24 @@ impl HeaderDecoder {
     pub fn decode(&mut self, block: &[u8], mut field: impl FnMut(&[u8], &[u8])) -> Result<(), HpackError> {
         let mut size = 0usize;
         let max = self.max_list;
-        self.inner
-            .decode_with_cb(block, |n: Cow<'_, [u8]>, v: Cow<'_, [u8]>| {
-                size += n.len() + v.len() + 32;
-                if size <= max {
-                    field(&n, &v);
+        SCRATCH
+            .with_borrow_mut(|scratch| {
+                let r = self
+                    .inner
+                    .decode_with_cb_scratch(block, scratch, |n: Cow<'_, [u8]>, v: Cow<'_, [u8]>| {
+                        size += n.len() + v.len() + 32;
+                        if size <= max {
+                            field(&n, &v);
+                        }
+                    });
+                // A hostile block's huge string is not kept for the thread's
+                // lifetime.
+                for b in scratch.iter_mut() {
+                    if b.capacity() > SCRATCH_KEEP {
+                        *b = Vec::new();
+                    }
                 }
+                r
             })
             .map_err(|_| HpackError::Compression)?;
         if size > max {

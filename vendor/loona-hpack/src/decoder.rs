@@ -130,9 +130,15 @@ fn decode_integer(buf: &[u8], prefix_size: u8) -> Result<(usize, usize), Decoder
 /// It is assumed that the first byte in the buffer represents the start of the
 /// encoded octet string.
 ///
-/// Returns the decoded string in a newly allocated `Vec` and the number of
-/// bytes consumed from the given buffer.
-fn decode_string(buf: &[u8]) -> Result<(Cow<'_, [u8]>, usize), DecoderError> {
+/// Returns the decoded string and the number of bytes consumed from the given
+/// buffer. A raw string is borrowed from `buf`; a Huffman-coded one is decoded
+/// into `scratch` (cleared first) and borrowed from it, so a caller that keeps
+/// its scratch buffers decodes without allocating. (soakd patch: the release
+/// returned a newly allocated `Vec` for every Huffman-coded string.)
+fn decode_string<'b>(
+    buf: &'b [u8],
+    scratch: &'b mut Vec<u8>,
+) -> Result<(Cow<'b, [u8]>, usize), DecoderError> {
     let (len, consumed) = decode_integer(buf, 7)?;
     trace!("decode_string: Consumed = {}, len = {}", consumed, len);
     if consumed + len > buf.len() {
@@ -145,16 +151,13 @@ fn decode_string(buf: &[u8]) -> Result<(Cow<'_, [u8]>, usize), DecoderError> {
         trace!("decode_string: Using the Huffman code");
         // Huffman coding used: pass the raw octets to the Huffman decoder
         // and return its result.
-        let mut decoder = HuffmanDecoder::new();
-        let decoded = match decoder.decode(raw_string) {
-            Err(e) => {
-                return Err(DecoderError::StringDecodingError(
-                    StringDecodingError::HuffmanDecoderError(e),
-                ));
-            }
-            Ok(res) => res,
-        };
-        Ok((Cow::Owned(decoded), consumed + len))
+        scratch.clear();
+        if let Err(e) = HuffmanDecoder::new().decode_into(raw_string, scratch) {
+            return Err(DecoderError::StringDecodingError(
+                StringDecodingError::HuffmanDecoderError(e),
+            ));
+        }
+        Ok((Cow::Borrowed(&scratch[..]), consumed + len))
     } else {
         // The octets were transmitted raw
         trace!("decode_string: Raw octet string received");
@@ -368,6 +371,21 @@ impl<'a> Decoder<'a> {
     pub fn decode_with_cb(
         &mut self,
         buf: &[u8],
+        cb: impl FnMut(Cow<[u8]>, Cow<[u8]>),
+    ) -> Result<(), DecoderError> {
+        let mut scratch = [Vec::new(), Vec::new()];
+        self.decode_with_cb_scratch(buf, &mut scratch, cb)
+    }
+
+    /// [`Decoder::decode_with_cb`], with Huffman-coded names and values
+    /// decoded into `scratch` (the name into the first buffer, the value
+    /// into the second) rather than into new buffers: a caller that keeps
+    /// its scratch buffers from one block to the next decodes without
+    /// allocating, except for what enters the dynamic table. (soakd patch.)
+    pub fn decode_with_cb_scratch(
+        &mut self,
+        buf: &[u8],
+        scratch: &mut [Vec<u8>; 2],
         mut cb: impl FnMut(Cow<[u8]>, Cow<[u8]>),
     ) -> Result<(), DecoderError> {
         let mut current_octet_index = 0;
@@ -391,29 +409,41 @@ impl<'a> Decoder<'a> {
                     consumed
                 }
                 FieldRepresentation::LiteralWithIncrementalIndexing => {
-                    let ((name, value), consumed) = {
-                        let ((name, value), consumed) =
-                            self.decode_literal(buffer_leftover, true)?;
+                    let (entry, consumed) = {
+                        let ((name, value), consumed) = Self::decode_literal(
+                            &self.header_table,
+                            scratch,
+                            buffer_leftover,
+                            true,
+                        )?;
                         cb(Cow::Borrowed(&name), Cow::Borrowed(&value));
 
                         // Since we are to add the decoded header to the header table, we need to
                         // convert them into owned buffers that the decoder can keep internally.
-                        let name = name.into_owned();
-                        let value = value.into_owned();
+                        // An entry larger than the whole table only empties it (RFC 7541 section
+                        // 4.4), so it is not copied at all (soakd patch: nginx sets the table
+                        // size to 0 and sends every response field this way).
+                        let fits = name.len() + value.len() + 32
+                            <= self.header_table.dynamic_table.get_max_table_size();
+                        let entry = fits.then(|| (name.into_owned(), value.into_owned()));
 
-                        ((name, value), consumed)
+                        (entry, consumed)
                     };
                     // This cannot be done in the same scope as the `decode_literal` call, since
                     // Rust cannot figure out that the `into_owned` calls effectively drop the
                     // borrow on `self` that the `decode_literal` return value had. Since adding
                     // a header to the table requires a `&mut self`, it fails to compile.
                     // Manually separating it out here works around it...
-                    self.header_table.add_header(name, value);
+                    match entry {
+                        Some((name, value)) => self.header_table.add_header(name, value),
+                        None => self.header_table.dynamic_table.clear(),
+                    }
 
                     consumed
                 }
                 FieldRepresentation::LiteralWithoutIndexing => {
-                    let ((name, value), consumed) = self.decode_literal(buffer_leftover, false)?;
+                    let ((name, value), consumed) =
+                        Self::decode_literal(&self.header_table, scratch, buffer_leftover, false)?;
                     cb(name, value);
 
                     consumed
@@ -423,7 +453,8 @@ impl<'a> Decoder<'a> {
                     // we would need to make sure not to change the
                     // representation received here. We don't care about this
                     // for now.
-                    let ((name, value), consumed) = self.decode_literal(buffer_leftover, false)?;
+                    let ((name, value), consumed) =
+                        Self::decode_literal(&self.header_table, scratch, buffer_leftover, false)?;
                     cb(name, value);
 
                     consumed
@@ -499,28 +530,33 @@ impl<'a> Decoder<'a> {
     ///
     /// - index: whether or not the decoded value should be indexed (i.e.
     ///   included in the dynamic table).
+    /// - scratch: where Huffman-coded strings are decoded (name, value).
     fn decode_literal<'b>(
-        &'b self,
+        table: &'b HeaderTable<'a>,
+        scratch: &'b mut [Vec<u8>; 2],
         buf: &'b [u8],
         index: bool,
     ) -> Result<DecodedLiteralCow<'b>, DecoderError> {
         let prefix = if index { 6 } else { 4 };
         let (table_index, mut consumed) = decode_integer(buf, prefix)?;
+        let [name_scratch, value_scratch] = scratch;
 
         // First read the name appropriately
         let name = if table_index == 0 {
             // Read name string as literal
-            let (name, name_len) = decode_string(&buf[consumed..])?;
+            let (name, name_len) = decode_string(&buf[consumed..], name_scratch)?;
             consumed += name_len;
             name
         } else {
             // Read name indexed from the table
-            let (name, _) = self.get_from_table(table_index)?;
+            let (name, _) = table
+                .get_from_table(table_index)
+                .ok_or(DecoderError::HeaderIndexOutOfBounds)?;
             Cow::Borrowed(name)
         };
 
         // Now read the value as a literal...
-        let (value, value_len) = decode_string(&buf[consumed..])?;
+        let (value, value_len) = decode_string(&buf[consumed..], value_scratch)?;
         consumed += value_len;
 
         Ok(((name, value), consumed))
@@ -561,11 +597,91 @@ mod tests {
 
     use super::super::encoder::encode_integer;
     use super::super::huffman::HuffmanDecoderError;
-    use super::decode_string;
     use super::Decoder;
     use super::FieldRepresentation;
     use super::{DecoderError, DecoderResult};
     use super::{IntegerDecodingError, StringDecodingError};
+
+    /// The release's `decode_string(buf)`, which the tests below call: a
+    /// raw string borrowed from `buf`, a Huffman-coded one owned. (soakd
+    /// patch: the decoder's own takes a scratch buffer.)
+    fn decode_string(buf: &[u8]) -> Result<(Cow<'_, [u8]>, usize), DecoderError> {
+        let mut scratch = Vec::new();
+        let huffman = buf.first().is_some_and(|b| b & 128 == 128);
+        let (string, n) = super::decode_string(buf, &mut scratch)?;
+        if huffman {
+            Ok((Cow::Owned(string.into_owned()), n))
+        } else {
+            let len = string.len();
+            Ok((Cow::Borrowed(&buf[n - len..n]), n))
+        }
+    }
+
+    /// nginx 1.22's 200 response block (after the table-size update to 0
+    /// it opens a connection with): `:status` indexed, then `server`,
+    /// `date`, `content-type` and `content-length` as literals with
+    /// incremental indexing, indexed names and Huffman-coded values.
+    const NGINX_BLOCK: &str =
+        "887689aa6355e580ae212e1f6196df3dbf4a01952f948a08027140bf71972e042a62d1bf5f87497ca58ae819aa5c0134";
+
+    fn unhex(h: &str) -> Vec<u8> {
+        (0..h.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// soakd patch: decoding into kept scratch buffers gives the fields the
+    /// allocating path gives, reuses the buffers, and an entry larger than
+    /// the table (every one, at table size 0) leaves the table empty.
+    #[test]
+    fn test_scratch_decoding_matches_and_reuses_its_buffers() {
+        let block = unhex(NGINX_BLOCK);
+        let mut plain = Decoder::new();
+        plain.set_max_table_size(0);
+        let want = plain.decode(&block).unwrap();
+        assert_eq!(want.len(), 5);
+        assert_eq!(want[1], (b"server".to_vec(), b"nginx/1.22.1".to_vec()));
+        assert_eq!(want[3], (b"content-type".to_vec(), b"text/plain".to_vec()));
+
+        let mut decoder = Decoder::new();
+        decoder.set_max_table_size(0);
+        let mut scratch = [Vec::with_capacity(64), Vec::with_capacity(64)];
+        let at = [scratch[0].as_ptr(), scratch[1].as_ptr()];
+        for _ in 0..3 {
+            let mut got = Vec::new();
+            decoder
+                .decode_with_cb_scratch(&block, &mut scratch, |n, v| {
+                    got.push((n.into_owned(), v.into_owned()))
+                })
+                .unwrap();
+            assert_eq!(got, want);
+            assert_eq!(decoder.header_table.dynamic_table.len(), 0);
+        }
+        assert_eq!(
+            [scratch[0].as_ptr(), scratch[1].as_ptr()],
+            at,
+            "the scratch buffers were reallocated"
+        );
+
+        // With room in the table the entries go in, as in the release.
+        let mut roomy = Decoder::new();
+        roomy
+            .decode_with_cb_scratch(&block, &mut scratch, |_, _| {})
+            .unwrap();
+        assert_eq!(roomy.header_table.dynamic_table.len(), 4);
+        // An entry larger than the table empties it and is not added: at
+        // 60 octets one entry is left; at 40 each of the block's four (47
+        // to 65 octets) empties the table in turn.
+        roomy.set_max_table_size(60);
+        assert_eq!(roomy.header_table.dynamic_table.len(), 1);
+        roomy.set_max_table_size(40);
+        roomy
+            .decode_with_cb_scratch(&block, &mut scratch, |_, _| {})
+            .unwrap();
+        assert_eq!(roomy.header_table.dynamic_table.len(), 0);
+        assert_eq!(roomy.header_table.dynamic_table.get_size(), 0);
+    }
 
     /// Tests that valid integer encodings are properly decoded.
     #[test]

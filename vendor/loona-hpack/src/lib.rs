@@ -91,8 +91,8 @@ impl DynamicTable {
         self.consolidate_table();
     }
 
-    /// Returns the maximum size of the table in octets.
-    #[cfg(test)]
+    /// Returns the maximum size of the table in octets. (soakd patch: the
+    /// decoder reads it too, not only tests.)
     fn get_max_table_size(&self) -> usize {
         self.max_size
     }
@@ -116,6 +116,14 @@ impl DynamicTable {
         // ...and make sure we're not over the maximum size.
         self.consolidate_table();
         debug!("After consolidation dynamic table size {}", self.size);
+    }
+
+    /// Empties the table: what adding an entry larger than the table's
+    /// maximum size does (RFC 7541 section 4.4), without copying the entry.
+    /// (soakd patch.)
+    fn clear(&mut self) {
+        self.table.clear();
+        self.size = 0;
     }
 
     /// Consolidates the table entries so that the table size is below the
