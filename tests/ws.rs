@@ -259,6 +259,41 @@ fn pushes_are_counted_with_their_silences() {
     assert!(longest > 0.03 && longest < 1.0, "{w:#}");
 }
 
+/// Subscribe: a stream that goes quiet and then ends (one push, 0.6 s of
+/// silence, a close 1000) still shows its 0.6 s silence, recorded when the
+/// socket closes. Regression: only the once-a-second walk recorded
+/// silences, so a socket closed mid-interval lost that interval's sample
+/// (here all of it: the close comes before the first walk at 1 s).
+#[test]
+fn a_silence_ended_by_a_close_is_recorded() {
+    let Some(peer) = Peer::start("ws_server.py", &["--quiet", "0.6"]) else {
+        return;
+    };
+    let run = soakd_report(
+        &[
+            "run",
+            "--metrics-listen",
+            "off",
+            &peer.url("/push"),
+            "-c",
+            "1",
+            "-d",
+            "2s",
+            "--ws-subscribe",
+            "go",
+        ],
+        60,
+    );
+    let r = &run.report;
+    assert_eq!(total_errors(r), 0, "{}", run.stderr);
+    let w = ws(r, 0);
+    // The quiet socket's close, then its successor's pushes every 50 ms.
+    assert_eq!(w["closes"]["normal"].as_u64(), Some(1), "{w:#}");
+    assert!(w["messages_received"].as_u64().unwrap() >= 10, "{w:#}");
+    let longest = w["silence_seconds"]["max"].as_f64().unwrap();
+    assert!((0.55..0.95).contains(&longest), "the quiet 0.6 s: {w:#}");
+}
+
 /// SIGTERM: every socket starts the closing handshake and the server sees
 /// code 1000.
 #[test]
