@@ -291,6 +291,7 @@ fn a_silence_ended_by_a_close_is_recorded() {
     assert_eq!(w["closes"]["normal"].as_u64(), Some(1), "{w:#}");
     assert!(w["messages_received"].as_u64().unwrap() >= 10, "{w:#}");
     let longest = w["silence_seconds"]["max"].as_f64().unwrap();
+    eprintln!("0.6 s quiet, then a close: longest silence {longest} s");
     assert!((0.55..0.95).contains(&longest), "the quiet 0.6 s: {w:#}");
 }
 
@@ -322,6 +323,52 @@ fn sigterm_closes_with_1000() {
     );
     assert!(stderr.contains("shutdown 20"), "{stderr}");
 }
+
+/// A socket that fails during the stop's closing handshake (the server
+/// answers our close with a bad frame) ends the stop's wait for it.
+/// Regression: the failure reset the socket before its closing handshake
+/// was counted off, so each worker waited for it until the 5 s drain
+/// timeout; the bound below is that timeout, not a speed.
+#[test]
+fn a_failure_during_the_closing_handshake_does_not_hold_the_stop() {
+    let Some(peer) = Peer::start("ws_raw.py", &[]) else {
+        return;
+    };
+    let child = spawn_soakd(&[
+        "run",
+        "--metrics-listen",
+        "off",
+        &peer.url("/close-bad"),
+        "-c",
+        "3",
+        "-d",
+        "60s",
+        "--ws-ping",
+        "off",
+        "--ws-subscribe",
+        "go",
+    ]);
+    // A socket subscribes once upgraded: then the stop closes it.
+    wait_until(
+        || peer.count("subscribed") == 3,
+        Duration::from_secs(20),
+        "3 sockets upgraded",
+    );
+    let stopped = std::time::Instant::now();
+    signal(child.id(), "TERM");
+    let (status, stderr) = wait_with_timeout(child, 30);
+    let took = stopped.elapsed();
+    eprintln!("the stop with 3 failed closing handshakes took {took:?}");
+    assert!(status.success(), "{stderr}");
+    assert_eq!(peer.count("got close 1000"), 3, "{:?}", peer.lines());
+    assert!(
+        took < DRAIN_TIMEOUT,
+        "the stop took {took:?}: it waited out the drain timeout\n{stderr}"
+    );
+}
+
+/// `plan::defaults::DRAIN_TIMEOUT`: how long a stop waits for sockets.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Through nginx as a reverse proxy (the Upgrade headers passed on).
 #[test]
