@@ -259,6 +259,42 @@ fn pushes_are_counted_with_their_silences() {
     assert!(longest > 0.03 && longest < 1.0, "{w:#}");
 }
 
+/// Subscribe: a stream that goes quiet and then ends (one push, 0.6 s of
+/// silence, a close 1000) still shows its 0.6 s silence, recorded when the
+/// socket closes. Regression: only the once-a-second walk recorded
+/// silences, so a socket closed mid-interval lost that interval's sample
+/// (here all of it: the close comes before the first walk at 1 s).
+#[test]
+fn a_silence_ended_by_a_close_is_recorded() {
+    let Some(peer) = Peer::start("ws_server.py", &["--quiet", "0.6"]) else {
+        return;
+    };
+    let run = soakd_report(
+        &[
+            "run",
+            "--metrics-listen",
+            "off",
+            &peer.url("/push"),
+            "-c",
+            "1",
+            "-d",
+            "2s",
+            "--ws-subscribe",
+            "go",
+        ],
+        60,
+    );
+    let r = &run.report;
+    assert_eq!(total_errors(r), 0, "{}", run.stderr);
+    let w = ws(r, 0);
+    // The quiet socket's close, then its successor's pushes every 50 ms.
+    assert_eq!(w["closes"]["normal"].as_u64(), Some(1), "{w:#}");
+    assert!(w["messages_received"].as_u64().unwrap() >= 10, "{w:#}");
+    let longest = w["silence_seconds"]["max"].as_f64().unwrap();
+    eprintln!("0.6 s quiet, then a close: longest silence {longest} s");
+    assert!((0.55..0.95).contains(&longest), "the quiet 0.6 s: {w:#}");
+}
+
 /// SIGTERM: every socket starts the closing handshake and the server sees
 /// code 1000.
 #[test]
@@ -287,6 +323,52 @@ fn sigterm_closes_with_1000() {
     );
     assert!(stderr.contains("shutdown 20"), "{stderr}");
 }
+
+/// A socket that fails during the stop's closing handshake (the server
+/// answers our close with a bad frame) ends the stop's wait for it.
+/// Regression: the failure reset the socket before its closing handshake
+/// was counted off, so each worker waited for it until the 5 s drain
+/// timeout; the bound below is that timeout, not a speed.
+#[test]
+fn a_failure_during_the_closing_handshake_does_not_hold_the_stop() {
+    let Some(peer) = Peer::start("ws_raw.py", &[]) else {
+        return;
+    };
+    let child = spawn_soakd(&[
+        "run",
+        "--metrics-listen",
+        "off",
+        &peer.url("/close-bad"),
+        "-c",
+        "3",
+        "-d",
+        "60s",
+        "--ws-ping",
+        "off",
+        "--ws-subscribe",
+        "go",
+    ]);
+    // A socket subscribes once upgraded: then the stop closes it.
+    wait_until(
+        || peer.count("subscribed") == 3,
+        Duration::from_secs(20),
+        "3 sockets upgraded",
+    );
+    let stopped = std::time::Instant::now();
+    signal(child.id(), "TERM");
+    let (status, stderr) = wait_with_timeout(child, 30);
+    let took = stopped.elapsed();
+    eprintln!("the stop with 3 failed closing handshakes took {took:?}");
+    assert!(status.success(), "{stderr}");
+    assert_eq!(peer.count("got close 1000"), 3, "{:?}", peer.lines());
+    assert!(
+        took < DRAIN_TIMEOUT,
+        "the stop took {took:?}: it waited out the drain timeout\n{stderr}"
+    );
+}
+
+/// `plan::defaults::DRAIN_TIMEOUT`: how long a stop waits for sockets.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Through nginx as a reverse proxy (the Upgrade headers passed on).
 #[test]

@@ -670,3 +670,79 @@ fn sighup_reloads_a_ws_setting() {
     assert!(status.success(), "{stderr}");
     assert!(stderr.contains("config reloaded"), "{stderr}");
 }
+
+/// SIGHUP reload that turns an HTTP workload into a WebSocket one (same
+/// name, `url` now the target's `/ws` echo, with a message and an
+/// interval): its `soakd_ws_*` series appear and grow, and the report has
+/// its `ws` section. Regression: only a workload a reload *added* was
+/// flagged, so a switched one fed ws counters no scrape showed.
+#[test]
+fn sighup_switching_http_to_ws_shows_the_ws_series() {
+    let target = BuiltinTarget::start(&[]);
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let dir = util::TempDir::new("ws-switch");
+    let path = dir.path().join("soak.toml");
+    let report = dir.path().join("report.json");
+    let config = |url: &str, ws: &str| {
+        format!(
+            "metrics_listen = \"{metrics}\"\n\
+             [[workload]]\nname = \"s\"\nurl = \"{url}\"\nconnections = 3\ninterval = \"100ms\"\n{ws}"
+        )
+    };
+    std::fs::write(&path, config(&target.url("/"), "")).unwrap();
+    let child = spawn_soakd(&[
+        "run",
+        "--config",
+        path.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    let sent = "soakd_ws_messages_sent_total{target=\"s\"}";
+    let m = util::wait_for(
+        || {
+            let m = scrape(&metrics)?;
+            (m.get("soakd_requests_sent_total{target=\"s\"}").copied().unwrap_or(0.0) >= 5.0).then_some(m)
+        },
+        Duration::from_secs(10),
+        "the HTTP workload to send requests",
+    );
+    assert_eq!(m.get(sent), None, "ws series for an HTTP workload");
+    util::wait_for_handler(child.id(), "HUP");
+    std::fs::write(&path, config(&ws_url(&target, "/ws"), "ws_message = \"hi\"\n")).unwrap();
+    util::signal(child.id(), "HUP");
+    let first = util::wait_for(
+        || scrape(&metrics)?.get(sent).copied().filter(|v| *v > 0.0),
+        Duration::from_secs(15),
+        "soakd_ws_messages_sent_total of the switched workload",
+    );
+    wait_until(
+        || {
+            scrape(&metrics)
+                .and_then(|m| m.get(sent).copied())
+                .is_some_and(|v| v >= first + 10.0)
+        },
+        Duration::from_secs(15),
+        "soakd_ws_messages_sent_total to grow",
+    );
+    let m = scrape(&metrics).expect("a scrape");
+    assert_eq!(
+        m.get("soakd_ws_closes_total{target=\"s\",code=\"normal\"}"),
+        Some(&0.0),
+        "every ws series is present"
+    );
+    assert!(
+        m.get("soakd_ws_messages_received_total{target=\"s\"}")
+            .is_some_and(|v| *v > 0.0)
+    );
+    util::signal(child.id(), "TERM");
+    let (status, stderr) = wait_with_timeout(child, 20);
+    assert!(status.success(), "{stderr}");
+    let rep: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let w = &rep["workloads"][0]["ws"];
+    assert!(w.is_object(), "no ws section: {:#}", rep["workloads"][0]);
+    assert!(
+        field(&rep, "/workloads/0/ws/messages_sent") >= first as u64 + 10,
+        "{w:#}"
+    );
+    assert!(field(&rep, "/workloads/0/ws/replies") > 0, "{w:#}");
+}

@@ -320,6 +320,7 @@ impl<'s> Control<'s> {
                     }
                     said.push(format!("{} changed", nw.name));
                     self.totals.set_requests(old, nw.request_names());
+                    self.sink.workload_changed(old, &nw);
                     self.plan.workloads[old] = nw;
                 }
                 Change::Added { new: ni } => {

@@ -53,6 +53,9 @@ pub trait Sink {
     fn summary(&mut self, _plan: &Plan, _totals: &Totals, _elapsed: Duration) {}
     /// A reload added a workload.
     fn workload_added(&mut self, _w: &Workload) {}
+    /// A reload changed workload `i` (now `w`): its URL may have turned
+    /// it into a WebSocket workload, or back into an HTTP one.
+    fn workload_changed(&mut self, _i: usize, _w: &Workload) {}
     /// A reload was tried; `ok` says whether it was applied.
     fn reloaded(&mut self, _ok: bool) {}
     /// The run is over, before [`Sink::finish`]: `complete` when it ended

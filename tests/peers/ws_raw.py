@@ -9,7 +9,9 @@ frame), /oversize (a 2 MiB binary message), /badutf8 (text 0xff),
 /ctl-long (a 126-byte ping), /ctl-frag (a ping without FIN),
 /close-nocode (a close frame without a code), /close-1000, /close-1011,
 /interleaved (a control frame between fragments, then a good message:
-no error), /push-split (messages split in 1-byte TCP writes).
+no error), /push-split (messages split in 1-byte TCP writes),
+/close-bad (prints `subscribed` at the client's first message, then
+nothing until its close, answered with a bad frame: opcode 3).
 Prints `port N` when listening.
 """
 
@@ -57,18 +59,24 @@ FRAMES = {
 }
 
 
+async def read_frame(reader):
+    """Reads one client frame: (opcode, unmasked payload)."""
+    h = await reader.readexactly(2)
+    n = h[1] & 0x7F
+    if n == 126:
+        n = struct.unpack(">H", await reader.readexactly(2))[0]
+    elif n == 127:
+        n = struct.unpack(">Q", await reader.readexactly(8))[0]
+    mask = await reader.readexactly(4) if h[1] & 0x80 else b"\0\0\0\0"
+    data = bytes(b ^ mask[i % 4] for i, b in enumerate(await reader.readexactly(n)))
+    return h[0] & 0x0F, data
+
+
 async def read_frames(reader):
     """Reads client frames; returns a close code, or None at EOF."""
     while True:
-        h = await reader.readexactly(2)
-        n = h[1] & 0x7F
-        if n == 126:
-            n = struct.unpack(">H", await reader.readexactly(2))[0]
-        elif n == 127:
-            n = struct.unpack(">Q", await reader.readexactly(8))[0]
-        mask = await reader.readexactly(4) if h[1] & 0x80 else b"\0\0\0\0"
-        data = bytes(b ^ mask[i % 4] for i, b in enumerate(await reader.readexactly(n)))
-        if h[0] & 0x0F == 8:
+        op, data = await read_frame(reader)
+        if op == 8:
             return struct.unpack(">H", data[:2])[0] if len(data) >= 2 else 1005
 
 
@@ -85,6 +93,15 @@ async def handle(reader, writer):
                 f"Sec-WebSocket-Accept: {accept}\r\n\r\n"
             ).encode()
         )
+        if path == "/close-bad":
+            await read_frame(reader)
+            out("subscribed")
+            code = await asyncio.wait_for(read_frames(reader), 60)
+            out(f"got close {code}")
+            writer.write(frame(3, b""))
+            await writer.drain()
+            await asyncio.wait_for(reader.read(), 5)
+            return
         if path == "/push-split":
             for i in range(20):
                 for b in frame(1, f"push {i}".encode()):

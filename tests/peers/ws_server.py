@@ -2,7 +2,10 @@
 a real peer that soakd's authors did not write.
 
 Routes: `/echo` answers every message with itself; `/push` sends a text
-message every `--push-every` seconds until the client goes; `/sink` reads
+message every `--push-every` seconds until the client goes (with
+`--quiet SECONDS`, the first connection instead gets one message, then
+silence for that long, then a close 1000: a stream that went quiet and
+ended); `/sink` reads
 every message and answers none, printing `msg text` or `msg binary` for
 each (what frames the client sent); anything else is refused with 404. Pings every second and drops a client whose pong is
 more than a second late (`ping_interval=1, ping_timeout=1`), so a client
@@ -35,12 +38,19 @@ async def main():
     p.add_argument("--subprotocol")
     p.add_argument("--max-size", type=int, default=2**20)
     p.add_argument("--no-ping", action="store_true")
+    p.add_argument("--quiet", type=float)
     a = p.parse_args()
+    quiet = [a.quiet]
 
     async def handler(ws):
         out("open")
         try:
-            if ws.request.path.startswith("/push"):
+            if ws.request.path.startswith("/push") and quiet[0] is not None:
+                silence, quiet[0] = quiet[0], None
+                await ws.send("push 0")
+                await asyncio.sleep(silence)
+                await ws.close(1000)
+            elif ws.request.path.startswith("/push"):
                 n = 0
                 while True:
                     await ws.send(f"push {n}")

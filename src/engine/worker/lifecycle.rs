@@ -160,8 +160,8 @@ impl Worker {
 
     /// Closes an established connection. Requests still in flight cannot be
     /// answered any more: they count as failed with `eof`.
-    pub(super) fn close(&mut self, key: usize, reason: CloseReason, _now: u64) {
-        self.ws_closed(key);
+    pub(super) fn close(&mut self, key: usize, reason: CloseReason, now: u64) {
+        self.ws_closed(key, now);
         let c = &mut self.conns[key];
         let wi = c.workload as usize;
         if let Some(mut s) = c.stream.take() {
@@ -291,8 +291,11 @@ impl Worker {
         let healthy = was_open && c.answered && now.saturating_sub(c.since) >= HEALTHY_NS;
         let lost = c.proto.in_flight() as u64;
         if was_open {
-            // Counted here, not again by `close`.
-            c.proto.reset();
+            // Counted here, not again by `close`; a WebSocket's last
+            // figures (its closing handshake, its silence) before the
+            // reset wipes them.
+            self.ws_closed(key, now);
+            self.conns[key].proto.reset();
             self.close(key, CloseReason::Error, now);
         } else if let Some(mut s) = c.stream.take() {
             s.deregister(self.poll.registry());

@@ -567,10 +567,11 @@ impl Worker {
             self.open_at_stop = Some(self.gauges.iter().map(|g| g.open).collect());
         }
         let keys: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
+        let now = self.now();
         for key in keys {
             if self.conns[key].state == State::Open {
                 // The in-flight gauge keeps these: the report shows them.
-                self.close(key, CloseReason::Shutdown, 0);
+                self.close(key, CloseReason::Shutdown, now);
             } else if self.conns[key].state != State::Idle {
                 if let Some(mut s) = self.conns[key].stream.take() {
                     s.deregister(self.poll.registry());
@@ -578,7 +579,6 @@ impl Worker {
                 self.set_state(key, State::Idle);
             }
         }
-        let now = self.now();
         self.flush(now);
     }
 

@@ -274,12 +274,16 @@ impl Ws {
         }
     }
 
-    /// Starts the closing handshake (code 1000) with a wait until
+    /// Starts the closing handshake (code 1000) at `now` with a wait until
     /// `deadline`; false when the connection is not open.
-    pub(super) fn start_close(&mut self, deadline: u64) -> bool {
+    pub(super) fn start_close(&mut self, now: u64, deadline: u64) -> bool {
         if self.phase != Phase::Open {
             return false;
         }
+        // Subscribe mode: the silence ends with the stream, at our close,
+        // not when the server gets round to answering it (a server owes
+        // no data after a close, and may take the whole wait to answer).
+        self.silence_max = self.silence_max.max(now.saturating_sub(self.last_push));
         self.queue_close(Some(1000));
         self.phase = Phase::Closing;
         self.we_closed = true;
@@ -346,7 +350,8 @@ impl Ws {
     /// longest. O(1): nothing is recorded per message.
     #[inline]
     pub(super) fn note_push(&mut self, now: u64) {
-        if self.plan.mode != WsMode::Subscribe {
+        // After our close the stream is over (see `start_close`).
+        if self.plan.mode != WsMode::Subscribe || self.we_closed {
             return;
         }
         let gap = now.saturating_sub(self.last_push);
@@ -365,6 +370,29 @@ impl Ws {
             return None;
         }
         let v = self.silence_max.max(now.saturating_sub(self.last_push));
+        self.silence_max = 0;
+        Some(v)
+    }
+
+    /// Subscribe mode, the socket closing at `now` for whatever reason
+    /// (the server's close, an error, churn, the stop): the sample of its
+    /// last, partial interval, which no walk will take — the longest
+    /// silence a push ended since the last walk, or the one the close
+    /// ends (up to our own close frame at the stop), whichever is longer.
+    /// Without it a stream that went quiet and then closed would lose the
+    /// very silence that came before the close. O(1), as a walk's step;
+    /// `None` when not an upgraded subscribe socket (or once [`Ws::reset`]
+    /// ran, so a second call records nothing).
+    pub(super) fn closing_silence(&mut self, now: u64) -> Option<u64> {
+        if self.plan.mode != WsMode::Subscribe || !matches!(self.phase, Phase::Open | Phase::Closing | Phase::Closed) {
+            return None;
+        }
+        let running = if self.we_closed {
+            0
+        } else {
+            now.saturating_sub(self.last_push)
+        };
+        let v = self.silence_max.max(running);
         self.silence_max = 0;
         Some(v)
     }
@@ -691,6 +719,67 @@ mod tests {
         assert_eq!(frame_needs(&[0x82, 0x7e]), 4);
         assert_eq!(frame_needs(&[0x82, 0x7f]), 10);
         assert_eq!(frame_needs(&[0x89, 0x7e]), 4);
+    }
+
+    /// An upgraded subscribe socket of a `ws://` workload, opened at 1 s.
+    fn subscriber() -> Ws {
+        let text = "[[workload]]\nurl = \"ws://127.0.0.1:1/push\"\nws_subscribe = \"go\"\n";
+        let plan = crate::config::parse(std::path::Path::new("t.toml"), text, Default::default()).unwrap();
+        let mut w = Ws::new(plan.workloads[0].ws.as_ref().unwrap());
+        w.open(u64::MAX);
+        w.upgraded(SEC);
+        w
+    }
+
+    const SEC: u64 = 1_000_000_000;
+
+    /// A socket that closes mid-interval gives the sample no walk will:
+    /// a stream quiet for 5 s since its last push, then closed by the
+    /// server, shows a 5 s silence though the last walk saw 4.5 s; a
+    /// longer gap a push ended earlier in the interval wins over a
+    /// shorter running one; a reset socket gives nothing more.
+    #[test]
+    fn a_close_records_the_last_partial_interval() {
+        let mut w = subscriber();
+        w.note_push(2 * SEC);
+        assert_eq!(w.interval_silence(6 * SEC + SEC / 2), Some(4 * SEC + SEC / 2));
+        w.phase = Phase::Closed; // the server's close frame
+        assert_eq!(w.closing_silence(7 * SEC), Some(5 * SEC));
+        w.reset();
+        assert_eq!(w.closing_silence(8 * SEC), None);
+
+        let mut w = subscriber();
+        w.note_push(4 * SEC); // a 3 s gap ended
+        w.note_push(4 * SEC + SEC / 2);
+        assert_eq!(
+            w.closing_silence(5 * SEC),
+            Some(3 * SEC),
+            "an error or churn while open"
+        );
+
+        // Not yet upgraded: no silence to speak of.
+        let mut w = subscriber();
+        w.reset();
+        w.open(u64::MAX);
+        assert_eq!(w.closing_silence(9 * SEC), None);
+    }
+
+    /// At the stop the silence ends with our close frame: pushes after it
+    /// and the wait for the server's answer do not count.
+    #[test]
+    fn the_stop_ends_the_silence_at_our_close() {
+        let mut w = subscriber();
+        w.note_push(2 * SEC);
+        assert!(w.start_close(3 * SEC, 4 * SEC));
+        w.note_push(3 * SEC + SEC / 2);
+        assert_eq!(w.closing_silence(4 * SEC), Some(SEC));
+        // Request mode records no silences.
+        let text = "[[workload]]\nurl = \"ws://127.0.0.1:1/\"\nws_message = \"hi\"\n";
+        let plan = crate::config::parse(std::path::Path::new("t.toml"), text, Default::default()).unwrap();
+        let mut w = Ws::new(plan.workloads[0].ws.as_ref().unwrap());
+        w.open(u64::MAX);
+        w.upgraded(SEC);
+        assert_eq!(w.closing_silence(5 * SEC), None);
     }
 
     #[test]

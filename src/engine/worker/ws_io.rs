@@ -184,7 +184,7 @@ impl Worker {
             let Some(w) = self.conns[key].proto.ws_mut() else {
                 continue;
             };
-            if w.start_close(deadline) {
+            if w.start_close(now, deadline) {
                 self.ws_closing += 1;
                 self.write_owed(key);
             }
@@ -232,10 +232,19 @@ impl Worker {
         record_silences(&mut self.conns, &mut self.local, now);
     }
 
-    /// Before a connection closes: one fewer closing handshake to wait for.
-    pub(super) fn ws_closed(&mut self, key: usize) {
-        if self.conns[key].proto.ws_mut().is_some_and(|w| w.is_closing()) {
+    /// Before a connection closes at `now` (before its protocol state is
+    /// reset): one fewer closing handshake to wait for, and a subscribe
+    /// socket's silence of its last, partial interval into its
+    /// workload's histogram (see `Ws::closing_silence`). Called again
+    /// after the reset it does nothing.
+    pub(super) fn ws_closed(&mut self, key: usize, now: u64) {
+        let c = &mut self.conns[key];
+        let Some(w) = c.proto.ws_mut() else { return };
+        if w.is_closing() {
             self.ws_closing -= 1;
+        }
+        if let Some(v) = w.closing_silence(now) {
+            stats::record_ns(&mut self.local[c.workload as usize].ws.silence, v);
         }
     }
 }

@@ -63,17 +63,27 @@ pub(super) fn shown(f: &Family, w: &super::WorkloadSnapshot) -> bool {
 }
 
 impl super::Metrics {
-    /// WebSocket: workload `i` is ws:// or wss://; its `soakd_ws_*`
-    /// series are rendered from now on (zero until something happens).
-    /// `None`: the workload added last (by a reload).
-    pub fn mark_ws(&mut self, i: Option<usize>) {
+    /// WebSocket: whether workload `i` is ws:// or wss:// (at the start,
+    /// or since a reload added it or changed its URL). `None`: the
+    /// workload added last (by a reload).
+    ///
+    /// A WebSocket workload's `soakd_ws_*` series are rendered from now
+    /// on (zero until something happens, or where its counters stand: a
+    /// workload switched back to ws continues them, never a reset).
+    /// One switched to http:// loses them at once rather than keep
+    /// exporting frozen values: a series that is still scraped looks
+    /// live, and an alert on it (closes, sockets lost) would judge a
+    /// target that no longer has WebSockets. A series that disappears is
+    /// what Prometheus expects of a target that went away: it marks it
+    /// stale, and `rate()` over the gap is empty, not zero.
+    pub fn mark_ws(&mut self, i: Option<usize>, ws: bool) {
         let mut snap = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
         let w = match i {
             Some(i) => snap.workloads.get_mut(i),
             None => snap.workloads.last_mut(),
         };
         if let Some(w) = w {
-            w.ws.target = true;
+            w.ws.target = ws;
         }
     }
 }
@@ -146,3 +156,31 @@ pub(super) const FAMILIES: &[Family] = &[
         }),
     },
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Metrics, render};
+
+    /// A workload's `soakd_ws_*` series follow its URL: none while it is
+    /// http://, all of them once a reload makes it ws://, none again
+    /// after a reload back to http://.
+    #[test]
+    fn ws_series_follow_the_workload_url() {
+        let mut m = Metrics::new(
+            &["s".to_string()],
+            &[Vec::new()],
+            vec![Vec::new()],
+            crate::plan::Shard::WHOLE,
+        );
+        let sent = "soakd_ws_messages_sent_total{target=\"s\"} 0";
+        let shown = |m: &Metrics| {
+            let text = String::from_utf8(render(m.registry())).unwrap();
+            (text.contains(sent), text.matches("soakd_ws_closes_total{").count())
+        };
+        assert_eq!(shown(&m), (false, 0));
+        m.mark_ws(Some(0), true);
+        assert_eq!(shown(&m), (true, super::CloseName::ALL.len()));
+        m.mark_ws(Some(0), false);
+        assert_eq!(shown(&m), (false, 0));
+    }
+}
