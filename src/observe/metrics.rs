@@ -29,7 +29,7 @@ use super::procs::{ProcStat, read_proc};
 pub use super::prom::Buckets;
 use super::prom::{histogram, labels, value};
 use crate::stats::Totals;
-use crate::stats::{self, CheckKind, CloseReason, Counters, ErrorKind, Gauges, H2Code, StatusClass};
+use crate::stats::{self, CheckKind, CloseReason, Counters, ErrorKind, Gauges, H2Code, H2Stats, StatusClass};
 pub use ws::WsSnapshot;
 
 /// Quantiles of the window summary.
@@ -89,6 +89,9 @@ pub struct WorkloadSnapshot {
     pub target_pids: Vec<u32>,
     /// WebSocket figures (zero for HTTP targets).
     pub ws: WsSnapshot,
+    // HTTP/2
+    /// HTTP/2 figures (zero until the target's first HTTP/2 event).
+    pub h2: H2Stats,
 }
 
 impl WorkloadSnapshot {
@@ -227,6 +230,7 @@ impl Metrics {
             w.tls_handshake = tls_handshake;
             let s = &totals.stats[i];
             w.ws.update(&s.ws);
+            w.h2 = s.h2.as_deref().copied().unwrap_or_default();
             w.requests = totals.requests[i]
                 .iter()
                 .enumerate()
@@ -663,7 +667,7 @@ const FAMILIES: &[Family] = &[
         labels: &["target", "code"],
         fill: Fill::Target(|x, out| {
             for c in H2Code::ALL {
-                let v = x.c.h2_goaways[c as usize] as f64;
+                let v = x.w.h2.goaways[c as usize] as f64;
                 out.push(value(x.kind, &[("target", x.t), ("code", c.name())], v));
             }
         }),
@@ -675,7 +679,7 @@ const FAMILIES: &[Family] = &[
         labels: &["target", "code"],
         fill: Fill::Target(|x, out| {
             for c in H2Code::ALL {
-                let v = x.c.h2_resets[c as usize] as f64;
+                let v = x.w.h2.resets[c as usize] as f64;
                 out.push(value(x.kind, &[("target", x.t), ("code", c.name())], v));
             }
         }),
