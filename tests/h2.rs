@@ -1,7 +1,8 @@
 //! HTTP/2 end to end with the real binary: nginx over h2c and TLS, and
 //! hostile servers written with PyPI's `h2` (tests/peers/h2_server.py):
 //! GOAWAY that loses nothing, REFUSED_STREAM retried, resets, a window
-//! that never opens, a stream limit of one, floods and huge header blocks.
+//! that never opens, a stream limit of one, floods and huge header blocks,
+//! a reload that removes the slots handed-back requests wait for.
 
 mod util;
 
