@@ -1,7 +1,8 @@
 //! HTTP/2 end to end with the real binary: nginx over h2c and TLS, and
 //! hostile servers written with PyPI's `h2` (tests/peers/h2_server.py):
 //! GOAWAY that loses nothing, REFUSED_STREAM retried, resets, a window
-//! that never opens, a stream limit of one, floods and huge header blocks.
+//! that never opens, a stream limit of one, floods and huge header blocks,
+//! a reload that removes the slots handed-back requests wait for.
 
 mod util;
 
@@ -574,4 +575,135 @@ expect_body_contains = "fine"
     assert_eq!(by_uri.get("/ok").copied(), Some(n_ok));
     assert_eq!(by_uri.get("/bad").copied(), Some(n_bad));
     drop(nginx);
+}
+
+/// A reload that shrinks `connections` while requests a GOAWAY handed
+/// back wait for a new connection. The peer sends each of the first six
+/// connections away with a GOAWAY naming stream 0, so every connection's
+/// four streams were not processed and wait in the worker's retry list;
+/// the connections that replace them get no SETTINGS (they cannot send)
+/// until the test releases them, after the reload. So at the reload 24
+/// requests wait, four under each slot, and the slots that go take
+/// theirs with them:
+///
+/// - `-t 1`, 6 → 2 connections: slots 2–5 leave; their 16 requests move
+///   to slot 0 or 1 (the workload's slots left on that worker) and are
+///   sent there once released. Nothing is lost: every request sent is
+///   completed, none is in flight at the end. (Without the move they
+///   would never be sent again and end in flight.)
+/// - `-t 2`, 6 → 1: worker 1 held slots 1, 3 and 5 and keeps none; their
+///   12 requests leave the retry list and stay what they are, sent and
+///   unanswered: in flight at the end, exactly 12, and the run still ends
+///   at once (its worker does not wait for them). Worker 0's slots 2 and 4
+///   hand theirs to slot 0.
+///
+/// Either way: no error, `sent = completed + failed + in flight at end`,
+/// the server answered each request once, and the GOAWAYs and retries are
+/// in /metrics and the report's `http` section.
+#[test]
+fn a_reload_that_removes_slots_moves_their_handed_back_requests() {
+    for (threads, after, lost) in [(1u32, 2u32, 0u64), (2, 1, 12)] {
+        let Some(peer) = Peer::start(&["goaway-hold", "4", "6"]) else {
+            return;
+        };
+        reload_while_requests_wait(&peer, threads, after, lost);
+    }
+}
+
+fn reload_while_requests_wait(peer: &Peer, threads: u32, after: u32, lost: u64) {
+    let case = format!("-t {threads}, 6 → {after} connections");
+    let metrics = format!("127.0.0.1:{}", util::free_port());
+    let dir = util::TempDir::new("h2-reload");
+    let conf = dir.path().join("soak.toml");
+    let config = |connections: u32| {
+        format!(
+            "threads = {threads}\nmetrics_listen = \"{metrics}\"\n\n\
+             [[workload]]\nname = \"w\"\nurl = \"{}\"\nhttp = \"2\"\nstreams = 4\n\
+             connections = {connections}\nramp = 1000\nconnect_timeout = \"30s\"\n",
+            peer.url()
+        )
+    };
+    std::fs::write(&conf, config(6)).unwrap();
+    let report = temp_path("h2-reload", "json");
+    let child = util::spawn_soakd(&[
+        "run",
+        "--config",
+        conf.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    // Six GOAWAYs (24 requests handed back) and six new connections held
+    // before their SETTINGS: every slot has its four requests waiting.
+    util::wait_until(
+        || peer.stat("goaways") == 6 && peer.stat("connections") == 12,
+        Duration::from_secs(20),
+        &format!("{case}: six GOAWAYs and six held connections"),
+    );
+    let scrape = || util::scrape(&metrics).unwrap_or_default();
+    let series = |m: &std::collections::HashMap<String, f64>, name: &str, has: &str| -> f64 {
+        m.iter()
+            .filter(|(k, _)| k.split('{').next() == Some(name) && k.contains(has))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    util::wait_until(
+        || {
+            let m = scrape();
+            series(&m, "soakd_h2_goaways_total", "NO_ERROR") == 6.0
+                && series(&m, "soakd_requests_in_flight", "") == 24.0
+        },
+        Duration::from_secs(10),
+        &format!("{case}: /metrics shows the 6 GOAWAYs and the 24 requests waiting"),
+    );
+    assert_eq!(peer.stat("answered"), 0);
+
+    util::wait_for_handler(child.id(), "HUP");
+    std::fs::write(&conf, config(after)).unwrap();
+    util::signal(child.id(), "HUP");
+    util::wait_until(
+        || {
+            let m = scrape();
+            series(&m, "soakd_config_reloads_total", "success") == 1.0
+                && series(&m, "soakd_connections_desired", "") == f64::from(after)
+                && util::metric_sum(&m, "soakd_connections") == f64::from(after)
+        },
+        Duration::from_secs(10),
+        &format!("{case}: the reload applied, {after} slot(s) left"),
+    );
+    // Released: the slots left get their SETTINGS and send what waits.
+    std::fs::write(format!("{}.release", peer.stats.display()), b"").unwrap();
+    util::wait_until(
+        || peer.stat("answered") >= 24 - lost + 100,
+        Duration::from_secs(20),
+        &format!("{case}: the requests that waited and 100 more answered"),
+    );
+    util::signal(child.id(), "TERM");
+    let out = util::wait_output(child, 30);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{case}: exit {}\n{stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{case}: {stderr}");
+    let rep: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&report);
+    let _ = std::fs::remove_file(format!("{}.release", peer.stats.display()));
+    assert_eq!(errors(&rep), vec![], "{case}: a handed-back request is not an error");
+    let (sent, completed) = (u(&rep, "/requests/sent"), u(&rep, "/requests/completed"));
+    let (failed, in_flight) = (u(&rep, "/requests/failed"), u(&rep, "/requests/in_flight_at_end"));
+    assert_eq!(failed, 0, "{case}");
+    assert_eq!(
+        sent,
+        completed + failed + in_flight,
+        "{case}: every request sent is accounted for"
+    );
+    assert_eq!(
+        in_flight, lost,
+        "{case}: the requests of a worker left without a slot stay in flight; all others are answered"
+    );
+    util::wait_until(
+        || peer.stat("answered") == completed,
+        Duration::from_secs(5),
+        &format!("{case}: the server's answers equal soakd's completed"),
+    );
+    let http = &rep["workloads"][0]["http"];
+    assert_eq!(http["goaways"], serde_json::json!({"NO_ERROR": 6}), "{case}: {http}");
+    assert_eq!(u(http, "/retried"), 24, "{case}: {http}");
 }

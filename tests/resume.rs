@@ -302,8 +302,12 @@ fn states_that_cannot_continue_are_refused() {
     assert!(e.contains("not a soakd state file"), "{e}");
 
     // Another format version: the soakd that wrote it is named.
+    // (The header's version set to 99, whatever this soakd writes.)
     let text = String::from_utf8(good.clone()).unwrap();
-    fs::write(&state, text.replacen("\"version\":1,", "\"version\":99,", 1)).unwrap();
+    let (head, body) = text.split_once('\n').unwrap();
+    let mut head: Value = serde_json::from_str(head).unwrap();
+    head["version"] = 99.into();
+    fs::write(&state, format!("{head}\n{body}")).unwrap();
     let e = no(run(&["-c", "2"]));
     assert!(
         e.contains(s) && e.contains("written by soakd 0.1.0") && e.contains("version 99"),

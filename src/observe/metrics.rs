@@ -24,12 +24,13 @@ use prometheus::proto::{self, MetricFamily, MetricType};
 
 pub use super::procs::sample_resources;
 // WebSocket
+mod h2;
 pub mod ws;
 use super::procs::{ProcStat, read_proc};
 pub use super::prom::Buckets;
 use super::prom::{histogram, labels, value};
 use crate::stats::Totals;
-use crate::stats::{self, CheckKind, CloseReason, Counters, ErrorKind, Gauges, H2Code, StatusClass};
+use crate::stats::{self, CheckKind, CloseReason, Counters, ErrorKind, Gauges, H2Stats, StatusClass};
 pub use ws::WsSnapshot;
 
 /// Quantiles of the window summary.
@@ -89,6 +90,8 @@ pub struct WorkloadSnapshot {
     pub target_pids: Vec<u32>,
     /// WebSocket figures (zero for HTTP targets).
     pub ws: WsSnapshot,
+    /// HTTP/2 figures (zero until the target's first HTTP/2 event).
+    pub h2: H2Stats,
 }
 
 impl WorkloadSnapshot {
@@ -227,6 +230,7 @@ impl Metrics {
             w.tls_handshake = tls_handshake;
             let s = &totals.stats[i];
             w.ws.update(&s.ws);
+            w.h2 = s.h2.as_deref().copied().unwrap_or_default();
             w.requests = totals.requests[i]
                 .iter()
                 .enumerate()
@@ -655,56 +659,6 @@ const FAMILIES: &[Family] = &[
             }
         }),
     },
-    // HTTP/2
-    Family {
-        name: "soakd_h2_goaways_total",
-        help: "HTTP/2 GOAWAY frames received, by error code (NO_ERROR is a graceful one, not an error).",
-        kind: MetricType::COUNTER,
-        labels: &["target", "code"],
-        fill: Fill::Target(|x, out| {
-            for c in H2Code::ALL {
-                let v = x.c.h2_goaways[c as usize] as f64;
-                out.push(value(x.kind, &[("target", x.t), ("code", c.name())], v));
-            }
-        }),
-    },
-    Family {
-        name: "soakd_h2_stream_resets_total",
-        help: "HTTP/2 streams the server reset, by error code (REFUSED_STREAM ones are sent again).",
-        kind: MetricType::COUNTER,
-        labels: &["target", "code"],
-        fill: Fill::Target(|x, out| {
-            for c in H2Code::ALL {
-                let v = x.c.h2_resets[c as usize] as f64;
-                out.push(value(x.kind, &[("target", x.t), ("code", c.name())], v));
-            }
-        }),
-    },
-    Family {
-        name: "soakd_h2_streams_open",
-        help: "HTTP/2 streams open: requests in flight while the target speaks HTTP/2.",
-        kind: MetricType::GAUGE,
-        labels: &["target"],
-        fill: Fill::Target(|x, out| {
-            out.push(x.one(if x.w.gauges.http_version == 20 {
-                x.w.gauges.in_flight
-            } else {
-                0
-            }));
-        }),
-    },
-    Family {
-        name: "soakd_http_version_info",
-        help: "The HTTP version the target's connections speak: 1 for the one negotiated last, 0 for the other.",
-        kind: MetricType::GAUGE,
-        labels: &["target", "version"],
-        fill: Fill::Target(|x, out| {
-            for (v, name) in [(11, "1.1"), (20, "2")] {
-                let on = f64::from(u8::from(x.w.gauges.http_version == v));
-                out.push(value(x.kind, &[("target", x.t), ("version", name)], on));
-            }
-        }),
-    },
 ];
 
 /// One series per request of the target and name of a closed set (`code`,
@@ -737,6 +691,7 @@ impl SoakCollector {
     fn new(snapshot: Arc<Mutex<Snapshot>>) -> SoakCollector {
         let descs = FAMILIES
             .iter()
+            .chain(h2::FAMILIES)
             .chain(ws::FAMILIES)
             .map(|f| {
                 let labels = f.labels.iter().map(|l| l.to_string()).collect();
@@ -768,6 +723,7 @@ impl Collector for SoakCollector {
             .collect();
         FAMILIES
             .iter()
+            .chain(h2::FAMILIES)
             .chain(ws::FAMILIES)
             .map(|f| {
                 let mut metrics = Vec::new();

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::stats::{Counters, Gauges, H2Code};
+use crate::stats::{Gauges, H2Code, H2Stats};
 
 /// A workload's HTTP figures.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -35,8 +35,10 @@ pub struct HttpFigures {
 }
 
 impl HttpFigures {
-    /// The section from a workload's counters and gauges.
-    pub fn of(c: &Counters, g: &Gauges) -> HttpFigures {
+    /// The section from a workload's HTTP/2 counters (`None`: it counted
+    /// no HTTP/2 event) and gauges.
+    pub fn of(h2: Option<&H2Stats>, g: &Gauges) -> HttpFigures {
+        let h2 = h2.copied().unwrap_or_default();
         let by_code = |counts: &[u64; H2Code::COUNT]| {
             H2Code::ALL
                 .iter()
@@ -53,9 +55,9 @@ impl HttpFigures {
                 _ => None,
             },
             streams_limit: (g.h2_streams_limit != 0).then_some(g.h2_streams_limit),
-            goaways: by_code(&c.h2_goaways),
-            resets: by_code(&c.h2_resets),
-            retried: c.h2_retried,
+            goaways: by_code(&h2.goaways),
+            resets: by_code(&h2.resets),
+            retried: h2.retried,
         }
     }
 

@@ -629,7 +629,7 @@ impl Report {
                     http: http::HttpFigures {
                         requested: Some(w.http.name().into()),
                         streams: w.streams,
-                        ..http::HttpFigures::of(&t.stats[wi].counters, &t.gauges[wi])
+                        ..http::HttpFigures::of(t.stats[wi].h2.as_deref(), &t.gauges[wi])
                     },
                     ws: w.ws.as_ref().map(|p| WsFigures::of(p, &t.stats[wi])),
                 }

@@ -41,8 +41,12 @@ use crate::Error;
 use crate::plan::Plan;
 use crate::stats::{TotalsSaved, WorkloadStats};
 
-/// The state format this soakd writes and reads.
-pub const VERSION: u32 = 1;
+/// The state format this soakd writes and reads. 2: HTTP/2's GOAWAY and
+/// reset counts moved out of the counters into the workload's `h2`, and a
+/// timeline point keeps only the counts it charts. A version-1 file would
+/// read without error but with those counts gone, so it is refused by
+/// version instead (the message names the fix).
+pub const VERSION: u32 = 2;
 /// The header's `format`.
 const FORMAT: &str = "soakd-state";
 
@@ -311,10 +315,19 @@ mod tests {
         let p = plan(&["-c", "3"]);
         let mut t = Totals::new(vec![p.workloads[0].name.clone()], 1, false, false);
         t.stats[0].counters.completed = 42;
+        t.stats[0].h2_mut().goaways[crate::stats::H2Code::NoError as usize] = 5;
         let bytes = encode(&body(&p, &t)).unwrap();
         let path = Path::new("/x/s.state");
         let back = decode(path, &bytes).unwrap();
         assert_eq!(back.totals.stats[0].counters.completed, 42);
+        assert_eq!(back.totals.stats[0].h2, t.stats[0].h2, "HTTP/2 counts carried");
+        // A file of the format before HTTP/2's counts moved is refused by
+        // its version, with the fix named, not read with them missing.
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        let old = text.replacen(&format!("\"version\":{VERSION}"), "\"version\":1", 1);
+        assert_ne!(old, text);
+        let e = decode(path, old.as_bytes()).unwrap_err().to_string();
+        assert!(e.contains("version 1") && e.contains("--fresh"), "{e}");
         assert_eq!(back.at, Duration::from_secs(5));
         for cut in [bytes.len() / 2, bytes.len() - 2] {
             let e = decode(path, &bytes[..cut]).unwrap_err().to_string();

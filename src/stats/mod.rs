@@ -14,7 +14,9 @@
 //! week-long run can never fail to record; counts are `u64`, so a bucket
 //! cannot saturate in any run shorter than centuries.
 
+mod h2;
 mod kinds;
+mod point_counts;
 pub mod rank;
 pub mod saved;
 mod timeline;
@@ -29,6 +31,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+pub use h2::H2Stats;
 pub use kinds::{CheckKind, CloseReason, ErrorKind, StatusClass};
 pub use timeline::{PointJson, ProcSample, Resources, Timeline, TimelineJson};
 pub use ws::WsStats;
@@ -76,14 +79,7 @@ pub struct Counters {
     pub bytes_received: u64,
     /// Completed TLS handshakes: [full, resumed].
     pub tls_handshakes: [u64; 2],
-    // HTTP/2
-    /// GOAWAYs received, by error code.
-    pub h2_goaways: [u64; H2Code::COUNT],
-    /// Streams the server reset (REFUSED_STREAM included), by error code.
-    pub h2_resets: [u64; H2Code::COUNT],
-    /// Requests sent again on a new connection after a GOAWAY or
-    /// REFUSED_STREAM said they were not processed.
-    pub h2_retried: u64,
+    // HTTP/2's counts are in [`H2Stats`], beside these (see its module).
 }
 
 /// HTTP/2 error codes, the label set of the HTTP/2 counters.
@@ -111,13 +107,6 @@ impl Counters {
         for (a, b) in self.errors.iter_mut().zip(o.errors) {
             *a += b;
         }
-        for (a, b) in self.h2_goaways.iter_mut().zip(o.h2_goaways) {
-            *a += b;
-        }
-        for (a, b) in self.h2_resets.iter_mut().zip(o.h2_resets) {
-            *a += b;
-        }
-        self.h2_retried += o.h2_retried;
     }
 
     /// Counts one error of `kind`.
@@ -263,6 +252,10 @@ pub struct WorkloadStats {
     pub requests: Vec<RequestStats>,
     /// WebSocket figures (zero for HTTP workloads).
     pub ws: WsStats,
+    /// HTTP/2 figures: `None` until a worker counted an HTTP/2 event for
+    /// the workload (see [`H2Stats`]), so HTTP/1.1 carries none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub h2: Option<Box<H2Stats>>,
 }
 
 impl Default for WorkloadStats {
@@ -275,6 +268,7 @@ impl Default for WorkloadStats {
             tls_handshake: histogram(),
             requests: Vec::new(),
             ws: WsStats::default(),
+            h2: None,
         }
     }
 }
@@ -314,6 +308,14 @@ impl WorkloadStats {
         }
     }
 
+    /// The HTTP/2 counters, made the first time (once per workload and
+    /// worker, at its first GOAWAY, RST_STREAM or retry; kept by
+    /// [`WorkloadStats::clear`]).
+    #[inline]
+    pub fn h2_mut(&mut self) -> &mut H2Stats {
+        self.h2.get_or_insert_with(Box::default)
+    }
+
     /// Failed checks over all requests, by kind.
     pub fn check_failures(&self) -> [u64; CheckKind::COUNT] {
         let mut out = [0; CheckKind::COUNT];
@@ -329,6 +331,9 @@ impl WorkloadStats {
     pub fn add(&mut self, other: &WorkloadStats) {
         self.counters.add(&other.counters);
         self.ws.add(&other.ws);
+        if let Some(o) = &other.h2 {
+            self.h2_mut().add(o);
+        }
         if self.requests.len() < other.requests.len() {
             self.set_requests(other.requests.len());
         }
@@ -353,6 +358,9 @@ impl WorkloadStats {
     pub fn clear(&mut self) {
         self.counters = Counters::default();
         self.ws.clear();
+        if let Some(h) = self.h2.as_deref_mut() {
+            *h = H2Stats::default();
+        }
         for r in &mut self.requests {
             r.completed = 0;
             r.responses = [0; StatusClass::COUNT];

@@ -50,7 +50,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Counters, ErrorKind, HIST_MAX_US, StatusClass, WorkloadStats};
+use super::point_counts::PointCounts;
+use super::{ErrorKind, HIST_MAX_US, StatusClass, WorkloadStats};
 
 /// Length of a point until the first coarsening.
 pub const BASE_INTERVAL: Duration = Duration::from_secs(1);
@@ -63,14 +64,16 @@ const POINT_DIGITS: u8 = 2;
 /// wide (2.2%), so a quantile read at its geometric middle is within
 /// ±1.1% of the true value.
 const PER_DOUBLING: f64 = 32.0;
-/// Most buckets a [`Sparse`] keeps: 224 buckets span a factor of 128
-/// (7 doublings) at full resolution; beyond that the lowest buckets fold
+/// Most buckets a [`Sparse`] keeps: 256 buckets span a factor of 256
+/// (8 doublings) at full resolution; beyond that the lowest buckets fold
 /// into the lowest one kept, so the median and the tail stay exact to the
-/// bucket and only the far low end (under a 128th of the maximum) reads
-/// high. With two distributions that is at most 2.6 KiB of buckets a
-/// point. (It was 256 until the HTTP/2 counters, 2 × 15 codes, grew the
-/// point's [`Counters`] by 248 bytes.)
-pub const MAX_BUCKETS: usize = 224;
+/// bucket and only the far low end (under a 256th of the maximum) reads
+/// high. With two distributions that is at most 3 KiB of buckets a point.
+/// (It was cut to 224 while a point carried the whole `Counters`, HTTP/2's
+/// codes included; a point now keeps only the [`PointCounts`] the
+/// timeline reads, 216 bytes where that was 560, and the worst point is
+/// 4,048 bytes.)
+pub const MAX_BUCKETS: usize = 256;
 /// The bound on a point's memory, the point itself and its heap
 /// (`a_week_stays_small`, `the_worst_point_fits`).
 pub const POINT_BYTES: usize = 4096;
@@ -285,8 +288,8 @@ pub struct Point {
     pub start: Duration,
     /// Length.
     pub length: Duration,
-    /// Counters summed over the interval (all workloads).
-    pub counters: Counters,
+    /// Counts summed over the interval (all workloads).
+    pub counters: PointCounts,
     /// Connections open at the interval's end.
     pub open: u64,
     /// Fewest connections open at any drain in the interval.
@@ -343,7 +346,7 @@ impl Point {
 #[derive(Debug)]
 struct Filling {
     start: Duration,
-    counters: Counters,
+    counters: PointCounts,
     open: u64,
     open_min: Option<u64>,
     latency: Histogram<u64>,
@@ -358,7 +361,7 @@ impl Filling {
     fn new(start: Duration) -> Filling {
         Filling {
             start,
-            counters: Counters::default(),
+            counters: PointCounts::default(),
             open: 0,
             open_min: None,
             latency: point_histogram(),
@@ -401,7 +404,7 @@ impl Filling {
 
     fn restart(&mut self, start: Duration) {
         self.start = start;
-        self.counters = Counters::default();
+        self.counters = PointCounts::default();
         self.open_min = None;
         self.resources = Resources::default();
         for h in [&mut self.latency, &mut self.lag] {
@@ -466,7 +469,7 @@ impl Timeline {
                 h.add(&s.latency).expect("histograms share the upper bound");
             }
         }
-        self.filling.counters.add(&s.counters);
+        self.filling.counters.count(&s.counters);
         for (to, from) in [(&mut self.filling.latency, &s.latency), (&mut self.filling.lag, &s.lag)] {
             if !from.is_empty() {
                 // The point histograms share the upper bound of the source.
@@ -544,7 +547,7 @@ impl Timeline {
     pub fn points(&self) -> Vec<Arc<Point>> {
         let mut out = self.points.clone();
         let f = &self.filling;
-        if self.last_tick > f.start || f.counters != Counters::default() {
+        if self.last_tick > f.start || f.counters != PointCounts::default() {
             out.push(Arc::new(f.point(self.last_tick.max(f.start))));
         }
         out
@@ -590,7 +593,7 @@ impl Timeline {
             self.push(Point {
                 start: from,
                 length: now - from,
-                counters: Counters::default(),
+                counters: PointCounts::default(),
                 open: 0,
                 open_min: 0,
                 latency: Sparse::default(),

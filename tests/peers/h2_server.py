@@ -2,7 +2,7 @@
 PyPI's h2 (the same library many Python servers use), so soakd's client is
 tested against an implementation it did not write.
 
-Usage: h2_server.py STATS_FILE MODE [ARG]
+Usage: h2_server.py STATS_FILE MODE [ARG] [ARG2]
 
 Listens on 127.0.0.1, port 0, prints "port N" once listening, answers
 every request with 200 "ok" unless MODE says otherwise, and rewrites
@@ -31,6 +31,15 @@ Modes:
                       (as an HTTP/1.1-only server does on h2c)
   max-header-list N   SETTINGS_MAX_HEADER_LIST_SIZE N; answers everything
                       (counts every request it receives as "requests")
+  goaway-hold S K     each of the first K connections waits for S requests
+                      (and for all K to be accepted), answers none and
+                      sends a graceful GOAWAY naming stream
+                      0 (none processed: the client must send all S again),
+                      then closes; later connections send nothing, not even
+                      SETTINGS, until the file STATS_FILE.release exists,
+                      then answer everything (counted as "released"), so
+                      the handed-back requests wait as long as the test
+                      wants (a reload while they wait)
 """
 
 import json
@@ -48,6 +57,7 @@ import h2.settings
 STATS_FILE = sys.argv[1]
 MODE = sys.argv[2]
 ARG = float(sys.argv[3]) if len(sys.argv) > 3 else 0
+ARG2 = float(sys.argv[4]) if len(sys.argv) > 4 else 0
 LOCK = threading.Lock()
 STATS = {
     "answered": 0,
@@ -57,6 +67,7 @@ STATS = {
     "goaways": 0,
     "connections": 0,
     "requests": 0,
+    "released": 0,
 }
 STALL_UNTIL = [None]
 
@@ -72,6 +83,7 @@ def bump(key, value=1, maximum=False):
         import os
 
         os.replace(STATS_FILE + ".tmp", STATS_FILE)
+        return STATS[key]
 
 
 def frame(kind, flags, stream, payload):
@@ -88,7 +100,10 @@ def flood(sock, make):
 
 
 def serve(sock):
-    bump("connections")
+    nth = bump("connections")
+    # goaway-hold: the first K connections send every request back.
+    sends_back = MODE == "goaway-hold" and nth <= int(ARG2)
+    held = 0
     if MODE == "close-first":
         try:
             sock.recv(65536)
@@ -107,6 +122,12 @@ def serve(sock):
         settings[h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE] = int(ARG)
     if settings:
         conn.update_settings(settings)
+    if MODE == "goaway-hold" and not sends_back:
+        import os
+
+        while not os.path.exists(STATS_FILE + ".release"):
+            time.sleep(0.01)
+        bump("released")
     sock.sendall(conn.data_to_send())
     if MODE == "ping-flood":
         return flood(sock, lambda: frame(6, 0, 0, b"12345678"))
@@ -134,6 +155,22 @@ def serve(sock):
                 bump("requests")
                 if going:
                     continue
+                if sends_back:
+                    held += 1
+                    if held < int(ARG):
+                        continue
+                    # Not before all K are here: a client's new connection
+                    # must not be taken for one of the first K.
+                    while STATS["connections"] < int(ARG2):
+                        time.sleep(0.01)
+                    conn.close_connection(error_code=0, last_stream_id=0)
+                    bump("goaways")
+                    try:
+                        sock.sendall(conn.data_to_send())
+                        time.sleep(0.05)
+                    except OSError:
+                        pass
+                    return
                 streams += 1
                 if MODE == "refuse" and streams % int(ARG) == 0:
                     conn.reset_stream(sid, error_code=7)

@@ -364,19 +364,19 @@ impl Worker {
                 Output::Retry(entry) => self.hand_back(key, entry),
                 Output::Reset { entry, code, retry } => {
                     let wi = self.conns[key].workload as usize;
-                    let st = &mut self.local[wi].counters;
-                    st.h2_resets[code as usize] += 1;
+                    let st = &mut self.local[wi];
+                    st.h2_mut().resets[code as usize] += 1;
                     if retry {
                         self.hand_back(key, entry);
                     } else {
-                        st.error(ErrorKind::StreamReset, 1);
-                        st.failed += 1;
+                        st.counters.error(ErrorKind::StreamReset, 1);
+                        st.counters.failed += 1;
                         self.lose(wi, 1);
                     }
                 }
                 Output::GoAway(code) => {
                     let wi = self.conns[key].workload as usize;
-                    self.local[wi].counters.h2_goaways[code as usize] += 1;
+                    self.local[wi].h2_mut().goaways[code as usize] += 1;
                 }
                 Output::Done => {
                     self.goaway_done(key, now);
@@ -468,7 +468,7 @@ impl Worker {
         let e = self.inflight[key * self.max_pipeline + entry as usize];
         self.retries.push((key as u32, e));
         let wi = self.conns[key].workload as usize;
-        self.local[wi].counters.h2_retried += 1;
+        self.local[wi].h2_mut().retried += 1;
         self.inflight_total -= 1;
     }
 
