@@ -585,7 +585,10 @@ impl Worker {
     fn flush(&mut self, now: u64) {
         self.next_flush = now + FLUSH_EVERY_NS;
         let idle = self.phase != PHASE_RUN && self.inflight_total == 0 && self.ws_closing == 0;
-        let budget_done = self.has_budget && self.budget_left == 0 && self.inflight_total == 0;
+        // Requests a GOAWAY handed back are out of `inflight_total` but still
+        // owed: the budget is done only once they were sent again and answered.
+        let budget_done =
+            self.has_budget && self.budget_left == 0 && self.inflight_total == 0 && self.retries.is_empty();
         let mut mb = self.shared.mailboxes[self.index]
             .lock()
             .unwrap_or_else(|p| p.into_inner());
