@@ -392,6 +392,29 @@ fn refused_streams_are_retried_and_resets_counted() {
     assert!(peer.stat("refused") >= 100, "refused {}", peer.stat("refused"));
     drop(peer);
 
+    // A server that refuses every stream gets each request four times
+    // (three retries), then it fails as h2_retries_exhausted: no endless
+    // resending. Each failure goes back into the budget (as any failure
+    // does), so the run is bounded by -d here.
+    let Some(peer) = Peer::start(&["refuse", "1"]) else {
+        return;
+    };
+    let r = run_h2(&peer, &["-c", "1", "--streams", "2", "-d", "1s"], 60);
+    assert!(r.status.success(), "exit {}\n{}", r.status, r.stderr);
+    let errs = errors(&r.report);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!(errs[0].0, "h2_retries_exhausted");
+    let failed = u(&r.report, "/requests/failed");
+    assert!(failed >= 2 && failed == errs[0].1, "{failed} failed, {errs:?}");
+    assert_eq!(u(&r.report, "/requests/completed"), 0);
+    let refused = peer.stat("refused");
+    let at_end = u(&r.report, "/requests/in_flight_at_end");
+    assert!(
+        refused >= 4 * failed && refused <= 4 * (failed + at_end + 2),
+        "{refused} refusals for {failed} failed requests ({at_end} in flight at the end)"
+    );
+    drop(peer);
+
     let Some(peer) = Peer::start(&["reset", "10"]) else {
         return;
     };

@@ -66,6 +66,11 @@ name_table! {
         /// server's SETTINGS_MAX_HEADER_LIST_SIZE (counted as missed, with
         /// this kind as the reason).
         H2HeaderListTooLarge = "h2_header_list_too_large",
+        // HTTP/2 (retries)
+        /// A request the server did not process (REFUSED_STREAM, or a
+        /// stream above a GOAWAY's last) on four connections' worth of
+        /// tries in a row: soakd stops sending it again and it fails.
+        H2RetriesExhausted = "h2_retries_exhausted",
     }
 }
 

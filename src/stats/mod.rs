@@ -506,6 +506,7 @@ mod tests {
                 "ws_closed",
                 "ws_ping_timeout",
                 "h2_header_list_too_large",
+                "h2_retries_exhausted",
             ]
         );
         for (i, k) in ErrorKind::ALL.iter().enumerate() {

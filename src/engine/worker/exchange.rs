@@ -17,6 +17,9 @@ pub(super) struct Inflight {
     pub(super) written: u64,
     /// Which request of the workload it is.
     pub(super) req: u8,
+    /// HTTP/2: how often the server handed it back unprocessed (see
+    /// `Worker::hand_back`; in the entry's padding, no bigger).
+    pub(super) handed_back: u8,
 }
 
 /// What the loop lends a protocol for one call: the workload (requests,

@@ -35,6 +35,12 @@ use crate::stats::{self, CloseReason, ErrorKind};
 /// pump may count before the slot backs off instead of spinning.
 const MAX_REFUSED_PER_PUMP: usize = 64;
 
+/// How often one HTTP/2 request may be handed back unprocessed (GOAWAY,
+/// REFUSED_STREAM) and sent again; the next time it fails. Three retries
+/// ride out a graceful GOAWAY or a brief overload; a server that refuses
+/// every stream gets each request four times, not endlessly.
+const MAX_HANDBACKS: u8 = 3;
+
 impl Worker {
     pub(super) fn on_event(&mut self, ev: &mio::event::Event) {
         let (key, generation) = crate::netio::split(ev.token());
@@ -218,7 +224,12 @@ impl Worker {
                 }
             } else {
                 let at = c.proto.issue(depth);
-                inflight[base + at as usize] = Inflight { due, written: now, req };
+                inflight[base + at as usize] = Inflight {
+                    due,
+                    written: now,
+                    req,
+                    handed_back: 0,
+                };
                 timed += 1;
             }
             issued += 1;
@@ -464,10 +475,23 @@ impl Worker {
     /// in_flight_at_end` holds). Only the worker's own count, which decides
     /// when a draining worker is idle, lets it go: it cannot be sent again
     /// once the run stops.
+    ///
+    /// A request handed back [`MAX_HANDBACKS`] times fails instead, as
+    /// `h2_retries_exhausted`: a server that refuses every stream must not
+    /// get the same requests again and again at the speed of its refusals,
+    /// nor keep a `--requests` run from ending.
     fn hand_back(&mut self, key: usize, entry: u16) {
-        let e = self.inflight[key * self.max_pipeline + entry as usize];
-        self.retries.push((key as u32, e));
+        let mut e = self.inflight[key * self.max_pipeline + entry as usize];
         let wi = self.conns[key].workload as usize;
+        if e.handed_back >= MAX_HANDBACKS {
+            let st = &mut self.local[wi];
+            st.counters.error(ErrorKind::H2RetriesExhausted, 1);
+            st.counters.failed += 1;
+            self.lose(wi, 1);
+            return;
+        }
+        e.handed_back += 1;
+        self.retries.push((key as u32, e));
         self.local[wi].h2_mut().retried += 1;
         self.inflight_total -= 1;
     }
