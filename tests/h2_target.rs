@@ -476,45 +476,28 @@ fn thresholds_shards_merge_and_compare_over_h2() {
     let target = BuiltinTarget::start(&["--h2", "--fault", "goaway@50"]);
     let url = target.url("/");
     let dir = util::TempDir::new("h2-shards");
-    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
-    let children: Vec<_> = (0..2)
-        .map(|i| {
-            let (shard, report) = (format!("{i}/2"), p(&format!("r{i}.json")));
-            util::spawn_soakd(&[
-                "run",
-                &url,
-                "--http",
-                "2",
-                "-c",
-                "4",
-                "--streams",
-                "5",
-                "-r",
-                "400",
-                "-d",
-                "3s",
-                "--shard",
-                &shard,
-                "--threshold",
-                "p99<5s",
-                "--threshold",
-                "errors<1",
-                "--threshold",
-                "rps>50",
-                "--metrics-listen",
-                "off",
-                "--report",
-                &report,
-            ])
-        })
-        .collect();
-    for c in children {
-        let (status, stderr) = util::wait_with_timeout(c, 60);
-        assert!(status.success(), "{stderr}");
-    }
-    let read = |name: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(p(name)).unwrap()).unwrap() };
-    let (r0, r1) = (read("r0.json"), read("r1.json"));
-    for r in [&r0, &r1] {
+    let args = [
+        "run",
+        &url,
+        "--http",
+        "2",
+        "-c",
+        "4",
+        "--streams",
+        "5",
+        "-r",
+        "400",
+        "-d",
+        "3s",
+        "--threshold",
+        "p99<5s",
+        "--threshold",
+        "errors<1",
+        "--threshold",
+        "rps>50",
+    ];
+    let (shards, m) = util::run_shards_and_merge(&dir, 2, &args);
+    for r in &shards {
         let h = &r["workloads"][0]["http"];
         assert_eq!(h["version"], "2", "{h}");
         assert!(field(r, "/workloads/0/http/goaways/NO_ERROR") >= 3, "{h}");
@@ -524,24 +507,19 @@ fn thresholds_shards_merge_and_compare_over_h2() {
             r["thresholds"]
         );
     }
-    let out = soakd(&["merge", &p("r0.json"), &p("r1.json"), "--out", &p("merged.json")]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let m = read("merged.json");
     for key in [
         "/requests/completed",
         "/workloads/0/http/goaways/NO_ERROR",
         "/workloads/0/http/retried",
     ] {
-        assert_eq!(
-            field(&m, key),
-            field(&r0, key) + field(&r1, key),
-            "{key}: {}",
-            m["workloads"][0]["http"]
-        );
+        let sum: u64 = shards.iter().map(|r| field(r, key)).sum();
+        assert_eq!(field(&m, key), sum, "{key}: {}", m["workloads"][0]["http"]);
     }
     assert_eq!(m["workloads"][0]["http"]["version"], "2");
     assert_eq!(field(&m, "/errors/stream_reset") + field(&m, "/errors/goaway_error"), 0);
-    let out = soakd(&["compare", &p("merged.json"), &p("merged.json")]);
+    let merged = dir.path().join("merged.json");
+    let merged = merged.to_str().unwrap();
+    let out = soakd(&["compare", merged, merged]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
 
     // A threshold the run cannot meet fails it over HTTP/2 as over 1.1.

@@ -440,41 +440,19 @@ fn merged_shards_combine_their_websocket_sections() {
     let target = BuiltinTarget::start(&[]);
     let url = format!("ws://{}/ws/push?every=100ms", target.addr);
     let dir = TempDir::new("shard-merge-ws");
-    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
-    let children: Vec<_> = (0..2)
-        .map(|i| {
-            let shard = format!("{i}/2");
-            spawn_soakd(&[
-                "run",
-                &url,
-                "-c",
-                "6",
-                "-d",
-                "3s",
-                "--ws-subscribe",
-                "go",
-                "--ws-ping",
-                "200ms",
-                "--shard",
-                &shard,
-                "--metrics-listen",
-                "off",
-                "--report",
-                &p(&format!("r{i}.json")),
-            ])
-        })
-        .collect();
-    for c in children {
-        let (status, stderr) = wait_with_timeout(c, 30);
-        assert!(status.success(), "{stderr}");
-    }
-    let out = soakd(&["merge", &p("r0.json"), &p("r1.json"), "--out", &p("merged.json")]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let shards = [
-        read_json(&dir.path().join("r0.json")),
-        read_json(&dir.path().join("r1.json")),
+    let args = [
+        "run",
+        &url,
+        "-c",
+        "6",
+        "-d",
+        "3s",
+        "--ws-subscribe",
+        "go",
+        "--ws-ping",
+        "200ms",
     ];
-    let m = read_json(&dir.path().join("merged.json"));
+    let (shards, m) = util::run_shards_and_merge(&dir, 2, &args);
     let ws = |r: &Value| r["workloads"][0]["ws"].clone();
     let merged = ws(&m);
     assert_eq!(merged["mode"], "subscribe", "{merged:#}");

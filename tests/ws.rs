@@ -226,6 +226,25 @@ fn a_stalled_server_shows_in_the_p99_not_the_p50() {
     assert!(p50 < 0.1, "the stall leaked into the median: {w:#}");
 }
 
+/// `soakd run` subscribing (`--ws-subscribe go`) to the peer's `/push`
+/// with `conns` sockets for `secs`.
+fn subscribe(peer: &Peer, conns: &str, secs: &str) -> util::RunResult {
+    let url = peer.url("/push");
+    let args = [
+        "run",
+        "--metrics-listen",
+        "off",
+        &url,
+        "-c",
+        conns,
+        "-d",
+        secs,
+        "--ws-subscribe",
+        "go",
+    ];
+    soakd_report(&args, 60)
+}
+
 /// Subscribe: one message after the handshake, then the pushes are counted
 /// and the silences between them measured.
 #[test]
@@ -233,21 +252,7 @@ fn pushes_are_counted_with_their_silences() {
     let Some(peer) = Peer::start("ws_server.py", &["--push-every", "0.05"]) else {
         return;
     };
-    let run = soakd_report(
-        &[
-            "run",
-            "--metrics-listen",
-            "off",
-            &peer.url("/push"),
-            "-c",
-            "20",
-            "-d",
-            "3s",
-            "--ws-subscribe",
-            "go",
-        ],
-        60,
-    );
+    let run = subscribe(&peer, "20", "3s");
     let r = &run.report;
     assert_eq!(total_errors(r), 0, "{}", run.stderr);
     let w = ws(r, 0);
@@ -269,21 +274,7 @@ fn a_silence_ended_by_a_close_is_recorded() {
     let Some(peer) = Peer::start("ws_server.py", &["--quiet", "0.6"]) else {
         return;
     };
-    let run = soakd_report(
-        &[
-            "run",
-            "--metrics-listen",
-            "off",
-            &peer.url("/push"),
-            "-c",
-            "1",
-            "-d",
-            "2s",
-            "--ws-subscribe",
-            "go",
-        ],
-        60,
-    );
+    let run = subscribe(&peer, "1", "2s");
     let r = &run.report;
     assert_eq!(total_errors(r), 0, "{}", run.stderr);
     let w = ws(r, 0);

@@ -45,12 +45,18 @@ fn ws_url(target: &BuiltinTarget, path: &str) -> String {
     format!("ws://{}{path}", target.addr)
 }
 
+/// The built-in target twice: plain, and over TLS with the path of the CA
+/// file a client needs to verify it.
+fn plain_and_tls() -> (BuiltinTarget, BuiltinTarget, String) {
+    let tls = BuiltinTarget::start(&["--tls"]);
+    let cert = tls.cert.clone().expect("--tls prints its certificate");
+    (BuiltinTarget::start(&[]), tls, cert)
+}
+
 #[test]
 fn echo_ping_and_close_over_plain_and_tls() {
     let Some(python) = test_python() else { return };
-    let plain = BuiltinTarget::start(&[]);
-    let tls = BuiltinTarget::start(&["--tls"]);
-    let cert = tls.cert.clone().expect("--tls prints its certificate");
+    let (plain, tls, cert) = plain_and_tls();
     for (url, extra) in [
         (ws_url(&plain, "/ws"), vec![]),
         (format!("wss://{}/ws", tls.addr), vec!["--cafile", cert.as_str()]),
@@ -76,9 +82,7 @@ fn echo_ping_and_close_over_plain_and_tls() {
 #[test]
 fn echo_mirrors_the_clients_frames() {
     let Some(python) = test_python() else { return };
-    let plain = BuiltinTarget::start(&[]);
-    let tls = BuiltinTarget::start(&["--tls"]);
-    let cert = tls.cert.clone().expect("--tls prints its certificate");
+    let (plain, tls, cert) = plain_and_tls();
     for (url, extra) in [
         (ws_url(&plain, "/ws"), vec![]),
         (format!("wss://{}/ws", tls.addr), vec!["--cafile", cert.as_str()]),

@@ -818,6 +818,39 @@ pub fn soakd_timeout(args: &[&str], secs: u64) -> Output {
     wait_output(spawn_soakd(args), secs)
 }
 
+/// Runs `n` shards of one plan at once (`soakd run ARGS --shard i/n`, each
+/// writing `r{i}.json` into `dir`), waits for each to succeed, then merges
+/// their reports into `merged.json`. Returns the shards' reports and the
+/// merged one.
+pub fn run_shards_and_merge(dir: &TempDir, n: usize, args: &[&str]) -> (Vec<serde_json::Value>, serde_json::Value) {
+    let path = |name: String| dir.path().join(name).to_str().unwrap().to_string();
+    let children: Vec<Child> = (0..n)
+        .map(|i| {
+            let (shard, report) = (format!("{i}/{n}"), path(format!("r{i}.json")));
+            let mut all = args.to_vec();
+            all.extend(["--shard", &shard, "--metrics-listen", "off", "--report", &report]);
+            spawn_soakd(&all)
+        })
+        .collect();
+    for c in children {
+        let (status, stderr) = wait_with_timeout(c, 60);
+        assert!(status.success(), "{stderr}");
+    }
+    let mut merge = vec!["merge".to_string()];
+    merge.extend((0..n).map(|i| path(format!("r{i}.json"))));
+    merge.extend(["--out".to_string(), path("merged.json".into())]);
+    let out = soakd(&merge.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let read = |name: String| -> serde_json::Value {
+        let text = fs::read_to_string(path(name.clone())).unwrap_or_else(|e| panic!("{name}: {e}"));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    (
+        (0..n).map(|i| read(format!("r{i}.json"))).collect(),
+        read("merged.json".into()),
+    )
+}
+
 /// What [`soakd_report`] returns.
 #[derive(Debug)]
 pub struct RunResult {
