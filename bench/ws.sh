@@ -18,6 +18,8 @@
 #   2. echo: ECHO_CONNS (100) sockets in closed loop for ECHO_SECS (10) s,
 #      each message answered by the target's /ws echo: CPU per message, vs
 #      CPU per HTTP/1.1 request against the target's / in the same way.
+#      The floor: the same exchanges by bench/floor/echo_floor.c (a C
+#      program doing nothing else), when a C compiler is here.
 #   3. a peer: Artillery (ARTILLERY=/path/to/artillery, from npm) holding
 #      the same sockets, when it is given.
 #
@@ -216,7 +218,7 @@ CPU[wss]=$HOLD_CPU_S
 MEM_PER[wss]=$(per_socket "$HOLD_RSS_KIB" "$base_tls")
 fi
 
-declare -A PER_OP
+declare -A PER_OP FLOOR
 if part echo; then
 section "echo: $ECHO_CONNS connections, closed loop, ${ECHO_SECS}s"
 start_target
@@ -237,6 +239,20 @@ for kind in ws http; do
     PER_OP[$kind]=$(calc "($u + $s) * 1e6 / $done_n")
     echo "$kind: exit $RC, $done_n completed, $errs errors, CPU $(calc "$u + $s") s: ${PER_OP[$kind]} us each"
 done
+# The floor: the same exchanges by a C program that does nothing else
+# (bench/floor/echo_floor.c), so the kernel's share is in the same run.
+if command -v cc >/dev/null; then
+    cc -O2 -o "$WORK/echo_floor" "$ROOT/bench/floor/echo_floor.c"
+    for kind in ws http; do
+        wait_timewait
+        read -r _ n fu fs per < <(taskset -c 1 "$WORK/echo_floor" "$kind" "${ADDR%:*}" "${ADDR##*:}" \
+            "$ECHO_CONNS" "$ECHO_SECS")
+        FLOOR[$kind]=$per
+        echo "floor $kind: $n exchanges, user $fu s, sys $fs s: $per us each"
+    done
+else
+    echo "no C compiler: no floor figures"
+fi
 stop_target
 fi
 
@@ -255,3 +271,6 @@ echo
 [ -z "${MEM_PER[wss]:-}" ] || echo "wss bytes per socket: ${MEM_PER[wss]} (limit 6144)"
 [ -z "${PER_OP[ws]:-}" ] || echo "echo: ${PER_OP[ws]} us CPU per message vs ${PER_OP[http]} us per HTTP/1.1 request:" \
     "$(calc "${PER_OP[ws]} / ${PER_OP[http]}") (limit 0.8)"
+[ -z "${FLOOR[ws]:-}" ] || echo "floor: ${FLOOR[ws]} us per message vs ${FLOOR[http]} us per request:" \
+    "$(calc "${FLOOR[ws]} / ${FLOOR[http]}"); soakd / floor: ws $(calc "${PER_OP[ws]} / ${FLOOR[ws]}")," \
+    "http $(calc "${PER_OP[http]} / ${FLOOR[http]}")"

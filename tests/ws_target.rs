@@ -681,7 +681,7 @@ fn sighup_reloads_a_ws_setting() {
 /// its `ws` section. Regression: only a workload a reload *added* was
 /// flagged, so a switched one fed ws counters no scrape showed.
 #[test]
-fn sighup_switching_http_to_ws_shows_the_ws_series() {
+fn sighup_switching_http_to_ws_and_back_shows_then_removes_the_ws_series() {
     let target = BuiltinTarget::start(&[]);
     let metrics = format!("127.0.0.1:{}", free_port());
     let dir = util::TempDir::new("ws-switch");
@@ -738,15 +738,36 @@ fn sighup_switching_http_to_ws_shows_the_ws_series() {
         m.get("soakd_ws_messages_received_total{target=\"s\"}")
             .is_some_and(|v| *v > 0.0)
     );
+    // And back to HTTP: the series go, the report keeps what the sockets
+    // saw, under the mode `none`.
+    let sent_before = m[sent];
+    let requests = "soakd_requests_sent_total{target=\"s\"}";
+    let http_before = m[requests];
+    std::fs::write(&path, config(&target.url("/"), "")).unwrap();
+    util::signal(child.id(), "HUP");
+    wait_until(
+        || {
+            scrape(&metrics)
+                .is_some_and(|m| !m.contains_key(sent) && m.get(requests).is_some_and(|v| *v >= http_before + 10.0))
+        },
+        Duration::from_secs(15),
+        "the ws series to go and HTTP requests to flow again",
+    );
     util::signal(child.id(), "TERM");
     let (status, stderr) = wait_with_timeout(child, 20);
     assert!(status.success(), "{stderr}");
     let rep: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let w = &rep["workloads"][0]["ws"];
-    assert!(w.is_object(), "no ws section: {:#}", rep["workloads"][0]);
     assert!(
-        field(&rep, "/workloads/0/ws/messages_sent") >= first as u64 + 10,
+        w.is_object(),
+        "no ws section after the switch back: {:#}",
+        rep["workloads"][0]
+    );
+    assert_eq!(w["mode"], "none", "{w:#}");
+    assert!(
+        field(&rep, "/workloads/0/ws/messages_sent") >= sent_before as u64,
         "{w:#}"
     );
     assert!(field(&rep, "/workloads/0/ws/replies") > 0, "{w:#}");
+    assert!(field(&rep, "/workloads/0/ws/upgrades") >= 3, "{w:#}");
 }

@@ -15,7 +15,8 @@ use crate::wire::ws::CloseName;
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct WsFigures {
-    /// `hold`, `request` or `subscribe`.
+    /// `hold`, `request` or `subscribe`; `none` for a workload that a
+    /// reload switched from `ws://` back to `http://`.
     pub mode: String,
     /// Upgrades completed (101 with the right accept value).
     pub upgrades: u64,
@@ -57,11 +58,19 @@ pub struct WsHistograms {
 }
 
 impl WsFigures {
-    /// The section of a workload run with `plan`.
-    pub fn of(plan: &WsPlan, s: &WorkloadStats) -> WsFigures {
+    /// The section of a workload whose WebSocket plan is `plan`. A
+    /// workload that a reload switched back to `http://` keeps the section
+    /// of what its sockets saw before, with the mode `none`; one that
+    /// never completed an upgrade has none.
+    pub fn of(plan: Option<&WsPlan>, s: &WorkloadStats) -> Option<WsFigures> {
+        let mode = match plan {
+            Some(p) => p.mode.name(),
+            None if s.ws.upgrades > 0 => "none",
+            None => return None,
+        };
         let ws = &s.ws;
-        WsFigures {
-            mode: plan.mode.name().to_string(),
+        Some(WsFigures {
+            mode: mode.to_string(),
             upgrades: ws.upgrades,
             messages_sent: ws.sent,
             messages_received: ws.received,
@@ -84,7 +93,7 @@ impl WsFigures {
                 ping_rtt: super::encode(&ws.ping_rtt),
                 silence: super::encode(&ws.silence),
             },
-        }
+        })
     }
 
     /// The sections of one workload's shards combined (`soakd merge`):
@@ -220,7 +229,7 @@ mod tests {
             max_message: 1,
             expect_contains: None,
         };
-        WsFigures::of(&plan, &s)
+        WsFigures::of(Some(&plan), &s).unwrap()
     }
 
     #[test]
