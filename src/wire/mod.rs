@@ -1,4 +1,5 @@
-//! HTTP on the wire (HTTP/2's frames and HPACK in [`h2`]).
+//! HTTP on the wire (HTTP/2's frames and HPACK in [`h2`], gRPC's messages
+//! and status in [`grpc`]).
 //!
 //! HTTP/1.1: request bytes rendered once, responses framed
 //! incrementally, and the one set of header helpers every part of soakd
@@ -10,6 +11,7 @@
 //! and the fuzzers all frame bytes the same way.
 
 mod framer;
+pub mod grpc;
 pub mod h2;
 pub mod headers;
 mod request;
