@@ -13,6 +13,7 @@
 pub mod checks;
 pub mod defaults;
 mod describe;
+pub mod grpc;
 mod http;
 pub mod mix;
 pub mod shard;
