@@ -122,12 +122,15 @@ python3 -m json.tool grafana/dashboards/soakd.json >/dev/null
 section "Python protocol peers"
 # ---------------------------------------------------------------------------
 # Servers no one here wrote, for the protocol tests: Python's `h2` (HTTP/2,
-# including the hostile servers tests/h2*.rs write) and `websockets`
-# (WebSocket echo and push). They come from PyPI into a venv of their own,
+# including the hostile servers tests/h2*.rs write), `websockets`
+# (WebSocket echo and push) and `grpcio` with `grpcio-reflection` and
+# `grpcio-tools` (tests/peers/grpc_server.py compiles tests/proto at start
+# and serves it with reflection; protobuf pinned too, as its JSON is what
+# tests/grpc_schema.rs compares with). They come from PyPI into a venv of their own,
 # installed once (again only when a pin changes); the tests find its python
 # through SOAKD_TEST_PYTHON (tests/util's `test_python`).
 PEERS_VENV=${SOAKD_PEERS_VENV:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/soakd/peers-venv}
-PEERS_PINS="h2==4.4.1 websockets==17.4"
+PEERS_PINS="h2==4.4.1 websockets==17.4 grpcio==1.85.1 grpcio-reflection==1.85.1 grpcio-tools==1.85.1 protobuf==7.36.2"
 if [ "$(cat "$PEERS_VENV/pins" 2>/dev/null)" != "$PEERS_PINS" ]; then
     if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
         echo "python3 venv: missing, installing python3-venv"
@@ -140,7 +143,7 @@ if [ "$(cat "$PEERS_VENV/pins" 2>/dev/null)" != "$PEERS_PINS" ]; then
     echo "$PEERS_PINS" >"$PEERS_VENV/pins"
 fi
 export SOAKD_TEST_PYTHON="$PEERS_VENV/bin/python"
-"$SOAKD_TEST_PYTHON" -c 'import h2, websockets; print("python peers: h2", h2.__version__, "websockets", websockets.__version__)'
+"$SOAKD_TEST_PYTHON" -c 'import h2, websockets, grpc, grpc_reflection, grpc_tools; print("python peers: h2", h2.__version__, "websockets", websockets.__version__, "grpcio", grpc.__version__)'
 
 # ---------------------------------------------------------------------------
 section "Kubernetes manifests and Dockerfile"

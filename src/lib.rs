@@ -14,7 +14,7 @@
 //! |---|---|
 //! | 0 parts | `error`, `fsio`, [`wire`], `timer`, `netio`, `stats` |
 //! | 1 plan | [`plan`] |
-//! | 2 | [`config`], `preflight` |
+//! | 2 | [`config`], `preflight`, [`reflection`] |
 //! | 3 | `engine`, [`report`], `observe` |
 //! | 4 | `target`, [`statuscmd`], `merge`, [`html`], [`verdict`] |
 //! | 5 | `daemon`, [`cli`] |
@@ -37,6 +37,7 @@ mod netio;
 mod observe;
 pub mod plan;
 mod preflight;
+pub mod reflection;
 pub mod report;
 mod state;
 mod stats;

@@ -32,6 +32,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("plan", 1),
     ("config", 2),
     ("preflight", 2),
+    ("reflection", 2),
     ("engine", 3),
     ("report", 3),
     ("observe", 3),

@@ -105,6 +105,17 @@ pub fn cannot_run(why: &str) {
 /// wrote: `SOAKD_TEST_PYTHON`, else the venv's default place. None (after
 /// [`cannot_run`]: a failure in CI) when neither imports both packages.
 pub fn test_python() -> Option<PathBuf> {
+    peers_python(&["h2", "websockets"])
+}
+
+/// The same venv's python for the gRPC tests (`grpcio`, its reflection
+/// service and `grpcio-tools`), or None after [`cannot_run`].
+pub fn grpc_python() -> Option<PathBuf> {
+    peers_python(&["grpc", "grpc_reflection", "grpc_tools"])
+}
+
+/// The peers venv's python if it imports every module of `modules`.
+fn peers_python(modules: &[&str]) -> Option<PathBuf> {
     let default = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
@@ -114,7 +125,7 @@ pub fn test_python() -> Option<PathBuf> {
         .map(PathBuf::from)
         .unwrap_or(default);
     let imports = Command::new(&python)
-        .args(["-c", "import h2, websockets"])
+        .args(["-c", &format!("import {}", modules.join(", "))])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -123,8 +134,9 @@ pub fn test_python() -> Option<PathBuf> {
         return Some(python);
     }
     cannot_run(&format!(
-        "{} cannot import h2 and websockets (scripts/test.sh makes that venv)",
-        python.display()
+        "{} cannot import {} (scripts/test.sh makes that venv)",
+        python.display(),
+        modules.join(", ")
     ));
     None
 }
