@@ -280,7 +280,9 @@ fn reflection_over_tls_verifies_the_server_and_speaks_h2() {
     let cert_path = write(&dir, "cert.pem", &cert.pem());
     let key_path = write(&dir, "key.pem", &key.serialize_pem());
     let (c, k) = (cert_path.to_str().unwrap(), key_path.to_str().unwrap());
-    let Some(server) = GrpcServer::start_with(&["v1alpha", c, k]) else { return };
+    let Some(server) = GrpcServer::start_with(&["v1alpha", c, k]) else {
+        return;
+    };
 
     let tls_for = |cacert: Vec<PathBuf>| {
         let spec = TlsSpec {
@@ -303,7 +305,13 @@ fn reflection_over_tls_verifies_the_server_and_speaks_h2() {
     ep.tls = Some(tls_for(vec![other_path]));
     let e = reflection::fetch_schema(&ep, &[SERVICE], Duration::from_secs(10)).unwrap_err();
     assert!(
-        matches!(&e, ReflectionError::Unreachable { source: reflection::ConnError::Tls(_), .. }),
+        matches!(
+            &e,
+            ReflectionError::Unreachable {
+                source: reflection::ConnError::Tls(_),
+                ..
+            }
+        ),
         "{e:?}"
     );
     assert!(e.to_string().contains("certificate"), "{e}");
@@ -491,24 +499,31 @@ fn write(dir: &TempDir, name: &str, text: &str) -> PathBuf {
 #[test]
 fn bad_protos_and_protosets_are_refused_with_where_and_why() {
     let dir = TempDir::new("grpc-bad");
-    let bad = write(
-        &dir,
-        "bad.proto",
-        "syntax = \"proto3\";\npackage x;\nmessage A {\n  string a = 1\n  int32 b = 2;\n}\n",
-    );
-    assert_eq!(
-        error_text(Schema::from_protos(std::slice::from_ref(&bad), &[])),
-        format!("{}:5:3: expected ';' or '[', but found 'int32'", bad.display())
-    );
-    let undefined = write(
-        &dir,
-        "undef.proto",
-        "syntax = \"proto3\";\npackage x;\nmessage A {\n  Missing m = 1;\n}\n",
-    );
-    assert_eq!(
-        error_text(Schema::from_protos(std::slice::from_ref(&undefined), &[])),
-        format!("{}:4:3: name 'Missing' is not defined", undefined.display())
-    );
+    // (file, text, the error after "FILE:")
+    let cases = [
+        (
+            "bad.proto",
+            "syntax = \"proto3\";\npackage x;\nmessage A {\n  string a = 1\n  int32 b = 2;\n}\n",
+            "5:3: expected ';' or '[', but found 'int32'",
+        ),
+        (
+            "undef.proto",
+            "syntax = \"proto3\";\npackage x;\nmessage A {\n  Missing m = 1;\n}\n",
+            "4:3: name 'Missing' is not defined",
+        ),
+        (
+            "dup.proto",
+            "syntax = \"proto3\";\npackage x;\nmessage A {\n  int32 a = 1;\n  int32 b = 1;\n}\n",
+            "5:13: field number '1' is already used",
+        ),
+    ];
+    for (name, text, want) in cases {
+        let file = write(&dir, name, text);
+        assert_eq!(
+            error_text(Schema::from_protos(std::slice::from_ref(&file), &[])),
+            format!("{}:{want}", file.display())
+        );
+    }
 
     let importer = write(
         &dir,

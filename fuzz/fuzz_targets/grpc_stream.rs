@@ -35,19 +35,30 @@ fn u16_at(data: &[u8], at: usize) -> usize {
     u16::from_le_bytes([data[at], data[at + 1]]) as usize
 }
 
-/// The messages of `stream` read in pieces of `sizes` (empty = at once),
-/// gathered, and how the stream ended.
+/// `stream` in reads of `sizes` (in turn; empty = one read).
+fn pieces<'a>(stream: &'a [u8], sizes: &'a [usize]) -> impl Iterator<Item = &'a [u8]> {
+    let mut at = 0;
+    let mut read = 0;
+    std::iter::from_fn(move || {
+        if at >= stream.len() {
+            return None;
+        }
+        let size = if sizes.is_empty() { stream.len() } else { sizes[read % sizes.len()] };
+        read += 1;
+        let piece = &stream[at..(at + size).min(stream.len())];
+        at += piece.len();
+        Some(piece)
+    })
+}
+
+/// The messages of `stream` read in pieces of `sizes`, gathered, and how
+/// the stream ended.
 fn gather(stream: &[u8], sizes: &[usize], cap: u32) -> (Vec<Vec<u8>>, Result<(), MessageError>) {
     let mut d = MessageDecoder::new(cap);
     let mut carry = Vec::new();
     let mut got = Vec::new();
-    let mut at = 0;
-    let mut read = 0;
-    while at < stream.len() {
-        let size = if sizes.is_empty() { stream.len() } else { sizes[read % sizes.len()] };
-        read += 1;
-        let end = (at + size).min(stream.len());
-        let r = d.for_each_message(&stream[at..end], &mut carry, |head, m| {
+    for piece in pieces(stream, sizes) {
+        let r = d.for_each_message(piece, &mut carry, |head, m| {
             assert_eq!(m.len(), head.len as usize);
             assert!(head.len <= cap, "a message of {} over the cap {cap}", head.len);
             got.push(m.to_vec());
@@ -56,7 +67,6 @@ fn gather(stream: &[u8], sizes: &[usize], cap: u32) -> (Vec<Vec<u8>>, Result<(),
         if let Err(e) = r {
             return (got, Err(e));
         }
-        at = end;
     }
     (got, d.finish())
 }
@@ -65,16 +75,10 @@ fn gather(stream: &[u8], sizes: &[usize], cap: u32) -> (Vec<Vec<u8>>, Result<(),
 fn count(stream: &[u8], sizes: &[usize], cap: u32) -> (usize, Result<(), MessageError>) {
     let mut d = MessageDecoder::new(cap);
     let mut n = 0;
-    let mut at = 0;
-    let mut read = 0;
-    while at < stream.len() {
-        let size = if sizes.is_empty() { stream.len() } else { sizes[read % sizes.len()] };
-        read += 1;
-        let end = (at + size).min(stream.len());
-        if let Err(e) = d.skip(&stream[at..end], |_| n += 1) {
+    for piece in pieces(stream, sizes) {
+        if let Err(e) = d.skip(piece, |_| n += 1) {
             return (n, Err(e));
         }
-        at = end;
     }
     (n, d.finish())
 }

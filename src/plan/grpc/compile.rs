@@ -137,9 +137,12 @@ fn compile_error(e: &protox::Error, files: &[PathBuf], includes: &[PathBuf]) -> 
     }
 }
 
-/// The file name, 1-based line and column of a diagnostic's first label.
+/// The file name, 1-based line and column of a diagnostic's primary
+/// label, else its last (a duplicate's second place is where the error
+/// is; its first says what it clashes with).
 fn place_of(e: &protox::Error) -> Option<(String, usize, usize)> {
-    let span = e.labels()?.next()?;
+    let labels: Vec<_> = e.labels()?.collect();
+    let span = labels.iter().find(|l| l.primary()).or(labels.last())?;
     let code = e.source_code()?;
     let at = code.read_span(span.inner(), 0, 0).ok()?;
     let name = at.name().map(str::to_string).or_else(|| e.file().map(str::to_string))?;
