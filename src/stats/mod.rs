@@ -18,11 +18,15 @@ mod h2;
 mod kinds;
 mod point_counts;
 pub mod rank;
+mod resources;
 pub mod saved;
+mod sparse;
 mod timeline;
+mod timeline_json;
 mod totals;
 pub mod trend;
 pub mod trends;
+pub mod trends_text;
 mod ws;
 
 use std::sync::Mutex;
@@ -33,7 +37,8 @@ use serde::{Deserialize, Serialize};
 
 pub use h2::H2Stats;
 pub use kinds::{CheckKind, CloseReason, ErrorKind, StatusClass};
-pub use timeline::{PointJson, ProcSample, Resources, Timeline, TimelineJson};
+pub use timeline::{ProcSample, Resources, Timeline};
+pub use timeline_json::{PointJson, TimelineJson};
 pub use ws::WsStats;
 // WebSocket: silences per timeline interval
 pub use timeline::BASE_INTERVAL;
