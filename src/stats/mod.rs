@@ -512,6 +512,7 @@ mod tests {
                 "ws_ping_timeout",
                 "h2_header_list_too_large",
                 "h2_retries_exhausted",
+                "send_stalled",
             ]
         );
         for (i, k) in ErrorKind::ALL.iter().enumerate() {

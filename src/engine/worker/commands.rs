@@ -40,9 +40,9 @@ impl Worker {
             || old.wire != rt.wire
             || old.requests != rt.requests
             || old.tls != rt.tls
-            || old.ws != rt.ws;
+            || old.proto != rt.proto;
         // The pace stays (a `Stage` with the reloaded one follows), but its
-        // HTTP/2 step is derived again: `--streams` may have changed.
+        // lane step is derived again: `--streams` may have changed.
         rt.set_load(old.connections, old.model);
         let deeper = rt.depth() > self.max_pipeline;
         self.local[wi].set_requests(rt.requests.len());
@@ -141,7 +141,7 @@ impl Worker {
             mine += 1;
             c.next_due = 0;
             if c.state == State::Open {
-                if let Some(step) = self.wl[wi].step_ns(c.proto.is_h2()) {
+                if let Some(step) = c.proto.step(&self.wl[wi]) {
                     c.next_due = grid_due(c.slot, cmd.connections, step, now);
                 }
                 if self.pump(key, now) {
