@@ -20,14 +20,23 @@ impl Worker {
     pub(super) fn set_state(&mut self, key: usize, to: State) {
         let c = &mut self.conns[key];
         let g = &mut self.gauges[c.workload as usize];
+        // By the HTTP version spoken: a connection's protocol is settled
+        // before it opens and stays until it is closed.
+        let version = usize::from(c.proto.version() == 20);
         match c.state {
-            State::Open => g.open -= 1,
+            State::Open => {
+                g.open -= 1;
+                g.http_open[version] -= 1;
+            }
             State::Connecting | State::Handshaking => g.connecting -= 1,
             State::Waiting | State::Backoff => g.backoff -= 1,
             State::Idle => {}
         }
         match to {
-            State::Open => g.open += 1,
+            State::Open => {
+                g.open += 1;
+                g.http_open[version] += 1;
+            }
             State::Connecting | State::Handshaking => g.connecting += 1,
             State::Waiting | State::Backoff => g.backoff += 1,
             State::Idle => {}
