@@ -26,6 +26,8 @@
 mod commands;
 mod conn;
 mod exchange;
+#[doc(hidden)]
+pub mod fuzzing;
 mod h2;
 mod h2_streams;
 mod http1;
@@ -187,10 +189,9 @@ impl WorkloadRt {
     }
 }
 
-#[cfg(test)]
 impl WorkloadRt {
     /// A workload of one request `req` (closed loop, one connection) for
-    /// the protocols' unit tests.
+    /// the protocols' unit tests and the fuzzer (`fuzzing.rs`).
     pub(super) fn test(req: &[u8], pipeline: u16, proto: ProtoRt) -> WorkloadRt {
         let bytes: Arc<[u8]> = Arc::from(req);
         WorkloadRt {
