@@ -23,24 +23,18 @@ impl Worker {
         for cmd in cmds {
             match cmd {
                 Command::Stage(stage) => self.apply_stage(stage, now),
-                Command::Settings(wi, rt) => self.apply_settings(wi as usize, *rt, now),
+                Command::Settings(wi, rt, recycle) => self.apply_settings(wi as usize, *rt, recycle, now),
                 Command::Add(rt) => self.add_workload(*rt, now),
             }
         }
     }
 
-    /// New settings for a workload. Connections whose requests would mix
-    /// old and new bytes, or that go to a target that changed, are recycled
-    /// after their requests in flight (as churn); the others carry on.
-    pub(super) fn apply_settings(&mut self, wi: usize, mut rt: WorkloadRt, now: u64) {
+    /// New settings for a workload. With `recycle` (what the connections
+    /// send or how they connect changed: see `engine::reload`) they are
+    /// recycled after their requests in flight (as churn); otherwise they
+    /// carry on.
+    pub(super) fn apply_settings(&mut self, wi: usize, mut rt: WorkloadRt, recycle: bool, now: u64) {
         let old = &self.wl[wi];
-        let recycle = old.addr != rt.addr
-            || old.sources != rt.sources
-            || old.head != rt.head
-            || old.wire != rt.wire
-            || old.requests != rt.requests
-            || old.tls != rt.tls
-            || old.proto != rt.proto;
         // The pace stays (a `Stage` with the reloaded one follows), but its
         // lane step is derived again: `--streams` may have changed.
         rt.set_load(old.connections, old.model);

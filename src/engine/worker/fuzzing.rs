@@ -146,7 +146,7 @@ fn ws_plan(request: bool) -> Arc<crate::plan::WsPlan> {
     let text = format!("[[workload]]\nurl = \"ws://127.0.0.1:1/\"\n{mode}\n");
     let plan = crate::config::parse(std::path::Path::new("fuzz.toml"), &text, Default::default())
         .expect("the fuzz plan parses");
-    plan.workloads[0].ws.clone().expect("a ws:// workload")
+    plan.workloads[0].target.ws.clone().expect("a ws:// workload")
 }
 
 /// Feeds one read until taken; true when the connection ended.

@@ -239,10 +239,10 @@ impl WorkloadRt {
     pub fn of(w: &crate::plan::Workload) -> WorkloadRt {
         let req = &w.target.requests[0].bytes;
         let weights: Vec<u32> = w.target.requests.iter().map(|r| r.weight).collect();
-        let copies = (WIRE_COPIES_BYTES / req.len().max(1)).clamp(1, w.pipeline.max(1) as usize);
+        let copies = (WIRE_COPIES_BYTES / req.len().max(1)).clamp(1, w.conn.pipeline.max(1) as usize);
         let mut rt = WorkloadRt {
             addr: w.target.addr,
-            sources: w.source_addrs.clone(),
+            sources: w.conn.source_addrs.clone(),
             wire: if copies == 1 {
                 req.clone()
             } else {
@@ -260,13 +260,13 @@ impl WorkloadRt {
             interval_ns: None,
             lane_step_ns: None,
             connections: w.connections,
-            pipeline: w.pipeline,
-            max_requests: if w.close { Some(1) } else { w.max_requests_per_conn },
-            close: w.close,
-            close_with_reset: w.close_with_reset,
-            max_lifetime_ns: w.max_conn_lifetime.map(|d| d.as_nanos() as u64),
-            connect_timeout_ns: w.connect_timeout.as_nanos() as u64,
-            request_timeout_ns: w.request_timeout.as_nanos() as u64,
+            pipeline: w.conn.pipeline,
+            max_requests: if w.conn.close { Some(1) } else { w.conn.max_requests_per_conn },
+            close: w.conn.close,
+            close_with_reset: w.conn.close_with_reset,
+            max_lifetime_ns: w.conn.max_conn_lifetime.map(|d| d.as_nanos() as u64),
+            connect_timeout_ns: w.conn.connect_timeout.as_nanos() as u64,
+            request_timeout_ns: w.conn.request_timeout.as_nanos() as u64,
             ramp: w.ramp,
             proto: ProtoRt::of(w),
         };
@@ -281,8 +281,10 @@ pub enum Command {
     /// A workload's connections or pace change (a stage, or a reload).
     Stage(StageCmd),
     /// A reload changed a workload's other settings (request, timeouts,
-    /// churn, target). Its connections and pace follow in a `Stage`.
-    Settings(u16, Box<WorkloadRt>),
+    /// churn, target), and whether the change recycles its connections
+    /// (`engine::reload`: derived from each setting's declared class). Its
+    /// connections and pace follow in a `Stage`.
+    Settings(u16, Box<WorkloadRt>, bool),
     /// A reload added a workload; it gets the next index.
     Add(Box<WorkloadRt>),
 }

@@ -67,7 +67,7 @@ impl ProtoRt {
     /// The protocol of plan workload `w`.
     pub fn of(w: &crate::plan::Workload) -> ProtoRt {
         let tls = w.target.tls.is_some();
-        if let Some(plan) = &w.ws {
+        if let Some(plan) = &w.target.ws {
             return ProtoRt::Ws(plan.clone());
         }
         if !w.http.may_be_h2(tls) {

@@ -770,7 +770,7 @@ mod tests {
     fn plan(url: &str, extra: &str) -> Arc<WsPlan> {
         let text = format!("[[workload]]\nurl = \"{url}\"\n{extra}\n");
         let plan = crate::config::parse(std::path::Path::new("t.toml"), &text, Default::default()).unwrap();
-        plan.workloads[0].ws.clone().unwrap()
+        plan.workloads[0].target.ws.clone().unwrap()
     }
 
     /// A socket of `plan`, upgraded at `now`.
