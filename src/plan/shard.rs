@@ -220,9 +220,15 @@ mod tests {
             p.workloads[0].connections, 20,
             "the workload keeps the whole plan's numbers"
         );
-        assert_eq!(p.workloads[0].conn.source_addrs, ["127.0.0.3".parse::<IpAddr>().unwrap()]);
+        assert_eq!(
+            p.workloads[0].conn.source_addrs,
+            ["127.0.0.3".parse::<IpAddr>().unwrap()]
+        );
         assert_eq!(plan(text, "3/4", true).unwrap().workloads[0].conn.source_addrs.len(), 1);
-        assert_eq!(plan(text, "1/3", false).unwrap().workloads[0].conn.source_addrs.len(), 4);
+        assert_eq!(
+            plan(text, "1/3", false).unwrap().workloads[0].conn.source_addrs.len(),
+            4
+        );
         let e = plan(text, "0/5", true).unwrap_err();
         assert!(e.contains("4 source address(es) for 5 shards"), "{e}");
         let e = plan(text, "20/21", false).unwrap_err();
