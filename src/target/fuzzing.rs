@@ -49,20 +49,12 @@ pub fn drive(script: &[u8]) {
     check_frames(&mut client, &mut seen, &mut out);
     let mut in_flight = 0u32;
     let mut now = Instant::now();
-    let token = Token(1);
     let mut pos = 0;
     let mut ops = rest.iter().copied();
     while let (Some(op), Some(arg)) = (ops.next(), ops.next()) {
-        let mut cx = Cx {
-            th: &mut th,
-            token,
-            now,
-            out: &mut out,
-            in_flight: &mut in_flight,
-        };
         let given = if op % 2 == 0 {
             let n = (arg as usize + 1).min(rest.len() - pos);
-            conn.receive(&mut cx, &rest[pos..pos + n]);
+            conn.receive(&mut lend(&mut th, now, &mut out, &mut in_flight), &rest[pos..pos + n]);
             pos += n;
             n
         } else {
@@ -72,14 +64,7 @@ pub fn drive(script: &[u8]) {
                 let stream = d.stream;
                 th.queue.pop_front();
                 in_flight = in_flight.saturating_sub(1);
-                let mut cx = Cx {
-                    th: &mut th,
-                    token,
-                    now,
-                    out: &mut out,
-                    in_flight: &mut in_flight,
-                };
-                conn.deliver(&mut cx, stream);
+                conn.deliver(&mut lend(&mut th, now, &mut out, &mut in_flight), stream);
                 due += 1;
             }
             due
@@ -97,6 +82,17 @@ pub fn drive(script: &[u8]) {
         if conn.done && out.is_empty() && op == 255 {
             return;
         }
+    }
+}
+
+/// What a call into the connection is lent.
+fn lend<'a>(th: &'a mut Serving, now: Instant, out: &'a mut Vec<u8>, in_flight: &'a mut u32) -> Cx<'a> {
+    Cx {
+        th,
+        token: Token(1),
+        now,
+        out,
+        in_flight,
     }
 }
 

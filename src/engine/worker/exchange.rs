@@ -37,6 +37,18 @@ pub(super) struct Cx<'a> {
     pub(super) entries: &'a [Inflight],
 }
 
+impl<'a> Cx<'a> {
+    /// What slot `key`'s protocol is lent, from the worker's storage of
+    /// `depth` entries per slot.
+    #[inline]
+    pub(super) fn of(w: &'a WorkloadRt, inflight: &'a [Inflight], key: usize, depth: usize) -> Cx<'a> {
+        Cx {
+            w,
+            entries: &inflight[key * depth..(key + 1) * depth],
+        }
+    }
+}
+
 /// What the loop lends a protocol for a call that may count: the
 /// workload's counters and gauges on this worker (plain fields, flushed to
 /// the mailbox a few times a second), and the time of the call.

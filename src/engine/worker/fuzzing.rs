@@ -50,10 +50,7 @@ pub fn drive(kind: u8, script: &[u8]) {
     };
     let w = WorkloadRt::test(get, depth as u16, proto);
     let entries = vec![Inflight::default(); w.depth()];
-    let cx = Cx {
-        w: &w,
-        entries: &entries,
-    };
+    let cx = Cx::of(&w, &entries, 0, entries.len());
     let mut st = WorkloadStats::default();
     let mut g = Gauges::default();
     let mut now = 1_000_000_000u64;

@@ -801,10 +801,7 @@ mod tests {
     fn requests_wait_for_settings_and_respect_max_streams() {
         let w = workload(10);
         let entries = vec![Inflight::default(); 10];
-        let cx = Cx {
-            w: &w,
-            entries: &entries,
-        };
+        let cx = Cx::of(&w, &entries, 0, entries.len());
         let mut c = Conn::new(&w, 10);
         assert!(c.h.has_output(), "the preface is owed");
         assert_eq!(c.h.capacity(), 0, "nothing before the server's SETTINGS");
@@ -826,10 +823,7 @@ mod tests {
     fn goaway_completes_below_last_and_hands_back_above() {
         let w = workload(4);
         let entries = vec![Inflight::default(); 4];
-        let cx = Cx {
-            w: &w,
-            entries: &entries,
-        };
+        let cx = Cx::of(&w, &entries, 0, entries.len());
         let mut c = Conn::new(&w, 4);
         c.feed(&cx, &settings(100));
         for _ in 0..4 {
@@ -851,10 +845,7 @@ mod tests {
     fn refused_is_retried_and_a_reset_fails_its_stream_only() {
         let w = workload(2);
         let mut entries = vec![Inflight::default(); 2];
-        let cx = Cx {
-            w: &w,
-            entries: &entries,
-        };
+        let cx = Cx::of(&w, &entries, 0, entries.len());
         let mut c = Conn::new(&w, 2);
         c.feed(&cx, &settings(100));
         c.issue();
@@ -877,10 +868,7 @@ mod tests {
         assert_eq!(c.h.in_flight(), 0);
         // A request handed back three times already fails instead.
         entries.iter_mut().for_each(|e| e.handed_back = MAX_HANDBACKS);
-        let cx = Cx {
-            w: &w,
-            entries: &entries,
-        };
+        let cx = Cx::of(&w, &entries, 0, entries.len());
         let e = c.issue();
         c.written_streams(&cx);
         let mut b = Vec::new();
@@ -900,10 +888,7 @@ mod tests {
     fn pings_and_settings_are_answered_and_a_flood_is_an_error() {
         let w = workload(1);
         let entries = vec![Inflight::default(); 1];
-        let cx = Cx {
-            w: &w,
-            entries: &entries,
-        };
+        let cx = Cx::of(&w, &entries, 0, entries.len());
         let mut c = Conn::new(&w, 1);
         let preface = c.h.outgoing(&cx).len();
         c.h.sent(preface);
@@ -925,10 +910,7 @@ mod tests {
     fn a_server_that_is_not_http2_is_not_negotiated() {
         let w = workload(1);
         let entries = vec![Inflight::default(); 1];
-        let cx = Cx {
-            w: &w,
-            entries: &entries,
-        };
+        let cx = Cx::of(&w, &entries, 0, entries.len());
         let mut c = Conn::new(&w, 1);
         let outs = c.feed(&cx, b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
         assert_eq!(outs, [Output::Error(ErrorKind::H2NotNegotiated)]);
@@ -944,10 +926,7 @@ mod tests {
     fn split_frames_are_carried_and_the_window_is_returned() {
         let w = workload(1);
         let entries = vec![Inflight::default(); 1];
-        let cx = Cx {
-            w: &w,
-            entries: &entries,
-        };
+        let cx = Cx::of(&w, &entries, 0, entries.len());
         let mut c = Conn::new(&w, 1);
         c.feed(&cx, &settings(1));
         c.issue();
@@ -975,10 +954,7 @@ mod tests {
     fn a_long_lived_stream_keeps_its_place_and_lookups_stay_exact() {
         let w = workload(2);
         let entries = vec![Inflight::default(); 2];
-        let cx = Cx {
-            w: &w,
-            entries: &entries,
-        };
+        let cx = Cx::of(&w, &entries, 0, entries.len());
         let mut c = Conn::new(&w, 2);
         assert_eq!(c.h.streams.index.len(), 4);
         c.feed(&cx, &settings(100));
@@ -1007,10 +983,7 @@ mod tests {
     fn a_connection_whose_ids_run_out_ends_gracefully() {
         let w = workload(2);
         let entries = vec![Inflight::default(); 2];
-        let cx = Cx {
-            w: &w,
-            entries: &entries,
-        };
+        let cx = Cx::of(&w, &entries, 0, entries.len());
         let mut c = Conn::new(&w, 2);
         c.feed(&cx, &settings(100));
         c.h.streams.id_limit = 5;

@@ -298,10 +298,7 @@ mod tests {
     fn drive(stream: &[u8], cuts: &[usize], n: u16) -> (Vec<(u16, u16)>, Option<ErrorKind>) {
         let w = workload(n);
         let entries = vec![Inflight::default(); n as usize];
-        let cx = Cx {
-            w: &w,
-            entries: &entries,
-        };
+        let cx = Cx::of(&w, &entries, 0, entries.len());
         let mut h = Http1::new(false);
         for _ in 0..n {
             h.issue(entries.len());
@@ -346,10 +343,7 @@ mod tests {
         assert_eq!((got, err), (vec![(0, 204), (1, 204), (2, 204)], None));
         let w = workload(2);
         let entries = vec![Inflight::default(); 2];
-        let cx = Cx {
-            w: &w,
-            entries: &entries,
-        };
+        let cx = Cx::of(&w, &entries, 0, entries.len());
         let mut h = Http1::new(false);
         let mut seen = Vec::new();
         for _ in 0..5 {
@@ -384,10 +378,7 @@ mod tests {
     fn a_carried_head_takes_only_its_own_bytes() {
         let w = workload(2);
         let entries = vec![Inflight::default(); 2];
-        let cx = Cx {
-            w: &w,
-            entries: &entries,
-        };
+        let cx = Cx::of(&w, &entries, 0, entries.len());
         let mut h = Http1::new(false);
         h.issue(2);
         h.issue(2);

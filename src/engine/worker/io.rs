@@ -32,7 +32,7 @@ use std::io;
 
 use super::conn::{Inflight, State, tick_ceil};
 use super::exchange::Ending;
-use super::protocol::{AtClose, Cx, Issued, Output, Response, Tally};
+use super::protocol::{AtClose, Cx, Issued, Output, Protocol, Response, Tally};
 use super::{HEALTHY_NS, PHASE_RUN, Worker, socket};
 use crate::stats::{self, CloseReason, ErrorKind};
 
@@ -263,11 +263,7 @@ impl Worker {
     /// when the connection failed.
     pub(super) fn write_out(&mut self, key: usize) -> bool {
         let c = &mut self.conns[key];
-        let base = key * self.max_pipeline;
-        let cx = Cx {
-            w: &self.wl[c.workload as usize],
-            entries: &self.inflight[base..base + self.max_pipeline],
-        };
+        let cx = Cx::of(&self.wl[c.workload as usize], &self.inflight, key, self.max_pipeline);
         let Some(stream) = c.stream.as_mut() else { return false };
         let proto = &mut c.proto;
         let mut written = 0u64;
@@ -307,11 +303,7 @@ impl Worker {
         if !c.proto.farewell() {
             return;
         }
-        let base = key * self.max_pipeline;
-        let cx = Cx {
-            w: &self.wl[c.workload as usize],
-            entries: &self.inflight[base..base + self.max_pipeline],
-        };
+        let cx = Cx::of(&self.wl[c.workload as usize], &self.inflight, key, self.max_pipeline);
         let Some(stream) = c.stream.as_mut() else { return };
         let proto = &mut c.proto;
         // A few writes at most: a peer that does not read gets no more.
@@ -375,19 +367,7 @@ impl Worker {
         // is handled, not once per frame (a flood of pings costs one write).
         let mut ready = false;
         loop {
-            let c = &mut self.conns[key];
-            let wi = c.workload as usize;
-            let base = key * self.max_pipeline;
-            let cx = Cx {
-                w: &self.wl[wi],
-                entries: &self.inflight[base..base + self.max_pipeline],
-            };
-            let mut t = Tally {
-                st: &mut self.local[wi],
-                g: &mut self.gauges[wi],
-                now,
-            };
-            let (used, out) = c.proto.receive(&cx, &mut t, &fresh[pos..]);
+            let (used, out) = self.with_proto(key, now, |p, cx, t| p.receive(cx, t, &fresh[pos..]));
             pos += used;
             match out {
                 Output::Taken => return !ready || self.settle(key, Output::Ready, now),
@@ -531,19 +511,9 @@ impl Worker {
     }
 
     pub(super) fn on_eof(&mut self, key: usize, now: u64) {
-        let c = &mut self.conns[key];
-        let wi = c.workload as usize;
-        let base = key * self.max_pipeline;
-        let cx = Cx {
-            w: &self.wl[wi],
-            entries: &self.inflight[base..base + self.max_pipeline],
-        };
-        let mut t = Tally {
-            st: &mut self.local[wi],
-            g: &mut self.gauges[wi],
-            now,
-        };
-        match c.proto.at_close(&cx, &mut t) {
+        let at_close = self.with_proto(key, now, |p, cx, t| p.at_close(cx, t));
+        let c = &self.conns[key];
+        match at_close {
             AtClose::Complete(r) => {
                 // The close ends the body: a complete response, and then a
                 // server close (handled by `on_response`).
@@ -568,6 +538,26 @@ impl Worker {
             AtClose::Failed(kind) => self.fail(key, kind, now),
             AtClose::Stopped => self.close(key, CloseReason::Shutdown, now),
         }
+    }
+
+    /// Calls slot `key`'s protocol with what it is lent: the workload and
+    /// the slot's in-flight entries, and the workload's counters at `now`.
+    #[inline]
+    pub(super) fn with_proto<R>(
+        &mut self,
+        key: usize,
+        now: u64,
+        f: impl FnOnce(&mut Protocol, &Cx<'_>, &mut Tally<'_>) -> R,
+    ) -> R {
+        let c = &mut self.conns[key];
+        let wi = c.workload as usize;
+        let cx = Cx::of(&self.wl[wi], &self.inflight, key, self.max_pipeline);
+        let mut t = Tally {
+            st: &mut self.local[wi],
+            g: &mut self.gauges[wi],
+            now,
+        };
+        f(&mut c.proto, &cx, &mut t)
     }
 
     /// Arms the open connection's timer for its earliest deadline. Exact

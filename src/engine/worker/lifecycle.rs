@@ -383,14 +383,8 @@ impl Worker {
             }
             State::Open => {
                 if c.proto.deadline().is_some_and(|d| now >= d) {
-                    let wi = c.workload as usize;
-                    let mut t = Tally {
-                        st: &mut self.local[wi],
-                        g: &mut self.gauges[wi],
-                        now,
-                    };
                     // Bytes it made owed (a ping) go out with the pump below.
-                    match c.proto.on_time(&mut t) {
+                    match self.with_proto(key, now, |p, _, t| p.on_time(t)) {
                         Output::Taken | Output::Ready => {}
                         out => {
                             if !self.settle(key, out, now) {
@@ -455,14 +449,7 @@ impl Worker {
     /// handshake the drain waited for is over. Called again after the reset
     /// it does nothing.
     pub(super) fn proto_closed(&mut self, key: usize, now: u64) {
-        let c = &mut self.conns[key];
-        let wi = c.workload as usize;
-        let mut t = Tally {
-            st: &mut self.local[wi],
-            g: &mut self.gauges[wi],
-            now,
-        };
-        if c.proto.closed(&mut t) {
+        if self.with_proto(key, now, |p, _, t| p.closed(t)) {
             self.closing -= 1;
         }
     }

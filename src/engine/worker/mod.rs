@@ -261,7 +261,11 @@ impl WorkloadRt {
             lane_step_ns: None,
             connections: w.connections,
             pipeline: w.conn.pipeline,
-            max_requests: if w.conn.close { Some(1) } else { w.conn.max_requests_per_conn },
+            max_requests: if w.conn.close {
+                Some(1)
+            } else {
+                w.conn.max_requests_per_conn
+            },
             close: w.conn.close,
             close_with_reset: w.conn.close_with_reset,
             max_lifetime_ns: w.conn.max_conn_lifetime.map(|d| d.as_nanos() as u64),

@@ -902,10 +902,7 @@ mod tests {
         let p = plan("ws://127.0.0.1:1/", "");
         let w = WorkloadRt::test(b"", 1, ProtoRt::Ws(p.clone()));
         let entries = [Inflight::default()];
-        let cx = Cx {
-            w: &w,
-            entries: &entries,
-        };
+        let cx = Cx::of(&w, &entries, 0, entries.len());
         let mut st = WorkloadStats::default();
         let mut g = Gauges::default();
         let mut s = upgraded(&p, &mut st, SEC);
