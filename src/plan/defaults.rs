@@ -20,6 +20,12 @@ pub const METHOD: &str = "GET";
 pub const PIPELINE: u16 = 1;
 /// Deepest pipeline accepted.
 pub const MAX_PIPELINE: u16 = 1024;
+/// The shortest TCP keepalive idle time: the kernel counts it in whole
+/// seconds.
+pub const MIN_TCP_KEEPALIVE: Duration = Duration::from_secs(1);
+/// Unanswered TCP keepalive probes before the kernel gives a connection up
+/// (ETIMEDOUT, counted as `timeout`); they go every third of the idle time.
+pub const TCP_KEEPALIVE_PROBES: u32 = 3;
 /// Time a connect may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time a request may wait for its complete response.

@@ -151,6 +151,9 @@ pub fn describe(plan: &Plan) -> String {
         if let Some(d) = w.conn.max_conn_lifetime {
             let _ = writeln!(s, "  churn: connections live about {}", humantime::format_duration(d));
         }
+        if let Some(d) = w.conn.tcp_keepalive {
+            let _ = writeln!(s, "  TCP keepalive after {} idle", humantime::format_duration(d));
+        }
         if !w.thresholds.is_empty() {
             let list: Vec<&str> = w.thresholds.iter().map(|t| t.text.as_str()).collect();
             let _ = writeln!(s, "  thresholds {}", list.join(", "));

@@ -154,6 +154,8 @@ pub struct ConnPolicy {
     pub max_requests_per_conn: Option<u32>,
     /// Planned churn: close after about this long (±10%).
     pub max_conn_lifetime: Option<Duration>,
+    /// TCP keepalive idle time; `None`: off.
+    pub tcp_keepalive: Option<Duration>,
 }
 
 /// One step of a workload's stages.

@@ -48,7 +48,7 @@ impl Worker {
         let c = &mut self.conns[key];
         let w = &self.wl[c.workload as usize];
         let source = (!w.sources.is_empty()).then(|| w.sources[self.shard.local(c.slot) as usize % w.sources.len()]);
-        let addr = w.addr;
+        let (addr, w_keepalive) = (w.addr, w.keepalive);
         self.local[c.workload as usize].counters.connects_started += 1;
         c.generation = self.generations.next();
         c.since = now;
@@ -57,7 +57,7 @@ impl Worker {
         c.proto = Protocol::new(&self.wl[c.workload as usize]);
         let tok = token(key, c.generation);
         self.set_state(key, State::Connecting);
-        let (tcp, done) = match socket::connect(addr, source, self.ports.as_mut()) {
+        let (tcp, done) = match socket::connect(addr, source, w_keepalive, self.ports.as_mut()) {
             Ok(Connecting::InProgress(s)) => (s, false),
             Ok(Connecting::Done(s)) => (s, true),
             Err(kind) => return self.fail(key, kind, now),

@@ -118,6 +118,8 @@ pub struct WorkloadRt {
     pub addr: SocketAddr,
     /// Local addresses to bind, spread by slot.
     pub sources: Vec<IpAddr>,
+    /// `--tcp-keepalive`: the idle time before the kernel probes.
+    pub keepalive: Option<std::time::Duration>,
     /// The request bytes repeated a few times (see [`WorkloadRt::of`]), so
     /// a burst of pipelined requests goes out in one write.
     pub wire: Arc<[u8]>,
@@ -197,6 +199,7 @@ impl WorkloadRt {
         WorkloadRt {
             addr: "127.0.0.1:1".parse().expect("an address"),
             sources: Vec::new(),
+            keepalive: None,
             wire: bytes.repeat(pipeline.max(1) as usize).into(),
             req_len: bytes.len(),
             head: false,
@@ -243,6 +246,7 @@ impl WorkloadRt {
         let mut rt = WorkloadRt {
             addr: w.target.addr,
             sources: w.conn.source_addrs.clone(),
+            keepalive: w.conn.tcp_keepalive,
             wire: if copies == 1 {
                 req.clone()
             } else {
