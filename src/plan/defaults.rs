@@ -20,6 +20,12 @@ pub const METHOD: &str = "GET";
 pub const PIPELINE: u16 = 1;
 /// Deepest pipeline accepted.
 pub const MAX_PIPELINE: u16 = 1024;
+/// The shortest TCP keepalive idle time: the kernel counts it in whole
+/// seconds.
+pub const MIN_TCP_KEEPALIVE: Duration = Duration::from_secs(1);
+/// Unanswered TCP keepalive probes before the kernel gives a connection up
+/// (ETIMEDOUT, counted as `timeout`); they go every third of the idle time.
+pub const TCP_KEEPALIVE_PROBES: u32 = 3;
 /// Time a connect may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time a request may wait for its complete response.
@@ -109,8 +115,9 @@ pub const MAX_WEIGHT: u32 = 10_000;
 pub const WEIGHT: u32 = 1;
 
 // WebSocket
-/// How often a held WebSocket pings the server (`--ws-ping`; `off` never).
-pub const WS_PING: &str = "30s";
+/// How often a held WebSocket pings the server (`--ws-ping`; `off`,
+/// `None`, never).
+pub const WS_PING: Option<Duration> = Some(Duration::from_secs(30));
 /// The largest WebSocket message accepted (`--ws-max-message`), bytes.
 pub const WS_MAX_MESSAGE: u32 = 1024 * 1024;
 /// How long a closing WebSocket waits for the server's close frame at the
@@ -124,7 +131,10 @@ pub const WS_CLOSE_WAIT: Duration = Duration::from_secs(1);
 /// before the next ping would be written into it. Python's `websockets`
 /// waits 20 s, browsers' and proxies' idle timers 30–60 s: soakd, which
 /// looks for sockets that silently died, should notice first.
-pub const WS_PING_TIMEOUT: &str = "10s";
+pub const WS_PING_TIMEOUT: Option<Duration> = Some(Duration::from_secs(10));
+/// The shortest ping interval or ping timeout: pings closer together
+/// would flood a server, and no server answers faster under load.
+pub const MIN_WS_PING: Duration = Duration::from_millis(10);
 
 #[cfg(test)]
 mod tests {

@@ -115,7 +115,7 @@ impl Metric {
 }
 
 /// A trend value in a readable unit: `2.00MiB/min`, `-35.00KiB/h`,
-/// `12.0/h`, `+18.5%` (the one formatting, [`crate::stats::trends::show`]).
+/// `12.0/h`, `+18.5%` (the one formatting, [`crate::stats::trends_text::show`]).
 pub fn show_trend(unit: Unit, v: f64) -> String {
     let unit = match unit {
         Unit::BytesPerSecond => "bytes/s",
@@ -123,7 +123,7 @@ pub fn show_trend(unit: Unit, v: f64) -> String {
         Unit::Relative => "relative",
         Unit::Seconds | Unit::Ratio | Unit::Count => return format!("{v}"),
     };
-    crate::stats::trends::show(unit, v)
+    crate::stats::trends_text::show(unit, v)
 }
 
 /// A comparison.

@@ -18,11 +18,15 @@ mod h2;
 mod kinds;
 mod point_counts;
 pub mod rank;
+mod resources;
 pub mod saved;
+mod sparse;
 mod timeline;
+mod timeline_json;
 mod totals;
 pub mod trend;
 pub mod trends;
+pub mod trends_text;
 mod ws;
 
 use std::sync::Mutex;
@@ -33,7 +37,8 @@ use serde::{Deserialize, Serialize};
 
 pub use h2::H2Stats;
 pub use kinds::{CheckKind, CloseReason, ErrorKind, StatusClass};
-pub use timeline::{PointJson, ProcSample, Resources, Timeline, TimelineJson};
+pub use timeline::{ProcSample, Resources, Timeline};
+pub use timeline_json::{PointJson, TimelineJson};
 pub use ws::WsStats;
 // WebSocket: silences per timeline interval
 pub use timeline::BASE_INTERVAL;
@@ -407,6 +412,9 @@ pub struct Gauges {
     /// The lowest SETTINGS_MAX_CONCURRENT_STREAMS a server announced (0:
     /// none seen).
     pub h2_streams_limit: u32,
+    /// Established connections by the HTTP version they speak: HTTP/1.1
+    /// (WebSocket included), HTTP/2.
+    pub http_open: [u64; 2],
 }
 
 impl Gauges {
@@ -421,6 +429,8 @@ impl Gauges {
         self.tls_version = self.tls_version.max(o.tls_version);
         self.tls_suite = self.tls_suite.max(o.tls_suite);
         self.http_version = self.http_version.max(o.http_version);
+        self.http_open[0] += o.http_open[0];
+        self.http_open[1] += o.http_open[1];
         self.h2_streams_limit = match (self.h2_streams_limit, o.h2_streams_limit) {
             (0, b) => b,
             (a, 0) => a,
@@ -507,6 +517,7 @@ mod tests {
                 "ws_ping_timeout",
                 "h2_header_list_too_large",
                 "h2_retries_exhausted",
+                "send_stalled",
             ]
         );
         for (i, k) in ErrorKind::ALL.iter().enumerate() {

@@ -14,7 +14,7 @@
 //!
 //! Histograms: a point keeps its latency and schedule-lag distributions as
 //! sparse lists of log-spaced buckets (2.2% wide, [`Sparse`]), at most
-//! [`MAX_BUCKETS`] each, rather than as full histograms. A full 3-digit
+//! [`MAX_BUCKETS`](super::sparse::MAX_BUCKETS) each, rather than as full histograms. A full 3-digit
 //! histogram of soakd's range (1 µs to 1 h) is ~200 KB; even a sparse
 //! 2-digit HdrHistogram list cost ~26 KiB a point under churn (a spread of
 //! connect and request latencies), so a full timeline was ~26 MB, more
@@ -46,12 +46,12 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use hdrhistogram::Histogram;
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
 use super::point_counts::PointCounts;
-use super::{ErrorKind, HIST_MAX_US, StatusClass, WorkloadStats};
+pub use super::resources::{ProcSample, Resources};
+pub use super::sparse::Sparse;
+use super::{HIST_MAX_US, WorkloadStats};
 
 /// Length of a point until the first coarsening.
 pub const BASE_INTERVAL: Duration = Duration::from_secs(1);
@@ -60,20 +60,6 @@ pub const MAX_POINTS: usize = 1000;
 /// Significant digits of the histograms a point is filled in (converted
 /// to [`Sparse`] buckets when it closes).
 const POINT_DIGITS: u8 = 2;
-/// Buckets of a [`Sparse`] per doubling of the value: each is 2^(1/32)
-/// wide (2.2%), so a quantile read at its geometric middle is within
-/// ±1.1% of the true value.
-const PER_DOUBLING: f64 = 32.0;
-/// Most buckets a [`Sparse`] keeps: 256 buckets span a factor of 256
-/// (8 doublings) at full resolution; beyond that the lowest buckets fold
-/// into the lowest one kept, so the median and the tail stay exact to the
-/// bucket and only the far low end (under a 256th of the maximum) reads
-/// high. With two distributions that is at most 3 KiB of buckets a point.
-/// (It was cut to 224 while a point carried the whole `Counters`, HTTP/2's
-/// codes included; a point now keeps only the [`PointCounts`] the
-/// timeline reads, 216 bytes where that was 560, and the worst point is
-/// 4,048 bytes.)
-pub const MAX_BUCKETS: usize = 256;
 /// The bound on a point's memory, the point itself and its heap
 /// (`a_week_stays_small`, `the_worst_point_fits`).
 pub const POINT_BYTES: usize = 4096;
@@ -81,172 +67,9 @@ pub const POINT_BYTES: usize = 4096;
 /// the point's 4 KiB); later workloads are in the run-wide figures only.
 pub const MAX_WORKLOADS: usize = 16;
 
-/// A latency distribution as log-spaced buckets: each bucket's index
-/// (⌈log₂(µs)·32⌉, so 0 ..= 1,016 for 1 µs .. 1 h) and its count,
-/// ascending by index, no zero counts, at most [`MAX_BUCKETS`]. 6 bytes a
-/// bucket. Counts saturate at u32: 4·10⁹ samples in one 2%-wide bucket of
-/// one point would take a million requests per second into that bucket
-/// for over an hour.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Sparse {
-    index: Vec<u16>,
-    counts: Vec<u32>,
-}
-
-/// The bucket index of `us` microseconds.
-fn bucket_of(us: u64) -> u16 {
-    ((us.max(1) as f64).log2() * PER_DOUBLING).ceil() as u16
-}
-
-impl Sparse {
-    /// The buckets of `h` (a [`point_histogram`]): each HDR bucket's
-    /// count goes to the log bucket of its middle value.
-    fn of(h: &Histogram<u64>) -> Sparse {
-        let mut s = Sparse::default();
-        for v in h.iter_recorded() {
-            let b = bucket_of(h.median_equivalent(v.value_iterated_to()));
-            let c = v.count_at_value().min(u64::from(u32::MAX)) as u32;
-            if s.index.last() == Some(&b) {
-                let last = s.counts.last_mut().expect("index and counts have one length");
-                *last = last.saturating_add(c);
-            } else {
-                s.index.push(b);
-                s.counts.push(c);
-            }
-        }
-        s.cap();
-        s
-    }
-
-    /// Folds the lowest buckets into the lowest one kept until at most
-    /// [`MAX_BUCKETS`] are left, and frees the spare capacity.
-    fn cap(&mut self) {
-        if self.index.len() > MAX_BUCKETS {
-            let cut = self.index.len() - MAX_BUCKETS;
-            let folded = self.counts[..=cut].iter().fold(0u32, |a, c| a.saturating_add(*c));
-            self.index.drain(..cut);
-            self.counts.drain(..cut);
-            self.counts[0] = folded;
-        }
-        self.index.shrink_to_fit();
-        self.counts.shrink_to_fit();
-    }
-
-    /// Samples in the distribution.
-    pub fn len(&self) -> u64 {
-        self.counts.iter().map(|c| u64::from(*c)).sum()
-    }
-
-    /// True when nothing was recorded.
-    pub fn is_empty(&self) -> bool {
-        self.counts.is_empty()
-    }
-
-    /// Merges `other` into `self` (sorted merge of the two bucket lists).
-    fn merge(&mut self, other: &Sparse) {
-        if other.is_empty() {
-            return;
-        }
-        let mut out = Sparse {
-            index: Vec::with_capacity(self.index.len() + other.index.len()),
-            counts: Vec::with_capacity(self.index.len() + other.index.len()),
-        };
-        let (mut i, mut j) = (0, 0);
-        while i < self.index.len() || j < other.index.len() {
-            let a = self.index.get(i).copied().unwrap_or(u16::MAX);
-            let b = other.index.get(j).copied().unwrap_or(u16::MAX);
-            let take_a = i < self.index.len() && (j >= other.index.len() || a <= b);
-            let take_b = j < other.index.len() && (i >= self.index.len() || b <= a);
-            let mut count = 0u32;
-            if take_a {
-                count = count.saturating_add(self.counts[i]);
-                i += 1;
-            }
-            if take_b {
-                count = count.saturating_add(other.counts[j]);
-                j += 1;
-            }
-            out.index.push(if take_a { a } else { b });
-            out.counts.push(count);
-        }
-        out.cap();
-        *self = out;
-    }
-
-    /// The value at quantile `q` in µs: the geometric middle of the bucket
-    /// holding the ⌈q·n⌉-th sample (as HdrHistogram picks the sample);
-    /// `None` when empty.
-    pub fn quantile_us(&self, q: f64) -> Option<u64> {
-        let n = self.len();
-        if n == 0 {
-            return None;
-        }
-        let rank = ((q.clamp(0.0, 1.0) * n as f64).ceil() as u64).max(1);
-        let mut seen = 0;
-        let mid = |b: u16| {
-            if b == 0 {
-                1
-            } else {
-                2f64.powf((f64::from(b) - 0.5) / PER_DOUBLING).round() as u64
-            }
-        };
-        for (b, c) in self.index.iter().zip(&self.counts) {
-            seen += u64::from(*c);
-            if seen >= rank {
-                return Some(mid(*b));
-            }
-        }
-        self.index.last().map(|b| mid(*b))
-    }
-
-    /// Heap bytes held.
-    fn heap_bytes(&self) -> usize {
-        self.index.capacity() * 2 + self.counts.capacity() * 4
-    }
-}
-
 /// A histogram at the points' resolution (1 µs to 1 h, 2 digits).
 fn point_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, HIST_MAX_US, POINT_DIGITS).expect("valid histogram bounds")
-}
-
-/// One process of the server under test (`--target-pid`) as /proc saw it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProcSample {
-    /// The process.
-    pub pid: u32,
-    /// Resident memory, bytes.
-    pub rss_bytes: u64,
-    /// User and system CPU time, milliseconds (the report gives seconds).
-    #[serde(rename = "cpu_seconds", with = "millis_as_seconds")]
-    pub cpu_ms: u64,
-    /// Open descriptors; `None` when /proc/PID/fd is not readable.
-    pub open_fds: Option<u64>,
-}
-
-/// `cpu_ms` written as seconds.
-mod millis_as_seconds {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(ms: &u64, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_f64(*ms as f64 / 1e3)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-        Ok((f64::deserialize(d)?.max(0.0) * 1e3).round() as u64)
-    }
-}
-
-/// What the processes of a run looked like at one moment: the server
-/// under test (one entry per `--target-pid` that could be read) and soakd
-/// itself, whose memory must stay flat too.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Resources {
-    /// The `--target-pid` processes, in the order given.
-    pub targets: Vec<ProcSample>,
-    /// soakd's own resident memory, bytes.
-    pub soakd_rss_bytes: Option<u64>,
 }
 
 /// One workload's share of a point (runs with several workloads).
@@ -537,6 +360,11 @@ impl Timeline {
         self.started_at
     }
 
+    /// Most points kept before neighbours merge.
+    pub fn max_points(&self) -> usize {
+        self.max_points
+    }
+
     /// Current length of a point.
     pub fn interval(&self) -> Duration {
         self.interval
@@ -609,20 +437,6 @@ impl Timeline {
         self.filling = Filling::new(now.max(from));
         self.last_tick = now.max(from);
     }
-
-    /// The JSON form the report embeds.
-    pub fn to_json(&self) -> TimelineJson {
-        TimelineJson {
-            started_at: humantime::format_rfc3339_millis(self.started_at).to_string(),
-            started_at_unix_seconds: self
-                .started_at
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64()),
-            interval_seconds: self.interval.as_secs_f64(),
-            max_points: self.max_points,
-            points: self.points().iter().map(|p| PointJson::of(p)).collect(),
-        }
-    }
 }
 
 impl Default for Timeline {
@@ -645,152 +459,11 @@ pub struct TimelineSaved {
     pub points: Vec<Arc<Point>>,
 }
 
-/// The report's `timeline` object.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct TimelineJson {
-    /// Wall-clock start of the run, RFC 3339 UTC (aligns shards of a soak).
-    pub started_at: String,
-    /// The same as seconds since the Unix epoch.
-    pub started_at_unix_seconds: f64,
-    /// Length of a point at the end of the run (1 s doubled once per
-    /// coarsening).
-    pub interval_seconds: f64,
-    /// Most points kept.
-    pub max_points: usize,
-    /// The points, oldest first.
-    #[serde(serialize_with = "one_line_each")]
-    pub points: Vec<PointJson>,
-}
-
-/// A sequence whose elements are each written as compact JSON: the report
-/// is pretty-printed, and a point spread over 20 indented lines would
-/// triple its size. With this a point is one line. (Reading it back is
-/// the plain derived `Deserialize`.)
-fn one_line_each<T: Serialize, S: serde::Serializer>(items: &[T], ser: S) -> Result<S::Ok, S::Error> {
-    use serde::ser::Error as _;
-    let mut raw = Vec::with_capacity(items.len());
-    for item in items {
-        let text = serde_json::to_string(item).map_err(S::Error::custom)?;
-        raw.push(serde_json::value::RawValue::from_string(text).map_err(S::Error::custom)?);
-    }
-    ser.collect_seq(raw)
-}
-
-fn is_false(b: &bool) -> bool {
-    !*b
-}
-
-/// Nonzero counts by name (absent = 0).
-pub type NonZero = BTreeMap<String, u64>;
-
-/// One point of the report's timeline. Seconds throughout; latency fields
-/// are `null` when the point completed no request.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct PointJson {
-    /// Start, seconds since the run started.
-    pub t: f64,
-    /// Length in seconds.
-    pub seconds: f64,
-    /// Requests sent.
-    pub sent: u64,
-    /// Complete responses.
-    pub completed: u64,
-    /// Responses by class (only classes seen).
-    pub responses: NonZero,
-    /// Errors by kind (only kinds seen).
-    pub errors: NonZero,
-    /// Connections open at the point's end.
-    pub open: u64,
-    /// Fewest connections open during the point.
-    pub open_min: u64,
-    /// Latency median.
-    pub p50: Option<f64>,
-    /// Latency 90th percentile.
-    pub p90: Option<f64>,
-    /// Latency 99th percentile.
-    pub p99: Option<f64>,
-    /// Latency maximum.
-    pub max: Option<f64>,
-    /// Schedule lag 99th percentile.
-    pub lag_p99: Option<f64>,
-    /// The `--target-pid` processes as last sampled in the point (none
-    /// without `--target-pid`, or in a report from a soakd before it).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub targets: Vec<ProcSample>,
-    /// soakd's own resident memory, bytes (`null` when not sampled).
-    #[serde(default)]
-    pub soakd_rss_bytes: Option<u64>,
-    /// The point holds time when soakd was not running (it was killed
-    /// and continued from its `--state`): its counts miss that time.
-    /// Absent when false.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub gap: bool,
-    /// Each workload's share, in the report's workload order (only in a
-    /// run with several workloads; the first [`MAX_WORKLOADS`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub workloads: Vec<WorkloadPointJson>,
-}
-
-/// One workload's share of a point in the report.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct WorkloadPointJson {
-    /// Complete responses.
-    pub completed: u64,
-    /// Errors, all kinds.
-    pub errors: u64,
-    /// Latency median, seconds.
-    pub p50: Option<f64>,
-    /// Latency 99th percentile, seconds.
-    pub p99: Option<f64>,
-}
-
-impl PointJson {
-    fn of(p: &Point) -> PointJson {
-        let secs = |s: &Sparse, q: f64| s.quantile_us(q).map(|us| us as f64 / 1e6);
-        let named = |names: &[&'static str], counts: &[u64]| -> NonZero {
-            names
-                .iter()
-                .zip(counts)
-                .filter(|(_, c)| **c > 0)
-                .map(|(n, c)| (n.to_string(), *c))
-                .collect()
-        };
-        // Rounded to the millisecond: the JSON stays short and nothing
-        // finer is meaningful for a point's start.
-        let ms = |d: Duration| (d.as_millis() as f64) / 1e3;
-        PointJson {
-            t: ms(p.start),
-            seconds: ms(p.length),
-            sent: p.counters.sent,
-            completed: p.counters.completed,
-            responses: named(&StatusClass::ALL.map(StatusClass::name), &p.counters.responses),
-            errors: named(&ErrorKind::ALL.map(ErrorKind::name), &p.counters.errors),
-            open: p.open,
-            open_min: p.open_min,
-            p50: secs(&p.latency, 0.5),
-            p90: secs(&p.latency, 0.9),
-            p99: secs(&p.latency, 0.99),
-            max: secs(&p.latency, 1.0),
-            lag_p99: secs(&p.lag, 0.99),
-            targets: p.resources.targets.clone(),
-            soakd_rss_bytes: p.resources.soakd_rss_bytes,
-            gap: p.gap,
-            workloads: p
-                .workloads
-                .iter()
-                .map(|w| WorkloadPointJson {
-                    completed: w.completed,
-                    errors: w.errors,
-                    p50: w.p50_us.map(|us| f64::from(us.get()) / 1e6),
-                    p99: w.p99_us.map(|us| f64::from(us.get()) / 1e6),
-                })
-                .collect(),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::ErrorKind;
+    use super::super::sparse::MAX_BUCKETS;
+    use super::super::timeline_json::PointJson;
     use super::*;
     use proptest::prelude::*;
 

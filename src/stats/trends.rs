@@ -43,12 +43,10 @@
 //! points' JSON form, so a merged report or one read back from a file
 //! gives the same trends, whatever the points' spacing.
 
-use std::fmt::Write as _;
-
 use serde::{Deserialize, Serialize};
 
 use super::rank::{mann_whitney_dependent, median, ranks};
-use super::timeline::{PointJson, TimelineJson, WorkloadPointJson};
+use super::timeline_json::{PointJson, TimelineJson, WorkloadPointJson};
 use super::trend::{MIN_POINTS, theil_sen};
 
 /// Fewest points in each drift window.
@@ -212,124 +210,6 @@ impl Trends {
             .find(|d| d.metric == metric)
             .map(|d| one(d.drift, d.significant, &d.not_judged))
     }
-}
-
-/// A trend value of `unit` (`bytes/s`, `1/s`, `relative`) in a readable
-/// unit: `2.00MiB/min`, `-35.00KiB/h`, `12.0/h`, `+18.5%`.
-pub fn show(unit: &str, v: f64) -> String {
-    match unit {
-        "bytes/s" => {
-            let (per, secs) = if v.abs() * 60.0 >= 1048576.0 {
-                ("min", 60.0)
-            } else {
-                ("h", 3600.0)
-            };
-            let x = v * secs;
-            let (size, bytes) = [("GiB", 1073741824.0), ("MiB", 1048576.0), ("KiB", 1024.0)]
-                .into_iter()
-                .find(|(_, b)| x.abs() >= *b)
-                .unwrap_or(("B", 1.0));
-            format!("{:.2}{size}/{per}", x / bytes)
-        }
-        "1/s" if v.abs() * 60.0 >= 10.0 => format!("{:.1}/min", v * 60.0),
-        "1/s" => format!("{:.1}/h", v * 3600.0),
-        _ => format!("{:+.1}%", v * 100.0),
-    }
-}
-
-/// Seconds as the summary writes latencies.
-fn secs(v: f64) -> String {
-    if v < 1e-3 {
-        format!("{:.0}µs", v * 1e6)
-    } else if v < 1.0 {
-        format!("{:.2}ms", v * 1e3)
-    } else {
-        format!("{v:.2}s")
-    }
-}
-
-impl Trends {
-    /// The text summary's `trends` lines: slope or drift, its interval or
-    /// windows, p-value, significant or not (nothing without trends).
-    pub fn summary(&self) -> String {
-        let mut s = String::new();
-        if self.slopes.is_empty() && self.drifts.is_empty() {
-            return s;
-        }
-        let _ = writeln!(
-            s,
-            "  trends (after {:.0} s of ramp and warmup)",
-            self.steady_from_seconds
-        );
-        let sig = |p: Option<f64>, yes: bool| match p {
-            Some(p) if yes => format!("p={p:.2e}, significant"),
-            Some(p) => format!("p={p:.2}, not significant"),
-            None => String::new(),
-        };
-        for x in &self.slopes {
-            let v = |v: Option<f64>| v.map_or("-".into(), |v| show(&x.unit, v));
-            let _ = match &x.not_judged {
-                Some(why) => writeln!(s, "    {:<20} - ({why})", x.metric),
-                None => writeln!(
-                    s,
-                    "    {:<20} {} (95% {} .. {}) over {} points, {}",
-                    x.metric,
-                    v(x.slope),
-                    v(x.low),
-                    v(x.high),
-                    x.points,
-                    sig(x.p_value, x.significant)
-                ),
-            };
-        }
-        for d in &self.drifts {
-            drift_line(&mut s, "    ", d);
-        }
-        for w in &self.workloads {
-            let _ = writeln!(s, "    workload {}", w.workload);
-            for d in &w.drifts {
-                drift_line(&mut s, "      ", d);
-            }
-        }
-        s
-    }
-}
-
-/// One drift's summary line.
-fn drift_line(s: &mut String, indent: &str, d: &Drift) {
-    let sig = |p: Option<f64>, yes: bool| match p {
-        Some(p) if yes => format!("p={p:.2e}, significant"),
-        Some(p) => format!("p={p:.2}, not significant"),
-        None => String::new(),
-    };
-    let v = |v: Option<f64>| match v {
-        None => "-".to_string(),
-        Some(v) if d.unit == "seconds" => secs(v),
-        Some(v) => format!("{:.3}%", v * 100.0),
-    };
-    let verdict = match d.generator_lag {
-        Some(lag) if d.excused_by_lag => format!(
-            "not judged: soakd's own schedule lag ({}) is half the change or more",
-            secs(lag)
-        ),
-        _ => sig(d.p_value, d.significant),
-    };
-    let _ = match &d.not_judged {
-        Some(why) => writeln!(s, "{indent}{:<20} - ({why})", d.metric),
-        None => writeln!(
-            s,
-            "{indent}{:<20} {} ({} in {:.0}-{:.0} s → {} in {:.0}-{:.0} s), {}",
-            d.metric,
-            d.drift.map_or("-".into(), |x| show("relative", x)),
-            v(d.first),
-            d.first_window[0],
-            d.first_window[1],
-            v(d.last),
-            d.last_window[0],
-            d.last_window[1],
-            verdict
-        ),
-    };
 }
 
 /// The points of the steady part: started at or after `from`, ended by
