@@ -81,6 +81,10 @@ fn run_then(
     reload: Option<Reload>,
     at_end: impl FnOnce(&Report) -> Result<(), Error>,
 ) -> Result<Report, Error> {
+    let mut plan = plan;
+    // A gRPC schema from the server's reflection service: fetched before
+    // anything else opens, its refusals bad input like the rest.
+    crate::reflection::complete(&mut plan)?;
     preflight::check(&plan)?;
     // After preflight (a refused plan must not move a state aside), before
     // anything opens: a state that cannot be continued is bad input.

@@ -347,6 +347,27 @@ workload_settings! {
     /// close 1011), or `off`.
     ws_ping_timeout: Option<OrOff> as PingDur, shown defaults::WS_PING_TIMEOUT,
         flag "ws-ping-timeout", into ws.ping_timeout, reload recycle;
+    // gRPC
+    /// grpc://: the method to call, package.Service/Method.
+    call: Option<String> as Text, flag "call", into grpc.call, reload recycle;
+    /// grpc://: a .proto file holding the method (repeatable), compiled
+    /// in-process; with neither this nor --protoset, the server's
+    /// reflection service is asked.
+    proto: Vec<std::path::PathBuf> as Files, flag "proto", into grpc.proto, reload recycle;
+    /// grpc://: where --proto files' imports are found (repeatable;
+    /// default: each file's directory).
+    import_path: Vec<std::path::PathBuf> as Files, flag "import-path", into grpc.import_path,
+        reload recycle;
+    /// grpc://: the schema as a FileDescriptorSet (protoc
+    /// --include_imports --descriptor_set_out).
+    protoset: Option<std::path::PathBuf> as File, flag "protoset", into grpc.protoset, reload recycle;
+    /// grpc://: the request message as protobuf's canonical JSON [default:
+    /// the empty message].
+    data: Option<String> as Text, flag "data", into grpc.data, reload recycle;
+    /// grpc://: the request message as JSON read from FILE.
+    data_file: Option<std::path::PathBuf> as File, flag "data-file", into grpc.data_file, reload recycle;
+    /// grpc://: the request message already encoded, read from FILE.
+    data_bin: Option<std::path::PathBuf> as File, flag "data-bin", into grpc.data_bin, reload recycle;
 
     file_only {
         /// The `target` label; `host:port` when absent.

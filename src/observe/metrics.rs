@@ -93,6 +93,9 @@ pub struct WorkloadSnapshot {
     pub ws: WsSnapshot,
     /// HTTP/2 figures (zero until the target's first HTTP/2 event).
     pub h2: H2Stats,
+    /// A gRPC target's method (`package.Service/Method`); `None` for
+    /// other targets, which have no `soakd_grpc_*` series.
+    pub grpc_method: Option<String>,
 }
 
 impl WorkloadSnapshot {

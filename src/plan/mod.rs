@@ -91,6 +91,8 @@ pub struct Target {
     /// what is sent, so a change of it recycles connections like a change
     /// of the requests).
     pub ws: Option<std::sync::Arc<WsPlan>>,
+    /// `grpc://`/`grpcs://`: the call (part of what is sent, like `ws`).
+    pub grpc: Option<std::sync::Arc<grpc::GrpcTarget>>,
 }
 
 /// One load: a target, a connection count and a load model.
@@ -418,6 +420,8 @@ pub struct WorkloadSpec {
     pub h2_window: u32,
     /// WebSocket settings (only for `ws://`/`wss://` URLs).
     pub ws: WsSpec,
+    /// gRPC settings (only for `grpc://`/`grpcs://` URLs).
+    pub grpc: grpc::GrpcSpec,
 }
 
 impl WorkloadSpec {
@@ -431,6 +435,7 @@ impl WorkloadSpec {
             other => other,
         };
         let parsed = parse_url(&self.url).map_err(in_url)?;
+        let http = self.http_of(&parsed, key)?;
         let tls = if parsed.tls {
             let mut t = tls::build(&self.tls, &parsed.host, key)?;
             if let Some(config) = std::sync::Arc::get_mut(&mut t.config) {
@@ -439,7 +444,7 @@ impl WorkloadSpec {
                 config.alpn_protocols = if parsed.ws {
                     HttpVersion::Http11.alpn()
                 } else {
-                    self.http.alpn()
+                    http.alpn()
                 };
             }
             Some(t)
@@ -509,7 +514,13 @@ impl WorkloadSpec {
             )));
         }
         let ws = ws::build(&self.ws, &parsed, &self.headers, self.model, key)?.map(std::sync::Arc::new);
-        let requests = self.render_requests(&parsed, key)?;
+        let (grpc, requests) = if parsed.grpc {
+            let (t, requests) =
+                grpc::build_workload(&self.grpc, &parsed, &self.headers, self.conn.request_timeout, key)?;
+            (Some(std::sync::Arc::new(t)), requests)
+        } else {
+            (None, self.render_requests(&parsed, key)?)
+        };
         let name = self.name.unwrap_or_else(|| {
             if parsed.host.contains(':') {
                 format!("[{}]:{}", parsed.host, parsed.port)
@@ -525,6 +536,7 @@ impl WorkloadSpec {
                 requests,
                 tls,
                 ws,
+                grpc,
             },
             connections: self.connections,
             ramp: self.ramp,
@@ -536,7 +548,7 @@ impl WorkloadSpec {
             stages: self.stages,
             then_stop: self.then_stop,
             thresholds: self.thresholds,
-            http: self.http,
+            http,
             streams: self.streams,
             h2_window: self.h2_window,
         })
@@ -544,6 +556,47 @@ impl WorkloadSpec {
 }
 
 impl WorkloadSpec {
+    /// The HTTP version the workload speaks: gRPC is HTTP/2 only, and its
+    /// settings are refused on other URLs (and the HTTP request's on it).
+    fn http_of(&self, parsed: &ParsedUrl, key: &dyn Fn(&str) -> String) -> Result<HttpVersion, Error> {
+        if !parsed.grpc {
+            if let Some(first) = self.grpc.given().first() {
+                return Err(Error::Usage(format!(
+                    "{} is a gRPC setting, but {:?} is not a grpc:// or grpcs:// URL; use one or drop it",
+                    key(first),
+                    self.url
+                )));
+            }
+            return Ok(self.http);
+        }
+        if self.http == HttpVersion::Http11 {
+            return Err(Error::Usage(format!(
+                "{} 1.1 cannot be used with a grpc:// URL: gRPC runs on HTTP/2 only; drop {}",
+                key("http"),
+                key("http")
+            )));
+        }
+        let refused = [
+            (!self.requests.is_empty(), "requests"),
+            (self.body.is_some(), "body"),
+            (self.body_file.is_some(), "body_file"),
+            (self.method != defaults::METHOD, "method"),
+            (self.conn.close, "close"),
+            (self.conn.pipeline > 1, "pipeline"),
+        ];
+        if let Some((_, k)) = refused.iter().find(|(given, _)| *given) {
+            return Err(Error::Usage(format!(
+                "{} cannot be used with a grpc:// URL: the call is {}, its message {}, {} or {}; drop it",
+                key(k),
+                key("call"),
+                key("data"),
+                key("data_file"),
+                key("data_bin")
+            )));
+        }
+        Ok(HttpVersion::Http2)
+    }
+
     /// Reads the bodies and renders every request of the workload: the
     /// mix, or the one request of the URL.
     fn render_requests(&self, parsed: &ParsedUrl, key: &dyn Fn(&str) -> String) -> Result<Vec<Request>, Error> {

@@ -15,6 +15,8 @@ pub struct ParsedUrl {
     pub tls: bool,
     /// `ws://` or `wss://`: connections upgrade to WebSocket.
     pub ws: bool,
+    /// `grpc://` or `grpcs://`: gRPC calls over HTTP/2.
+    pub grpc: bool,
     /// Value for the Host header: host, plus `:port` when not the scheme's
     /// default.
     pub host_header: String,
@@ -30,14 +32,16 @@ pub fn parse_url(value: &str) -> Result<ParsedUrl, Error> {
             "URL {value:?} is not valid ({e}); expected something like http://127.0.0.1:8080/path"
         ))
     })?;
-    let (tls, ws) = match url.scheme() {
-        "http" => (false, false),
-        "https" => (true, false),
-        "ws" => (false, true),
-        "wss" => (true, true),
+    let (tls, ws, grpc) = match url.scheme() {
+        "http" => (false, false, false),
+        "https" => (true, false, false),
+        "ws" => (false, true, false),
+        "wss" => (true, true, false),
+        "grpc" => (false, false, true),
+        "grpcs" => (true, false, true),
         other => {
             return Err(Error::Usage(format!(
-                "URL {value:?}: scheme {other:?} is not supported; expected http://, https://, ws:// or wss://"
+                "URL {value:?}: scheme {other:?} is not supported; expected http://, https://, ws://, wss://, grpc:// or grpcs://"
             )));
         }
     };
@@ -58,14 +62,26 @@ pub fn parse_url(value: &str) -> Result<ParsedUrl, Error> {
         Some(h) => h.to_string(),
         None => return Err(Error::Usage(format!("URL {value:?} has no host"))),
     };
-    let port = url.port_or_known_default().unwrap_or(80);
+    let port = match url.port_or_known_default() {
+        Some(p) => p,
+        None if grpc => {
+            return Err(Error::Usage(format!(
+                "URL {value:?} has no port, and gRPC has no default one; add it (grpc://host:50051)"
+            )));
+        }
+        None => 80,
+    };
     let host_header = match (url.host(), url.port()) {
         (Some(url::Host::Ipv6(a)), Some(p)) => format!("[{a}]:{p}"),
         (Some(url::Host::Ipv6(a)), None) => format!("[{a}]"),
         (_, Some(p)) => format!("{host}:{p}"),
         (_, None) => host.clone(),
     };
-    let mut target = url.path().to_string();
+    // A scheme the url crate does not know (grpc) may have an empty path.
+    let mut target = match url.path() {
+        "" => "/".to_string(),
+        p => p.to_string(),
+    };
     if let Some(q) = url.query() {
         target.push('?');
         target.push_str(q);
@@ -75,6 +91,7 @@ pub fn parse_url(value: &str) -> Result<ParsedUrl, Error> {
         port,
         tls,
         ws,
+        grpc,
         host_header,
         target,
     })

@@ -110,6 +110,35 @@ pub struct Fetched {
     pub files: usize,
 }
 
+/// Completes every gRPC workload of `plan` whose schema is the server's:
+/// fetches it (within the workload's connect timeout, at least 5 s) and
+/// makes the call's request. A plan with none is left as it is.
+pub fn complete(plan: &mut crate::plan::Plan) -> Result<(), crate::Error> {
+    for w in &mut plan.workloads {
+        let Some(g) = w.target.grpc.as_deref().filter(|g| g.pending()) else {
+            continue;
+        };
+        let mut g = g.clone();
+        let ep = Endpoint {
+            addr: w.target.addr,
+            authority: g.authority.clone(),
+            tls: w.target.tls.clone(),
+            source: w.conn.source_addrs.first().copied(),
+        };
+        let service = g.given.trim_start_matches('/');
+        let service = service
+            .rsplit_once('/')
+            .or_else(|| service.rsplit_once('.'))
+            .map_or(service, |(s, _)| s)
+            .to_string();
+        let timeout = w.conn.connect_timeout.max(Duration::from_secs(5));
+        let fetched = fetch_schema(&ep, &[&service], timeout)?;
+        w.target.requests = crate::plan::grpc::finish(&mut g, &fetched.schema)?;
+        w.target.grpc = Some(std::sync::Arc::new(g));
+    }
+    Ok(())
+}
+
 /// Fetches the files that define `services` (full names, `pkg.Service`)
 /// and all they import from `ep`'s reflection service, within `timeout`.
 pub fn fetch_schema(ep: &Endpoint, services: &[&str], timeout: Duration) -> Result<Fetched, ReflectionError> {

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::stats::{Gauges, H2Code, H2Stats};
+use crate::wire::grpc::Code;
 
 /// A workload's HTTP figures.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -32,6 +33,33 @@ pub struct HttpFigures {
     pub resets: BTreeMap<String, u64>,
     /// Requests sent again on a new connection (GOAWAY, REFUSED_STREAM).
     pub retried: u64,
+    /// A gRPC workload's calls (`null` for other workloads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<GrpcFigures>,
+}
+
+/// A gRPC workload's figures: its method and its calls by status code.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct GrpcFigures {
+    /// `package.Service/Method`.
+    pub method: String,
+    /// Calls that ended, by status code label (every code, 0 included).
+    pub calls: BTreeMap<String, u64>,
+}
+
+impl GrpcFigures {
+    /// The figures of `method` from a workload's HTTP/2 counters.
+    pub fn of(method: &str, h2: Option<&H2Stats>) -> GrpcFigures {
+        let h2 = h2.copied().unwrap_or_default();
+        GrpcFigures {
+            method: method.to_string(),
+            calls: Code::ALL
+                .iter()
+                .map(|c| (c.label().to_string(), h2.grpc_calls[*c as usize]))
+                .collect(),
+        }
+    }
 }
 
 impl HttpFigures {
@@ -58,6 +86,7 @@ impl HttpFigures {
             goaways: by_code(&h2.goaways),
             resets: by_code(&h2.resets),
             retried: h2.retried,
+            grpc: None,
         }
     }
 
@@ -82,6 +111,13 @@ impl HttpFigures {
             goaways: add(&self.goaways, &o.goaways),
             resets: add(&self.resets, &o.resets),
             retried: self.retried + o.retried,
+            grpc: match (&self.grpc, &o.grpc) {
+                (Some(a), Some(b)) => Some(GrpcFigures {
+                    method: a.method.clone(),
+                    calls: add(&a.calls, &b.calls),
+                }),
+                (a, b) => a.clone().or_else(|| b.clone()),
+            },
         }
     }
 }

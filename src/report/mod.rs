@@ -629,6 +629,11 @@ impl Report {
                     http: http::HttpFigures {
                         requested: Some(w.http.name().into()),
                         streams: w.streams,
+                        grpc: w
+                            .target
+                            .grpc
+                            .as_deref()
+                            .map(|g| http::GrpcFigures::of(g.method_name(), t.stats[wi].h2.as_deref())),
                         ..http::HttpFigures::of(t.stats[wi].h2.as_deref(), &t.gauges[wi])
                     },
                     ws: WsFigures::of(w.target.ws.as_deref(), &t.stats[wi]),

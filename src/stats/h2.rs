@@ -1,6 +1,6 @@
 //! What an HTTP/2 workload counts beyond requests: GOAWAYs and stream
-//! resets by error code, and the requests sent again because the server
-//! said it had not processed them.
+//! resets by error code, the requests sent again because the server
+//! said it had not processed them, and gRPC calls by status code.
 //!
 //! These live beside the [`Counters`](super::Counters), not in them: the
 //! counters are summed into every timeline point, and two arrays of 15
@@ -19,6 +19,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::H2Code;
+use crate::wire::grpc::Code as GrpcCode;
 
 /// HTTP/2 counters of one workload.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,6 +32,9 @@ pub struct H2Stats {
     /// Requests sent again on a new connection after a GOAWAY or
     /// REFUSED_STREAM said they were not processed.
     pub retried: u64,
+    /// gRPC calls that ended, by status code (a gRPC workload's calls ride
+    /// HTTP/2 streams; see `engine::worker::h2`).
+    pub grpc_calls: [u64; GrpcCode::COUNT],
 }
 
 impl H2Stats {
@@ -43,6 +47,9 @@ impl H2Stats {
             *a += b;
         }
         self.retried += o.retried;
+        for (a, b) in self.grpc_calls.iter_mut().zip(o.grpc_calls) {
+            *a += b;
+        }
     }
 }
 

@@ -77,6 +77,11 @@ name_table! {
         /// connection (counted as missed, with this kind as the reason; the
         /// request or ping timeout then ends a peer that stopped for good).
         SendStalled = "send_stalled",
+        // gRPC
+        /// A gRPC call ended with a status other than OK (the code is
+        /// counted apart, in the workload's `grpc` figures); the
+        /// connection stays.
+        GrpcStatus = "grpc_status",
     }
 }
 

@@ -518,6 +518,7 @@ mod tests {
                 "h2_header_list_too_large",
                 "h2_retries_exhausted",
                 "send_stalled",
+                "grpc_status",
             ]
         );
         for (i, k) in ErrorKind::ALL.iter().enumerate() {

@@ -52,6 +52,7 @@ use super::exchange::{AtClose, Cx, Ending, Inflight, Issued, Output, Response, T
 use super::h2_streams::{St, Streams};
 use crate::netio::pool;
 use crate::stats::ErrorKind;
+use crate::wire::grpc::{Block, BlockFields, Code};
 use crate::wire::h2::{
     DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, Frame, FrameDecoder, H2Request, HEADER_LEN, HeaderDecoder,
     PREFACE, PeerSettings, RecvWindow, SendWindow, encode_ping, encode_settings, encode_window_update, set_stream_id,
@@ -86,6 +87,10 @@ pub struct H2Rt {
     pub window: u32,
     /// Each request of the workload as HEADERS frames on stream 0.
     pub requests: Box<[H2Request]>,
+    /// The requests are gRPC calls: a response ends with its
+    /// `grpc-status` (trailers, or a trailers-only response), counted by
+    /// code; a status other than OK fails the call (`grpc_status`).
+    pub grpc: bool,
 }
 
 /// One connection's HTTP/2 state.
@@ -470,7 +475,7 @@ impl H2 {
                 fragment,
             } => {
                 if end_headers {
-                    return self.on_block(cx, stream, end_stream, fragment);
+                    return self.on_block(cx, t, stream, end_stream, fragment);
                 }
                 let block = pool::get(&mut self.block);
                 block.clear();
@@ -487,7 +492,7 @@ impl H2 {
                     return None;
                 }
                 let block = self.block.take().expect("the block was just added to");
-                let out = self.on_block(cx, self.block_stream, self.block_end, &block);
+                let out = self.on_block(cx, t, self.block_stream, self.block_end, &block);
                 pool::give(block);
                 out
             }
@@ -496,7 +501,7 @@ impl H2 {
                 end_stream,
                 data,
                 flow_len,
-            } => self.on_data(cx, stream, end_stream, data, flow_len),
+            } => self.on_data(cx, t, stream, end_stream, data, flow_len),
             Frame::RstStream { stream, code } => {
                 let e = self.streams.entry_of(stream)?;
                 t.st.h2_mut().resets[code as usize] += 1;
@@ -543,7 +548,17 @@ impl H2 {
     /// Fields are judged as the decoder hands them over (the status, and
     /// the header checks one field at a time): nothing of the block is
     /// copied or kept.
-    fn on_block(&mut self, cx: &Cx<'_>, stream: u32, end_stream: bool, block: &[u8]) -> Option<Output> {
+    fn on_block(
+        &mut self,
+        cx: &Cx<'_>,
+        t: &mut Tally<'_>,
+        stream: u32,
+        end_stream: bool,
+        block: &[u8],
+    ) -> Option<Output> {
+        if self.rt.grpc {
+            return self.on_grpc_block(t, stream, end_stream, block);
+        }
         let e = self.streams.entry_of(stream);
         let checks = e
             .and_then(|e| cx.w.requests[cx.entries[e].req as usize].checks.as_deref())
@@ -575,10 +590,75 @@ impl H2 {
                 checks.end_fields(&mut self.streams[e].check, seen);
             }
         }
-        end_stream.then(|| self.complete(cx, e))
+        end_stream.then(|| self.complete(cx, t, e))
     }
 
-    fn on_data(&mut self, cx: &Cx<'_>, stream: u32, end_stream: bool, data: &[u8], flow_len: u32) -> Option<Output> {
+    /// A whole header block of a gRPC call: the response's headers, its
+    /// trailers, or a trailers-only response (`wire::grpc::ResponseHeads`
+    /// says which); the status is kept until the stream ends.
+    fn on_grpc_block(&mut self, t: &mut Tally<'_>, stream: u32, end_stream: bool, block: &[u8]) -> Option<Output> {
+        let mut fields = BlockFields::default();
+        if self.hpack.decode(block, |n, v| fields.field(n, v)).is_err() {
+            return Some(Output::Error(ErrorKind::H2Protocol));
+        }
+        let e = self.streams.entry_of(stream)?;
+        let s = &mut self.streams[e];
+        match s.grpc.on_block(&fields, end_stream) {
+            // A block out of place: this call is broken, the others are not.
+            Err(_) => {
+                self.streams.close(e);
+                return Some(Output::Failed {
+                    entry: e as u16,
+                    kind: ErrorKind::H2Protocol,
+                });
+            }
+            Ok(Block::Informational) => return None,
+            Ok(Block::Headers) => s.status = fields.http_status.unwrap_or(0),
+            Ok(Block::End(call)) => {
+                if s.status == 0 {
+                    s.status = fields.http_status.unwrap_or(0);
+                }
+                s.grpc_status = Some(call.code);
+            }
+        }
+        end_stream.then(|| self.end_call(t, e))
+    }
+
+    /// A gRPC call's stream ended: counted by its status; OK is a response,
+    /// any other code fails the call (`grpc_status`), the connection stays.
+    fn end_call(&mut self, t: &mut Tally<'_>, e: usize) -> Output {
+        let s = &mut self.streams[e];
+        let code = match s.grpc_status {
+            Some(c) => c,
+            // DATA ended the stream without trailers: no status (UNKNOWN).
+            None => s.grpc.on_end_without_trailers().map_or(Code::Unknown, |c| c.code),
+        };
+        let status = s.status;
+        t.st.h2_mut().grpc_calls[code as usize] += 1;
+        self.streams.close(e);
+        if code != Code::Ok {
+            return Output::Failed {
+                entry: e as u16,
+                kind: ErrorKind::GrpcStatus,
+            };
+        }
+        Output::Response(Response {
+            entry: e as u16,
+            status,
+            keep_alive: true,
+            failed_checks: 0,
+        })
+    }
+
+    fn on_data(
+        &mut self,
+        cx: &Cx<'_>,
+        t: &mut Tally<'_>,
+        stream: u32,
+        end_stream: bool,
+        data: &[u8],
+        flow_len: u32,
+    ) -> Option<Output> {
         // The connection's window counts every DATA frame, ours or not.
         if self.recv.take(flow_len).is_err() {
             return Some(Output::Error(ErrorKind::H2Protocol));
@@ -596,7 +676,7 @@ impl H2 {
             checks.on_body(&mut self.streams[e].check, data);
         }
         if end_stream {
-            return Some(self.complete(cx, e));
+            return Some(self.complete(cx, t, e));
         }
         let s = &mut self.streams[e];
         if s.recv.take(flow_len).is_err() {
@@ -610,7 +690,10 @@ impl H2 {
     }
 
     /// The response on entry `e` is complete: judge it, free the entry.
-    fn complete(&mut self, cx: &Cx<'_>, e: usize) -> Output {
+    fn complete(&mut self, cx: &Cx<'_>, t: &mut Tally<'_>, e: usize) -> Output {
+        if self.rt.grpc {
+            return self.end_call(t, e);
+        }
         let req = &cx.w.requests[cx.entries[e].req as usize];
         let status = self.streams[e].status;
         let failed_checks = match req.checks.as_deref() {
@@ -667,6 +750,7 @@ mod tests {
                 streams,
                 window: 1 << 20,
                 requests: vec![h2::render_request(GET, false).unwrap()].into(),
+                grpc: false,
             })),
         )
     }
@@ -974,6 +1058,56 @@ mod tests {
         assert!(ids.iter().all(|id| (id >> 1) & 3 != 0 || *id == 1));
         assert_eq!(c.feed(&cx, &response(1, 0x88)), [ok(0, 200)]);
         assert_eq!((c.h.oldest(), c.h.in_flight()), (None, 0));
+    }
+
+    /// gRPC calls end with their `grpc-status`: trailers after the
+    /// messages, or a trailers-only response; each is counted by code, OK
+    /// is a response, any other code fails its call alone (`grpc_status`),
+    /// and a stream ended by DATA without trailers is UNKNOWN.
+    #[test]
+    fn grpc_calls_end_with_their_status_counted_by_code() {
+        use crate::wire::grpc::Code;
+        let mut w = workload(4);
+        if let ProtoRt::H2(h) = &mut w.proto {
+            Arc::get_mut(h).unwrap().grpc = true;
+        }
+        let entries = vec![Inflight::default(); 4];
+        let cx = Cx::of(&w, &entries, 0, entries.len());
+        let mut c = Conn::new(&w, 4);
+        c.feed(&cx, &settings(100));
+        for _ in 0..3 {
+            c.issue();
+        }
+        assert_eq!(c.written_streams(&cx), [1, 3, 5]);
+        let block = |f: &[(&[u8], &[u8])]| h2::encode_block(f);
+        let head = block(&[(b":status", b"200"), (b"content-type", b"application/grpc")]);
+        let mut b = Vec::new();
+        // Stream 1: headers, a message, trailers with OK.
+        encode_headers(&mut b, 1, &head, false, 16_384);
+        encode_data(&mut b, 1, &[0, 0, 0, 0, 2, 8, 1], false, 16_384);
+        encode_headers(&mut b, 1, &block(&[(b"grpc-status", b"0")]), true, 16_384);
+        // Stream 3: trailers-only UNAVAILABLE.
+        let only = block(&[
+            (b":status", b"200"),
+            (b"content-type", b"application/grpc"),
+            (b"grpc-status", b"14"),
+            (b"grpc-message", b"down"),
+        ]);
+        encode_headers(&mut b, 3, &only, true, 16_384);
+        // Stream 5: the stream ends on DATA, no trailers.
+        encode_headers(&mut b, 5, &head, false, 16_384);
+        encode_data(&mut b, 5, &[], true, 16_384);
+        let failed = |entry| Output::Failed {
+            entry,
+            kind: ErrorKind::GrpcStatus,
+        };
+        assert_eq!(c.feed(&cx, &b), [ok(0, 200), failed(1), failed(2)]);
+        let calls = c.st.h2.as_deref().unwrap().grpc_calls;
+        assert_eq!(calls[Code::Ok as usize], 1);
+        assert_eq!(calls[Code::Unavailable as usize], 1);
+        assert_eq!(calls[Code::Unknown as usize], 1);
+        assert_eq!(calls.iter().sum::<u64>(), 3);
+        assert_eq!(c.h.in_flight(), 0);
     }
 
     /// Stream ids run out after 2^30 requests on one connection: no new

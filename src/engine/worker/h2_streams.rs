@@ -23,6 +23,7 @@ use std::collections::VecDeque;
 use std::ops::{Index, IndexMut};
 
 use crate::plan::CheckState;
+use crate::wire::grpc::{Code, ResponseHeads};
 use crate::wire::h2::{RecvWindow, SendWindow};
 
 /// The highest stream id a client may open (RFC 9113 §5.1.1).
@@ -63,6 +64,9 @@ pub(super) struct Stream {
     pub(super) recv: RecvWindow,
     /// Its response's checks.
     pub(super) check: CheckState,
+    /// A gRPC call's header blocks so far, and its status once known.
+    pub(super) grpc: ResponseHeads,
+    pub(super) grpc_status: Option<Code>,
 }
 
 impl Stream {
@@ -77,6 +81,8 @@ impl Stream {
             send: SendWindow::new(0),
             recv: RecvWindow::new(0),
             check: CheckState::default(),
+            grpc: ResponseHeads::Awaiting,
+            grpc_status: None,
         }
     }
 }

@@ -84,6 +84,7 @@ impl ProtoRt {
                 .iter()
                 .map(|r| crate::wire::h2::render_request(&r.bytes, tls).expect("soakd's own HTTP/1.1 rendering parses"))
                 .collect(),
+            grpc: w.target.grpc.is_some(),
         }))
     }
 

@@ -8,10 +8,46 @@ use prometheus::proto::MetricType;
 
 use super::{Family, Fill, value};
 use crate::stats::H2Code;
+use crate::wire::grpc::Code;
 
-/// The HTTP/2 families, after [`super`]'s (and before the WebSocket ones,
+impl super::Metrics {
+    /// Marks workload `i` (the last one when `None`) as a gRPC target
+    /// calling `method`: its `soakd_grpc_calls_total` series exist from now
+    /// on, every code at 0.
+    pub fn mark_grpc(&mut self, i: Option<usize>, method: Option<&str>) {
+        let mut snap = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        let w = match i {
+            Some(i) => snap.workloads.get_mut(i),
+            None => snap.workloads.last_mut(),
+        };
+        if let Some(w) = w {
+            w.grpc_method = method.map(str::to_string);
+        }
+    }
+}
+
+/// The HTTP/2 families (and gRPC's, whose calls ride HTTP/2 streams), after [`super`]'s (and before the WebSocket ones,
 /// where they were when they were in its table).
 pub(super) const FAMILIES: &[Family] = &[
+    Family {
+        name: "soakd_grpc_calls_total",
+        help: "gRPC calls that ended, by method and status code (every code other than ok is also a grpc_status error).",
+        kind: MetricType::COUNTER,
+        labels: &["target", "method", "code"],
+        fill: Fill::Target(|x, out| {
+            let Some(method) = x.w.grpc_method.as_deref() else {
+                return;
+            };
+            for c in Code::ALL {
+                let v = x.w.h2.grpc_calls[c as usize] as f64;
+                out.push(value(
+                    x.kind,
+                    &[("target", x.t), ("method", method), ("code", c.label())],
+                    v,
+                ));
+            }
+        }),
+    },
     Family {
         name: "soakd_h2_goaways_total",
         help: "HTTP/2 GOAWAY frames received, by error code (NO_ERROR is a graceful one, not an error).",

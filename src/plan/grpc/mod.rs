@@ -18,12 +18,14 @@
 //!
 //! Files: `compile.rs` (descriptors from sources, protosets and fetched
 //! files), `data.rs` (request messages in, responses out), `metadata.rs`
-//! (`-H`), `error.rs`. docs/grpc.md says why protox and prost-reflect.
+//! (`-H`), `error.rs`, `workload.rs` (a `grpc://` workload's settings and
+//! its one rendered request). docs/grpc.md says why protox and prost-reflect.
 
 mod compile;
 mod data;
 mod error;
 mod metadata;
+mod workload;
 
 use std::path::PathBuf;
 
@@ -32,6 +34,7 @@ use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, MethodDes
 pub use data::{DecodeError, MessageData};
 pub use error::SchemaError;
 pub use metadata::{MetadataEntry, parse_metadata};
+pub use workload::{GrpcSpec, GrpcTarget, build as build_workload, finish};
 
 /// Where the schema comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]

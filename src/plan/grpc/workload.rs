@@ -1,0 +1,224 @@
+//! A `grpc://` or `grpcs://` workload: the flags that make its call, checked
+//! once, and the call rendered into the one request the HTTP/2 client
+//! sends (its HEADERS made once, the framed message as its body).
+//!
+//! The method is `--call package.Service/Method` (config key `call`), not
+//! the URL's path: in soakd the URL names where connections go, and a gRPC
+//! method is a name in the schema (it must resolve there, and be listed
+//! when it does not), not a path the operator types. A URL with a path is
+//! refused with the fix, so there is one way to say it.
+//!
+//! With `--proto` or `--protoset` the request is made while the plan is;
+//! with neither the schema is the server's, fetched by `reflection` (layer
+//! 2, after the plan is built and before anything opens), which then calls
+//! [`finish`]. Until then the workload's target is [`GrpcTarget::pending`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{GrpcCall, MessageData, MethodKind, Schema, SchemaSource, prepare_call};
+use crate::Error;
+use crate::plan::{ParsedUrl, Request, defaults};
+
+/// The gRPC settings as given (flags or `[[workload]]` keys).
+#[derive(Clone, Debug, Default)]
+pub struct GrpcSpec {
+    /// `--call package.Service/Method`.
+    pub call: Option<String>,
+    /// `--proto FILE` (repeatable).
+    pub proto: Vec<PathBuf>,
+    /// `--import-path DIR` (repeatable).
+    pub import_path: Vec<PathBuf>,
+    /// `--protoset FILE`.
+    pub protoset: Option<PathBuf>,
+    /// `--data JSON`.
+    pub data: Option<String>,
+    /// `--data-file FILE`.
+    pub data_file: Option<PathBuf>,
+    /// `--data-bin FILE`.
+    pub data_bin: Option<PathBuf>,
+}
+
+impl GrpcSpec {
+    /// The settings given, by key (for "only with grpc://" messages).
+    pub(crate) fn given(&self) -> Vec<&'static str> {
+        [
+            (self.call.is_some(), "call"),
+            (!self.proto.is_empty(), "proto"),
+            (!self.import_path.is_empty(), "import_path"),
+            (self.protoset.is_some(), "protoset"),
+            (self.data.is_some(), "data"),
+            (self.data_file.is_some(), "data_file"),
+            (self.data_bin.is_some(), "data_bin"),
+        ]
+        .into_iter()
+        .filter_map(|(yes, k)| yes.then_some(k))
+        .collect()
+    }
+}
+
+/// A gRPC workload's call as the plan holds it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GrpcTarget {
+    /// The method as given (`--call`).
+    pub given: String,
+    /// Where the schema comes from.
+    pub source: SchemaSource,
+    /// The request message as given.
+    pub data: MessageData,
+    /// `-H` entries, as `name: value`.
+    pub metadata: Vec<String>,
+    /// The `grpc-timeout` sent (`--request-timeout`).
+    pub timeout: Duration,
+    /// The `Host` the request names (`:authority`).
+    pub authority: String,
+    /// The call, once the schema is known (`None`: the reflection fetch
+    /// has not run yet).
+    pub call: Option<Arc<GrpcCall>>,
+}
+
+impl GrpcTarget {
+    /// True until the schema is fetched from the server.
+    pub fn pending(&self) -> bool {
+        self.call.is_none()
+    }
+
+    /// The method's `package.Service/Method` once resolved, else as given.
+    pub fn method_name(&self) -> &str {
+        self.call.as_ref().map_or(&self.given, |c| &c.method.name)
+    }
+}
+
+/// Checks a gRPC workload's settings and, when the schema is local, makes
+/// its request. `key` names a setting as the operator wrote it.
+pub fn build(
+    spec: &GrpcSpec,
+    url: &ParsedUrl,
+    headers: &[(String, String)],
+    timeout: Duration,
+    key: &dyn Fn(&str) -> String,
+) -> Result<(GrpcTarget, Vec<Request>), Error> {
+    if url.target != "/" {
+        return Err(Error::Usage(format!(
+            "a grpc:// URL names the server only, and {:?} has a path; give the method as {} package.Service/Method and drop the path",
+            url.target,
+            key("call")
+        )));
+    }
+    let Some(given) = spec.call.clone() else {
+        return Err(Error::Usage(format!(
+            "a grpc:// workload needs the method to call: give {} package.Service/Method",
+            key("call")
+        )));
+    };
+    let source = match (&spec.protoset, spec.proto.is_empty()) {
+        (Some(_), false) => {
+            return Err(Error::Usage(format!(
+                "{} and {}: give one schema (or neither, to ask the server's reflection service)",
+                key("proto"),
+                key("protoset")
+            )));
+        }
+        (Some(p), true) => SchemaSource::Protoset(p.clone()),
+        (None, false) => SchemaSource::Protos {
+            files: spec.proto.clone(),
+            import_paths: spec.import_path.clone(),
+        },
+        (None, true) if !spec.import_path.is_empty() => {
+            return Err(Error::Usage(format!(
+                "{} is where {} files import from, and none is given; add {} FILE or drop it",
+                key("import_path"),
+                key("proto"),
+                key("proto")
+            )));
+        }
+        (None, true) => SchemaSource::Reflection,
+    };
+    let data = match (&spec.data, &spec.data_file, &spec.data_bin) {
+        (None, None, None) => MessageData::Empty,
+        (Some(j), None, None) => MessageData::Json(j.clone()),
+        (None, Some(f), None) => MessageData::JsonFile(f.clone()),
+        (None, None, Some(f)) => MessageData::Binary(f.clone()),
+        _ => {
+            return Err(Error::Usage(format!(
+                "{}, {} and {}: give one of them",
+                key("data"),
+                key("data_file"),
+                key("data_bin")
+            )));
+        }
+    };
+    let mut t = GrpcTarget {
+        given,
+        source,
+        data,
+        metadata: headers.iter().map(|(n, v)| format!("{n}: {v}")).collect(),
+        timeout,
+        authority: url.host_header.clone(),
+        call: None,
+    };
+    let requests = match Schema::load(&t.source) {
+        None => vec![placeholder(&t)],
+        Some(schema) => finish(&mut t, &schema?)?,
+    };
+    Ok((t, requests))
+}
+
+/// Resolves the method in `schema`, encodes the request and renders it: the
+/// workload's one request. Only unary calls are sent so far.
+pub fn finish(t: &mut GrpcTarget, schema: &Schema) -> Result<Vec<Request>, Error> {
+    let call = prepare_call(schema, &t.given, &t.data, &t.metadata)?;
+    if call.method.kind != MethodKind::Unary {
+        return Err(Error::Usage(format!(
+            "{} is a {} method; soakd sends unary calls only so far",
+            call.method.name,
+            call.method.kind.name()
+        )));
+    }
+    let bytes = render(t, &call);
+    let name = call.method.name.clone();
+    t.call = Some(Arc::new(call));
+    Ok(vec![Request {
+        name,
+        bytes,
+        head: false,
+        weight: defaults::WEIGHT,
+        checks: None,
+    }])
+}
+
+/// The request before the schema is known: its name is the method as
+/// given; it is replaced before anything is sent.
+fn placeholder(t: &GrpcTarget) -> Request {
+    Request {
+        name: t.given.trim_start_matches('/').to_string(),
+        bytes: Arc::from(&b"POST / HTTP/1.1\r\n\r\n"[..]),
+        head: false,
+        weight: defaults::WEIGHT,
+        checks: None,
+    }
+}
+
+/// The call as an HTTP/1.1-shaped request (`wire::h2::render_request`
+/// turns it into its HEADERS frame once): POST to the method's path, the
+/// gRPC content type, `te: trailers`, the deadline, the metadata, and the
+/// framed message as the body (no `content-length`: gRPC does not use it).
+fn render(t: &GrpcTarget, call: &GrpcCall) -> Arc<[u8]> {
+    let mut head = format!(
+        "POST {} HTTP/1.1\r\nHost: {}\r\ncontent-type: {}\r\nte: trailers\r\n",
+        call.method.path,
+        t.authority,
+        crate::wire::grpc::CONTENT_TYPE
+    );
+    if let Some(v) = crate::wire::grpc::render_timeout(t.timeout) {
+        head.push_str(&format!("grpc-timeout: {v}\r\n"));
+    }
+    for m in &call.metadata {
+        head.push_str(&format!("{}: {}\r\n", m.name, m.wire_value));
+    }
+    head.push_str("\r\n");
+    let mut bytes = head.into_bytes();
+    bytes.extend_from_slice(&call.framed);
+    bytes.into()
+}
