@@ -20,6 +20,9 @@ REFLECTION:
 
 CERT KEY: PEM files; the server then speaks TLS (grpcio offers ALPN h2).
 
+SOAKD_GRPC_OPTIONS (environment): the server's channel arguments as JSON;
+SOAKD_GRPC_LAZY_STATS=1: STATS_FILE rewritten 5 times a second instead.
+
 Methods of soakd.test.v1.Echo:
   Unary      returns the request as `echo`, with `seq` the call's number
   Subscribe  sends `count` replies, one every `interval_ms`
@@ -71,6 +74,22 @@ def save():
     os.replace(tmp, stats_file)
 
 
+# SOAKD_GRPC_LAZY_STATS=1: the stats file is rewritten 5 times a second by a
+# thread, not after every call (for thousands of calls per second).
+lazy = os.environ.get("SOAKD_GRPC_LAZY_STATS") == "1"
+
+
+def saver():
+    while True:
+        time.sleep(0.2)
+        with lock:
+            save()
+
+
+if lazy:
+    threading.Thread(target=saver, daemon=True).start()
+
+
 def record(method, request, context):
     with lock:
         n = stats["calls"].get(method, 0) + 1
@@ -80,7 +99,8 @@ def record(method, request, context):
         stats["last_metadata"] = {
             k: (v.hex() if isinstance(v, bytes) else v) for k, v in context.invocation_metadata()
         }
-        save()
+        if not lazy:
+            save()
         return n
 
 
@@ -115,7 +135,11 @@ def handler(kind, fn, req_cls):
     return kind(fn, request_deserializer=req_cls.FromString, response_serializer=lambda m: m.SerializeToString())
 
 
-server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+# SOAKD_GRPC_OPTIONS: a JSON list of [name, value] channel arguments for the
+# server, e.g. [["grpc.max_connection_age_ms", 2000],
+# ["grpc.max_connection_age_grace_ms", 1000]] (connection ageing).
+options = [tuple(o) for o in json.loads(os.environ.get("SOAKD_GRPC_OPTIONS", "[]"))]
+server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=options)
 server.add_generic_rpc_handlers(
     (
         grpc.method_handlers_generic_handler(

@@ -154,6 +154,11 @@ impl PyPeer {
     /// Starts `tests/peers/SCRIPT ARGS...`; `None` when the venv is not
     /// there (see [`test_python`]).
     pub fn start(script: &str, args: &[&dyn AsRef<std::ffi::OsStr>]) -> Option<PyPeer> {
+        PyPeer::start_env(script, args, &[])
+    }
+
+    /// [`PyPeer::start`] with these environment variables set for it.
+    pub fn start_env(script: &str, args: &[&dyn AsRef<std::ffi::OsStr>], env: &[(&str, &str)]) -> Option<PyPeer> {
         use std::io::BufRead;
         let python = test_python()?;
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -162,6 +167,7 @@ impl PyPeer {
         let mut child = Command::new(python)
             .arg(path)
             .args(args.iter().map(|a| a.as_ref()))
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
