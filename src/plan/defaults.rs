@@ -65,6 +65,19 @@ pub const MIN_ERROR_RATE_CHANGE: f64 = 0.001;
 /// per-interval samples.
 pub const SIGNIFICANCE: f64 = 0.01;
 
+/// The comparison rules' defaults, for `soakd compare`, `--baseline` and
+/// the live baseline windows (`--tolerance` replaces the first).
+impl Default for crate::stats::judge::Options {
+    fn default() -> Self {
+        crate::stats::judge::Options {
+            tolerance: TOLERANCE,
+            min_latency_change: MIN_LATENCY_CHANGE.as_secs_f64(),
+            min_error_rate_change: MIN_ERROR_RATE_CHANGE,
+            significance: SIGNIFICANCE,
+        }
+    }
+}
+
 /// Longest default warmup: however long the soak, ten minutes is enough
 /// for caches, JITs and pools to settle.
 pub const MAX_WARMUP: Duration = Duration::from_secs(600);

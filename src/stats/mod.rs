@@ -15,6 +15,7 @@
 //! cannot saturate in any run shorter than centuries.
 
 mod h2;
+pub mod judge;
 mod kinds;
 mod point_counts;
 pub mod rank;
