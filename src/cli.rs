@@ -222,16 +222,21 @@ pub struct RunArgs {
     /// failed continuously for DUR; the report says why, exit code 3.
     #[arg(long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
     pub abort_on_fail: Option<Duration>,
-    /// At the end, compare with this earlier run's JSON report (as `soakd
-    /// compare` does); something worse makes the exit code 3.
+    /// Compare with this earlier run's JSON report: every
+    /// --baseline-window while the run goes (soakd_baseline_* metrics,
+    /// --abort-on-fail) and as a whole at the end (as `soakd compare`
+    /// does); something worse at the end makes the exit code 3.
     #[arg(long, value_name = "REPORT")]
     pub baseline: Option<PathBuf>,
     /// The baseline's HDR interval log (default: the one its report names).
-    #[arg(long, value_name = "FILE", requires = "baseline")]
+    #[arg(long, value_name = "FILE")]
     pub baseline_hdr_log: Option<PathBuf>,
     /// With --baseline: the smallest relative change that counts.
-    #[arg(long, value_name = "PCT", value_parser = tolerance, requires = "baseline")]
+    #[arg(help = with_default("With --baseline: the smallest relative change that counts", format!("{}%", defaults::TOLERANCE * 100.0)), long, value_name = "PCT", value_parser = tolerance)]
     pub tolerance: Option<f64>,
+    /// With --baseline: how much of the run each live verdict judges.
+    #[arg(help = with_default("With --baseline: how much of the run each live verdict (soakd_baseline_verdict) judges", humantime::format_duration(defaults::BASELINE_WINDOW)), long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub baseline_window: Option<Duration>,
     /// Write the self-contained HTML report (charts over time, percentile
     /// spectrum) to FILE at the end of the run.
     #[arg(long, value_name = "FILE")]
@@ -345,7 +350,7 @@ impl RunArgs {
             thresholds: self.thresholds.clone(),
             threshold_window: self.threshold_window,
             abort_on_fail: self.abort_on_fail,
-            baseline: self.baseline(),
+            baseline: self.baseline()?,
             state: plan::StateFile::of(self.state.clone(), self.checkpoint_interval, self.fresh)?,
             shard: plan::Shard::WHOLE,
             shard_sources: false,
@@ -357,12 +362,13 @@ impl RunArgs {
     }
 
     /// `--baseline` and its companions.
-    fn baseline(&self) -> Option<Baseline> {
-        self.baseline.clone().map(|report| Baseline {
-            report,
-            hdr_log: self.baseline_hdr_log.clone(),
-            tolerance: self.tolerance.unwrap_or(defaults::TOLERANCE),
-        })
+    fn baseline(&self) -> Result<Option<Baseline>, Error> {
+        Baseline::of(
+            self.baseline.clone(),
+            self.baseline_hdr_log.clone(),
+            self.tolerance,
+            self.baseline_window,
+        )
     }
 }
 
@@ -393,7 +399,10 @@ impl RunArgs {
             thresholds: (!self.thresholds.is_empty()).then(|| self.thresholds.clone()),
             threshold_window: self.threshold_window,
             abort_on_fail: self.abort_on_fail,
-            baseline: self.baseline(),
+            baseline: self.baseline.clone(),
+            baseline_hdr_log: self.baseline_hdr_log.clone(),
+            tolerance: self.tolerance,
+            baseline_window: self.baseline_window,
             shard: self.shard.resolve()?,
             shard_sources: self.shard.shard_sources,
             state: self.state.clone(),
@@ -773,6 +782,7 @@ mod tests {
         assert_eq!(p.hdr_log_interval, Duration::from_millis(500));
         let b = p.baseline.unwrap();
         assert_eq!((b.report.to_str(), b.tolerance), (Some("base.json"), 0.05));
+        assert_eq!(b.window, defaults::BASELINE_WINDOW);
         let p = parse(&["http://127.0.0.1:1/"]).unwrap();
         assert_eq!(p.hdr_log_interval, defaults::HDR_LOG_INTERVAL);
         assert!(p.thresholds.is_empty() && p.baseline.is_none());
@@ -818,7 +828,15 @@ mod tests {
             (&["http://127.0.0.1:1/", "--abort-on-fail", "0s"][..], "greater than 0"),
             (
                 &["http://127.0.0.1:1/", "--abort-on-fail", "1m"][..],
-                "no threshold is given",
+                "neither a threshold nor a baseline is given",
+            ),
+            (
+                &["http://127.0.0.1:1/", "--baseline-window", "1m"][..],
+                "--baseline-window / baseline_window goes with a baseline",
+            ),
+            (
+                &["http://127.0.0.1:1/", "--baseline-window", "0s"][..],
+                "greater than 0",
             ),
         ] {
             let e = parse(args).unwrap_err();

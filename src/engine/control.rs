@@ -348,7 +348,10 @@ impl<'s> Control<'s> {
             }
         }
         if d.needs_restart {
-            said.push("threads, metrics_listen, hdr_log, shard and thresholds take effect at the next start".into());
+            said.push(
+                "threads, metrics_listen, hdr_log, shard, thresholds and the baseline take effect at the next start"
+                    .into(),
+            );
         }
         self.workers.send(&cmds);
         if said.is_empty() {

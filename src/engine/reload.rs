@@ -82,6 +82,7 @@ pub(super) fn diff(old: &Plan, new: &Plan) -> Diff {
             || new.hdr_log != old.hdr_log
             || new.hdr_log_interval != old.hdr_log_interval
             || new.shard != old.shard
+            || new.baseline != old.baseline
             || thresholds_differ(old, new),
     }
 }

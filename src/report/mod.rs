@@ -16,6 +16,8 @@ pub use by_name::{ByName, CheckFailures, Closes, Errors, Responses};
 use by_name::{no_check_failures, no_errors, no_responses};
 mod http;
 pub use http::HttpFigures;
+mod load;
+pub use load::{Load, StageLoad};
 mod read;
 mod text;
 mod trend;
@@ -280,6 +282,10 @@ pub struct WorkloadReport {
     /// Target URL.
     #[serde(default)]
     pub url: String,
+    /// The load it put on the target (connections, pace, protocol,
+    /// stages): what a comparison with another run must match.
+    #[serde(default)]
+    pub load: Load,
     /// Its figures.
     #[serde(flatten)]
     pub figures: Figures,
@@ -623,6 +629,7 @@ impl Report {
                 WorkloadReport {
                     name: w.name.clone(),
                     url: w.target.url.clone(),
+                    load: Load::of(w),
                     figures,
                     histograms: Histograms::of(&t.stats[wi]),
                     by_request: by_request(w, &t.stats[wi], secs),
