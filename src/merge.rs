@@ -169,6 +169,8 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
         trends: Default::default(),
         // Each shard's restarts are its own.
         resumed: Vec::new(),
+        // Each shard judged its own share against its own baseline.
+        baseline: None,
     })
 }
 

@@ -23,6 +23,7 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, MetricFamily, MetricType};
 
 pub use super::procs::sample_resources;
+mod baseline;
 // WebSocket
 mod core;
 mod h2;
@@ -32,6 +33,7 @@ pub use super::prom::Buckets;
 use super::prom::{histogram, labels, value};
 use crate::stats::Totals;
 use crate::stats::{self, CheckKind, Counters, Gauges, H2Stats, StatusClass};
+pub use baseline::BaselineGauges;
 pub use ws::WsSnapshot;
 
 /// Quantiles of the window summary.
@@ -93,6 +95,9 @@ pub struct WorkloadSnapshot {
     pub ws: WsSnapshot,
     /// HTTP/2 figures (zero until the target's first HTTP/2 event).
     pub h2: H2Stats,
+    /// `--baseline`: the baseline's figures and the verdicts against
+    /// them (`None`: no baseline workload pairs with this one).
+    pub baseline: Option<BaselineGauges>,
 }
 
 impl WorkloadSnapshot {
@@ -275,6 +280,14 @@ impl Metrics {
         }
     }
 
+    /// Publishes workload `i`'s baseline gauges (see `observe::baseline`).
+    pub fn set_baseline(&mut self, i: usize, gauges: BaselineGauges) {
+        let mut snap = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(w) = snap.workloads.get_mut(i) {
+            w.baseline = Some(gauges);
+        }
+    }
+
     /// Publishes the thresholds' states (see `observe::thresholds`).
     pub fn set_thresholds(&mut self, states: Vec<(String, String, bool)>) {
         self.snapshot.lock().unwrap_or_else(|p| p.into_inner()).thresholds = states;
@@ -347,7 +360,11 @@ impl Series<'_> {
 /// Every family soakd exports, in exposition order: the one list of the
 /// tables (a new table is added here and nowhere else).
 fn families() -> impl Iterator<Item = &'static Family> {
-    core::FAMILIES.iter().chain(h2::FAMILIES).chain(ws::FAMILIES)
+    core::FAMILIES
+        .iter()
+        .chain(h2::FAMILIES)
+        .chain(ws::FAMILIES)
+        .chain(baseline::FAMILIES)
 }
 
 /// Renders the snapshot into metric families.

@@ -11,6 +11,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+pub mod baseline;
 mod by_name;
 pub use by_name::{ByName, CheckFailures, Closes, Errors, Responses};
 use by_name::{no_check_failures, no_errors, no_responses};
@@ -431,6 +432,10 @@ pub struct Report {
     /// timeline flags it as a `gap`). Absent for a run in one piece.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resumed: Vec<Restart>,
+    /// `--baseline`: the run judged against the baseline window by window
+    /// (see `baseline::BaselineSection`); absent without a baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<baseline::BaselineSection>,
 }
 
 /// One threshold's verdict.
@@ -694,6 +699,7 @@ impl Report {
             timeline,
             trends,
             resumed: t.resumed.clone(),
+            baseline: None,
         }
     }
 

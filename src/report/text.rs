@@ -145,6 +145,9 @@ impl Report {
                 );
             }
         }
+        if let Some(b) = &self.baseline {
+            b.summary(&mut s);
+        }
         s
     }
 

@@ -75,6 +75,10 @@ struct Body {
     finished: bool,
     totals: TotalsSaved,
     window: Option<WindowSaved>,
+    /// The live comparison with `--baseline` (absent in a checkpoint of a
+    /// run without one, or of a soakd before it).
+    #[serde(default)]
+    baseline: Option<BaselineSaved>,
 }
 
 /// The live thresholds (`observe::thresholds`) as data.
@@ -88,6 +92,19 @@ pub struct WindowSaved {
     pub last_eval: Option<Duration>,
     /// When the trends were last computed.
     pub last_trends: Option<Duration>,
+    /// Why the run should stop, once decided.
+    pub abort: Option<String>,
+}
+
+/// The live comparison as data for a `--state` checkpoint.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct BaselineSaved {
+    /// The windows listed so far.
+    pub windows: Vec<crate::report::baseline::WindowRow>,
+    /// Windows dropped from the list.
+    pub dropped: u64,
+    /// Per pair, per metric.
+    pub states: Vec<[crate::report::baseline::MetricState; 5]>,
     /// Why the run should stop, once decided.
     pub abort: Option<String>,
 }
@@ -125,6 +142,8 @@ pub struct Loaded {
     pub totals: TotalsSaved,
     /// The live thresholds as checkpointed.
     pub window: Option<WindowSaved>,
+    /// The live comparison with `--baseline` as checkpointed.
+    pub baseline: Option<BaselineSaved>,
     /// Run time of the checkpoint.
     pub checkpoint_at: Duration,
     /// Run time now (since the original start).
@@ -258,6 +277,7 @@ pub fn open(plan: &Plan) -> Result<Option<Loaded>, Error> {
     Ok(Some(Loaded {
         totals: body.totals,
         window: body.window,
+        baseline: body.baseline,
         checkpoint_at: body.at,
         now,
     }))
@@ -307,6 +327,7 @@ mod tests {
             finished: false,
             totals: totals.saved(),
             window: None,
+            baseline: None,
         }
     }
 

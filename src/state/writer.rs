@@ -43,6 +43,8 @@ pub struct Snapshot {
     pub totals: TotalsSaved,
     /// The live thresholds.
     pub window: Option<WindowSaved>,
+    /// The live comparison with `--baseline`.
+    pub baseline: Option<super::BaselineSaved>,
     /// How long taking it took on the control thread (for
     /// `SOAKD_STATE_DEBUG`).
     pub taken_in: Duration,
@@ -155,6 +157,7 @@ fn write_loop(
             finished: snap.finished,
             totals: snap.totals,
             window: snap.window,
+            baseline: snap.baseline,
         };
         let mut encoded_in = Duration::ZERO;
         let written = encode(&body).map_err(std::io::Error::other).and_then(|bytes| {

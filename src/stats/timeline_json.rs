@@ -33,8 +33,9 @@ pub struct TimelineJson {
 /// A sequence whose elements are each written as compact JSON: the report
 /// is pretty-printed, and a point spread over 20 indented lines would
 /// triple its size. With this a point is one line. (Reading it back is
-/// the plain derived `Deserialize`.)
-fn one_line_each<T: Serialize, S: serde::Serializer>(items: &[T], ser: S) -> Result<S::Ok, S::Error> {
+/// the plain derived `Deserialize`.) The report's other long lists (the
+/// baseline's windows) use it too.
+pub fn one_line_each<T: Serialize, S: serde::Serializer>(items: &[T], ser: S) -> Result<S::Ok, S::Error> {
     use serde::ser::Error as _;
     let mut raw = Vec::with_capacity(items.len());
     for item in items {

@@ -30,6 +30,7 @@
 //! versions compare (a figure they lack is `null` and its row is left out)
 //! and which ignores fields it does not know (a newer soakd's).
 
+pub mod live;
 pub mod samples;
 
 use std::fmt::Write as _;
@@ -51,6 +52,8 @@ pub struct Run {
     pub report: Report,
     /// Per-interval samples by log tag, from the HDR interval log.
     pub samples: Option<Samples>,
+    /// The interval log they were read from.
+    pub log: Option<PathBuf>,
     /// Where it came from, for the output.
     pub label: String,
 }
@@ -61,6 +64,7 @@ impl Run {
         Run {
             report,
             samples,
+            log: None,
             label: label.to_string(),
         }
     }
@@ -73,8 +77,8 @@ impl Run {
         let report = crate::report::read(path, what)?;
         let label = path.display().to_string();
         let named = report.hdr_log.as_deref().map(PathBuf::from);
-        let log = match (hdr_log, named) {
-            (Some(p), _) => Some(read_log(p, log_what)?),
+        let (log, samples) = match (hdr_log, named) {
+            (Some(p), _) => (Some(p.to_path_buf()), Some(read_log(p, log_what)?)),
             (None, Some(p)) => {
                 let beside = path.parent().map(|d| d.join(&p));
                 let found = if p.exists() {
@@ -83,15 +87,19 @@ impl Run {
                     beside.filter(|b| p.is_relative() && b.exists())
                 };
                 match found {
-                    Some(f) => Some(read_log(&f, &format!("{label}'s hdr_log"))?),
-                    None => None,
+                    Some(f) => {
+                        let s = read_log(&f, &format!("{label}'s hdr_log"))?;
+                        (Some(f), Some(s))
+                    }
+                    None => (None, None),
                 }
             }
-            (None, None) => None,
+            (None, None) => (None, None),
         };
         Ok(Run {
             report,
-            samples: log,
+            samples,
+            log,
             label,
         })
     }
@@ -251,28 +259,50 @@ fn series(run: &Run, name: &str, index: usize) -> Option<Vec<f64>> {
     )
 }
 
-/// Compares `new` with `base`, workload by workload. Workloads pair by
-/// name; two reports of one workload each pair whatever their names (the
-/// same soak against a server on another port).
-pub fn compare(base: &Run, new: &Run, opts: &Options) -> Comparison {
-    let (bw, nw) = (workloads(&base.report), workloads(&new.report));
-    let mut pairs: Vec<(&str, &Figures, &str, &Figures)> = Vec::new();
+/// What [`pairs`] finds: (index in the baseline, index in the new run) of
+/// each pair, and each workload left alone with whether it is the new
+/// run's.
+pub type Pairing = (Vec<(usize, usize)>, Vec<(String, bool)>);
+
+/// The workloads of `base` and `new` that pair, as (index in `base`,
+/// index in `new`), and the names of those that do not. Workloads pair by
+/// name; two runs of one workload each pair whatever their names (the same
+/// soak against a server on another port). `soakd compare`, `--baseline`
+/// and `soakd history` all pair this way.
+pub fn pairs(base: &[&str], new: &[&str]) -> Pairing {
+    if base.len() == 1 && new.len() == 1 {
+        return (vec![(0, 0)], Vec::new());
+    }
+    let mut out = Vec::new();
     let mut unmatched = Vec::new();
-    if bw.len() == 1 && nw.len() == 1 {
-        pairs.push((bw[0].0, bw[0].1, nw[0].0, nw[0].1));
-    } else {
-        for (name, w) in &nw {
-            match bw.iter().find(|(b, _)| b == name) {
-                Some((b, bwv)) => pairs.push((b, bwv, name, w)),
-                None => unmatched.push(format!("{name} (only in {})", new.label)),
-            }
-        }
-        for (name, _) in &bw {
-            if !nw.iter().any(|(n, _)| n == name) {
-                unmatched.push(format!("{name} (only in {})", base.label));
-            }
+    for (ni, name) in new.iter().enumerate() {
+        match base.iter().position(|b| b == name) {
+            Some(bi) => out.push((bi, ni)),
+            None => unmatched.push((name.to_string(), true)),
         }
     }
+    for name in base {
+        if !new.contains(name) {
+            unmatched.push((name.to_string(), false));
+        }
+    }
+    (out, unmatched)
+}
+
+/// Compares `new` with `base`, workload by workload (paired by
+/// [`pairs`]).
+pub fn compare(base: &Run, new: &Run, opts: &Options) -> Comparison {
+    let (bw, nw) = (workloads(&base.report), workloads(&new.report));
+    let (bnames, nnames): (Vec<&str>, Vec<&str>) = (bw.iter().map(|w| w.0).collect(), nw.iter().map(|w| w.0).collect());
+    let (paired, missing) = pairs(&bnames, &nnames);
+    let pairs: Vec<(&str, &Figures, &str, &Figures)> = paired
+        .iter()
+        .map(|&(b, n)| (bw[b].0, bw[b].1, nw[n].0, nw[n].1))
+        .collect();
+    let unmatched = missing
+        .into_iter()
+        .map(|(name, in_new)| format!("{name} (only in {})", if in_new { &new.label } else { &base.label }))
+        .collect();
     let mut rows = Vec::new();
     for (bname, bv, nname, nv) in pairs {
         for m in &METRICS {
@@ -537,6 +567,7 @@ mod tests {
             tag_of(name),
             p50s.iter()
                 .map(|&p| Interval {
+                    start: 0.0,
                     seconds: 1.0,
                     quantiles: [p, p * 2.0, p * 3.0, p * 4.0, p * 5.0],
                     rps: 1000.0,
