@@ -23,6 +23,7 @@
 //! histograms (`workloads[].histograms.latency`, merged), or the report's
 //! few percentiles.
 
+mod baseline;
 pub mod svg;
 mod trends;
 
@@ -229,6 +230,7 @@ fn time_chart(title: &str, y_unit: Unit, series: Vec<Series>) -> Chart {
         log_y: y_unit == Unit::Seconds,
         series,
         gaps: Vec::new(),
+        bands: Vec::new(),
     }
 }
 
@@ -236,22 +238,34 @@ fn time_chart(title: &str, y_unit: Unit, series: Vec<Series>) -> Chart {
 fn charts(i: &Inputs<'_>, r: &Report) -> Vec<(Chart, String)> {
     let base = i.baseline;
     let mut out = Vec::new();
+    let mut latency = both(
+        r,
+        base,
+        &[
+            ("p50", P50, &|p: &PointJson| p.p50),
+            ("p90", P90, &|p: &PointJson| p.p90),
+            ("p99", P99, &|p: &PointJson| p.p99),
+            ("max", PMAX, &|p: &PointJson| p.max),
+        ],
+    );
+    // The baseline's p50 and p99 under the live lines (its p90 and max
+    // would only crowd them): what each window was judged against when
+    // the run was judged live, else its own timeline.
+    let judged = baseline::reference_lines(r, [P50, P99]);
+    latency.retain(|s| !s.dashed || (judged.is_empty() && (s.name.starts_with("p50") || s.name.starts_with("p99"))));
+    latency.extend(judged);
+    let mut chart = time_chart("Latency over time", Unit::Seconds, latency);
+    chart.bands = baseline::bands(r);
     out.push((
-        time_chart(
-            "Latency over time",
-            Unit::Seconds,
-            both(
-                r,
-                base,
-                &[
-                    ("p50", P50, &|p: &PointJson| p.p50),
-                    ("p90", P90, &|p: &PointJson| p.p90),
-                    ("p99", P99, &|p: &PointJson| p.p99),
-                    ("max", PMAX, &|p: &PointJson| p.max),
-                ],
-            ),
+        chart,
+        format!(
+            "Per interval of the timeline, all workloads: from the due time in paced and open-loop runs.{}",
+            match (base.is_some(), r.baseline.as_ref().is_some_and(|b| !b.windows.is_empty())) {
+                (_, true) => " Dashed: the baseline's p50 and p99 each window was judged against; shaded: windows judged worse (red) or better (green) than it.",
+                (true, false) => " Dashed: the baseline's p50 and p99.",
+                (false, false) => "",
+            }
         ),
-        "Per interval of the timeline, all workloads: from the due time in paced and open-loop runs.".to_string(),
     ));
 
     let (mut spec, mut note) = report_spectrum(r);
@@ -282,6 +296,7 @@ fn charts(i: &Inputs<'_>, r: &Report) -> Vec<(Chart, String)> {
             log_y: true,
             series,
             gaps: Vec::new(),
+            bands: Vec::new(),
         },
         format!("The whole run's latency distribution, {note}."),
     ));
@@ -507,6 +522,7 @@ pub fn render(i: &Inputs<'_>) -> String {
     thresholds(&mut s, &r.thresholds);
     trends::table(&mut s, r);
     verdicts(&mut s, i.verdicts, i.baseline.is_some());
+    baseline::section(&mut s, r);
     s.push_str("<h2>Charts</h2>");
     if points(r).is_empty() {
         s.push_str(

@@ -62,6 +62,22 @@ pub struct Chart {
     /// X ranges shaded as "soakd not running" (a run continued from its
     /// `--state`: the restart's gap).
     pub gaps: Vec<(f64, f64)>,
+    /// Other X ranges shaded under the lines (the windows judged worse or
+    /// better than a baseline), each with its colour and tooltip.
+    pub bands: Vec<Band>,
+}
+
+/// A shaded X range of a [`Chart`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Band {
+    /// From.
+    pub from: f64,
+    /// To.
+    pub to: f64,
+    /// CSS colour.
+    pub fill: &'static str,
+    /// Tooltip.
+    pub title: String,
 }
 
 const W: f64 = 1100.0;
@@ -285,6 +301,19 @@ impl Chart {
                 );
             }
         }
+        for band in &self.bands {
+            let (a, b) = (band.from.max(x0), band.to.min(x1));
+            if b > a {
+                let _ = write!(
+                    s,
+                    r##"<rect class="band" x="{:.1}" y="{TOP}" width="{:.1}" height="{ph:.1}" fill="{}"><title>{}</title></rect>"##,
+                    px(a),
+                    (px(b) - px(a)).max(1.0),
+                    band.fill,
+                    esc(&band.title)
+                );
+            }
+        }
         // Lines: one polyline per unbroken run of finite points.
         for ser in &self.series {
             let dash = if ser.dashed { r#" stroke-dasharray="6 4""# } else { "" };
@@ -386,6 +415,7 @@ mod tests {
                 points: vec![(0.0, 0.001), (1.0, 0.002), (2.0, f64::NAN), (3.0, 0.001), (4.0, 0.003)],
             }],
             gaps: vec![(1.5, 2.5)],
+            bands: Vec::new(),
         };
         let svg = c.svg();
         assert!(svg.starts_with("<svg"));

@@ -241,8 +241,8 @@ impl BaselineSection {
     }
 }
 
-/// Seconds since the start as `1m 30s`.
-fn clock(secs: f64) -> String {
+/// Seconds since the start as `1m 30s` (the summary and the HTML page).
+pub fn clock(secs: f64) -> String {
     humantime::format_duration(std::time::Duration::from_secs(secs.max(0.0).round() as u64)).to_string()
 }
 
