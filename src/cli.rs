@@ -58,6 +58,13 @@ pub enum Command {
     /// when something is, 2 on bad input.
     #[command(after_help = EXIT_CODES)]
     Compare(CompareArgs),
+    /// Judge a series of runs' reports, each against the one before it and
+    /// against the first: p50, p99, p99.9, requests/s and error rate,
+    /// better, same or worse; name the first run worse than its
+    /// predecessor. Exit 3 when the newest run is worse than the one before
+    /// it, 2 on bad input.
+    #[command(after_help = EXIT_CODES)]
+    History(HistoryArgs),
     /// Combine the JSON reports (and HDR logs) of a plan's shards into one.
     Merge(MergeArgs),
     /// Turn a JSON report into a self-contained HTML page with charts.
@@ -119,6 +126,25 @@ pub struct CompareArgs {
     /// Print the comparison as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Flags of `soakd history`.
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// The runs' JSON reports (`soakd run --report`), or directories of
+    /// them; put in start order whatever the order given.
+    #[arg(value_name = "REPORT|DIR", required = true)]
+    pub reports: Vec<PathBuf>,
+    /// Also write a self-contained HTML page: each figure across the runs,
+    /// the verdicts marked.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Print the history as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// The smallest relative change that counts.
+    #[arg(long, value_name = "PCT", default_value = "10%", value_parser = tolerance)]
+    pub tolerance: f64,
 }
 
 /// Flags of `soakd check`.
@@ -556,6 +582,27 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
                 verdicts: comparison.as_ref().map(|c| c.rows.as_slice()),
             });
             crate::html::write(&args.html, &page)
+        }
+        Command::History(args) => {
+            if let Some(p) = &args.html {
+                crate::html::check_writable(p, "--html")?;
+            }
+            let runs = crate::verdict::history::load(&args.reports)?;
+            let opts = Options {
+                tolerance: args.tolerance,
+                ..Options::default()
+            };
+            let h = crate::verdict::history::history(runs, &opts);
+            if args.json {
+                println!("{}", h.to_json());
+            } else {
+                print!("{}", h.text());
+            }
+            if let Some(p) = &args.html {
+                crate::html::write(p, &crate::html::history::render(&h))?;
+                eprintln!("soakd history: HTML page written to {}", p.display());
+            }
+            h.verdict()
         }
         Command::Target(args) => serve_target(args),
         Command::Demo(args) => demo(args),

@@ -24,6 +24,7 @@
 //! few percentiles.
 
 mod baseline;
+pub mod history;
 pub mod svg;
 mod trends;
 
@@ -43,7 +44,7 @@ const P50: &str = "#1f77b4";
 const P90: &str = "#2ca02c";
 const P99: &str = "#ff7f0e";
 const PMAX: &str = "#d62728";
-const PALETTE: [&str; 8] = [
+pub(crate) const PALETTE: [&str; 8] = [
     "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#ff7f0e",
 ];
 
@@ -365,7 +366,7 @@ fn charts(i: &Inputs<'_>, r: &Report) -> Vec<(Chart, String)> {
     out
 }
 
-const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1140px}\
+pub(crate) const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1140px}\
 h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}\
 table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}\
 th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}\

@@ -30,6 +30,7 @@
 //! versions compare (a figure they lack is `null` and its row is left out)
 //! and which ignores fields it does not know (a newer soakd's).
 
+pub mod history;
 pub mod live;
 pub mod samples;
 
