@@ -150,20 +150,53 @@ pub struct Loaded {
     pub now: Duration,
 }
 
-/// The state file's bytes for `body`.
-fn encode(body: &Body) -> Result<Vec<u8>, serde_json::Error> {
-    let text = serde_json::to_vec(body)?;
+/// Counts and hashes what is written to it, keeping nothing.
+struct Tally {
+    bytes: usize,
+    hash: ring::digest::Context,
+}
+
+impl std::io::Write for Tally {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.bytes += buf.len();
+        self.hash.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Writes the state file for `body` to `out`: the header line (which
+/// states the body's length and SHA-256, so the body is serialized twice:
+/// once into a tally, once into `out`) and the body. No copy of the body
+/// is ever held: a checkpoint's memory does not grow with the run (the
+/// timeline's points, the histograms).
+fn encode_to(body: &Body, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let mut tally = Tally {
+        bytes: 0,
+        hash: ring::digest::Context::new(&SHA256),
+    };
+    serde_json::to_writer(&mut tally, body)?;
     let header = Header {
         format: FORMAT.into(),
         version: VERSION,
         soakd: env!("CARGO_PKG_VERSION").into(),
-        body_bytes: text.len(),
-        body_sha256: digest::hex(sha256(&SHA256, &text).as_ref()),
+        body_bytes: tally.bytes,
+        body_sha256: digest::hex(tally.hash.finish().as_ref()),
     };
-    let mut out = serde_json::to_vec(&header)?;
-    out.push(b'\n');
-    out.extend_from_slice(&text);
-    out.push(b'\n');
+    serde_json::to_writer(&mut *out, &header)?;
+    out.write_all(b"\n")?;
+    serde_json::to_writer(&mut *out, body)?;
+    out.write_all(b"\n")
+}
+
+/// The state file's bytes for `body` (tests).
+#[cfg(test)]
+fn encode(body: &Body) -> Result<Vec<u8>, std::io::Error> {
+    let mut out = Vec::new();
+    encode_to(body, &mut out)?;
     Ok(out)
 }
 

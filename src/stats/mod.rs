@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 
 pub use h2::H2Stats;
 pub use kinds::{CheckKind, CloseReason, ErrorKind, StatusClass};
-pub use timeline::{ProcSample, Resources, Timeline};
+pub use timeline::{MAX_POINTS, MAX_WORKLOADS, ProcSample, Resources, Timeline};
 pub use timeline_json::{PointJson, TimelineJson, one_line_each};
 pub use ws::WsStats;
 // WebSocket: silences per timeline interval

@@ -22,9 +22,10 @@ use crate::plan::{Baseline, Plan};
 use crate::report::{Counted, Figures, HOST_ERRORS, Load, Report, WorkloadReport};
 use crate::stats::judge::Options;
 
-/// How far a log's start may be from its report's (the log is opened a
-/// moment before the run's clock starts; a continued run keeps both).
-const START_SLACK_SECONDS: f64 = 30.0;
+/// How far a log's start may be from its report's: the log is opened a
+/// moment before the run's clock starts (the observers, then the workers;
+/// milliseconds), and a continued run keeps both its first start.
+const START_SLACK_SECONDS: f64 = 5.0;
 
 /// The reference of `plan`'s run against `base` (read with
 /// [`Run::load`]), with the settings of `b`.
