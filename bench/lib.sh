@@ -98,13 +98,13 @@ cleanup() {
     rm -rf "$WORK"
 }
 
-# start_target NAME ARGS...: `$SOAKD target` on a free port of 127.0.0.1
-# with ARGS, its output in $WORK/NAME.out; sets ADDR (host:port) and
-# TARGET_PID, and adds the PID to PIDS.
+# start_target NAME ARGS...: `$SOAKD target` on a free port of
+# $TARGET_HOST (default 127.0.0.1) with ARGS, its output in $WORK/NAME.out;
+# sets ADDR (host:port) and TARGET_PID, and adds the PID to PIDS.
 start_target() {
     local name=$1
     shift
-    "$SOAKD" target --listen 127.0.0.1:0 "$@" >"$WORK/$name.out" 2>&1 &
+    "$SOAKD" target --listen "${TARGET_HOST:-127.0.0.1}:0" "$@" >"$WORK/$name.out" 2>&1 &
     TARGET_PID=$!
     PIDS+=("$TARGET_PID")
     for _ in $(seq 50); do
