@@ -308,10 +308,11 @@ impl<'s> Control<'s> {
                     new: ni,
                     settings,
                     staged,
+                    recycle,
                 } => {
                     let nw = new.workloads[ni].clone();
                     if settings {
-                        cmds.push(Command::Settings(old as u16, Box::new(WorkloadRt::of(&nw))));
+                        cmds.push(Command::Settings(old as u16, Box::new(WorkloadRt::of(&nw)), recycle));
                     }
                     cmds.push(load_command(old, nw.connections, nw.model));
                     if staged {

@@ -30,6 +30,8 @@ use crate::plan::{Plan, Workload};
 use crate::stats::{Delta, Totals, TotalsSaved};
 use control::{Control, WAKE};
 pub use worker::SIZES;
+#[doc(hidden)]
+pub use worker::fuzzing::drive as fuzz_client_protocols;
 use worker::{PHASE_RUN, Shared};
 use workers::Workers;
 

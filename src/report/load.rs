@@ -71,7 +71,7 @@ impl Load {
     pub fn of(w: &Workload) -> Load {
         let (model_name, interval_seconds, rate) = model(w.model);
         let scheme = w.target.url.split("://").next().unwrap_or("").to_ascii_lowercase();
-        let protocol = match &w.ws {
+        let protocol = match &w.target.ws {
             Some(ws) => format!("{scheme}, {}", ws.mode.name()),
             None => format!("{scheme}, HTTP {}", w.http.name()),
         };
@@ -80,7 +80,7 @@ impl Load {
             model: model_name,
             interval_seconds,
             rate,
-            pipeline: w.pipeline,
+            pipeline: w.conn.pipeline,
             streams: w.streams,
             protocol,
             stages: w.stages.iter().map(StageLoad::of).collect(),
