@@ -291,12 +291,24 @@ fn bad_baselines_are_refused_before_anything_opens() {
         r#"{"duration_seconds": 5.0, "workloads": [{"name": "api"}, {"name": "web"}]}"#,
     )
     .unwrap();
+    let garbage = dir.path().join("garbage.json").display().to_string();
+    std::fs::write(&garbage, "not json\n").unwrap();
+    let stranger = dir.path().join("stranger.json").display().to_string();
+    std::fs::write(&stranger, r#"{"workloads": []}"#).unwrap();
     let url = target.url("/");
     let other_log = other.replace(".json", ".hlog");
     for (extra, says) in [
         (
             vec!["--baseline", "/nonexistent/base.json"],
             "--baseline /nonexistent/base.json: cannot read it",
+        ),
+        (
+            vec!["--baseline", garbage.as_str()],
+            "garbage.json: not JSON (expected ident at line 1 column 2); give the JSON file `soakd run --report` wrote",
+        ),
+        (
+            vec!["--baseline", stranger.as_str()],
+            "stranger.json: not a soakd report",
         ),
         (
             vec!["--baseline", two.as_str()],
