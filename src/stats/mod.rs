@@ -26,6 +26,7 @@ mod timeline;
 mod timeline_json;
 mod totals;
 pub mod trend;
+mod trend_input;
 pub mod trends;
 pub mod trends_text;
 mod ws;

@@ -113,83 +113,6 @@ pub struct WorkloadPointJson {
     pub p99: Option<f64>,
 }
 
-/// What the trends read from one timeline point, with no heap of its own
-/// (see `trends::TrendInput`): the same figures as the point's JSON,
-/// computed the same way (`PointJson::of`), from a point or from JSON.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct TrendPoint {
-    /// Start, seconds since the run started (to the millisecond).
-    pub t: f64,
-    /// Length in seconds.
-    pub seconds: f64,
-    /// `--target-pid` processes sampled in the point.
-    pub pids: usize,
-    /// Their resident memory, summed, bytes.
-    pub target_rss: f64,
-    /// Their open descriptors, summed (`None` when one was not readable).
-    pub target_fds: Option<f64>,
-    /// soakd's own resident memory.
-    pub soakd_rss_bytes: Option<u64>,
-    /// Latency median, seconds.
-    pub p50: Option<f64>,
-    /// Latency 99th percentile, seconds.
-    pub p99: Option<f64>,
-    /// Schedule lag 99th percentile, seconds.
-    pub lag_p99: Option<f64>,
-    /// Complete responses.
-    pub completed: u64,
-    /// Errors, all kinds.
-    pub errors: u64,
-    /// Where its per-workload figures are in the input's list, and how
-    /// many (`trends::TrendInput::push` sets it).
-    pub workloads: (usize, usize),
-}
-
-impl TrendPoint {
-    /// The trend figures of a report's point.
-    pub fn of_json(p: &PointJson) -> TrendPoint {
-        TrendPoint {
-            t: p.t,
-            seconds: p.seconds,
-            pids: p.targets.len(),
-            target_rss: p.targets.iter().map(|t| t.rss_bytes as f64).sum(),
-            target_fds: p.targets.iter().try_fold(0.0, |a, t| t.open_fds.map(|f| a + f as f64)),
-            soakd_rss_bytes: p.soakd_rss_bytes,
-            p50: p.p50,
-            p99: p.p99,
-            lag_p99: p.lag_p99,
-            completed: p.completed,
-            errors: p.errors.values().sum(),
-            workloads: (0, 0),
-        }
-    }
-
-    /// The trend figures of a timeline point, as [`TrendPoint::of_json`]
-    /// of its JSON would give them.
-    pub(super) fn of_point(p: &Point) -> TrendPoint {
-        let secs = |s: &Sparse, q: f64| s.quantile_us(q).map(|us| us as f64 / 1e6);
-        let ms = |d: Duration| (d.as_millis() as f64) / 1e3;
-        TrendPoint {
-            t: ms(p.start),
-            seconds: ms(p.length),
-            pids: p.resources.targets.len(),
-            target_rss: p.resources.targets.iter().map(|t| t.rss_bytes as f64).sum(),
-            target_fds: p
-                .resources
-                .targets
-                .iter()
-                .try_fold(0.0, |a, t| t.open_fds.map(|f| a + f as f64)),
-            soakd_rss_bytes: p.resources.soakd_rss_bytes,
-            p50: secs(&p.latency, 0.5),
-            p99: secs(&p.latency, 0.99),
-            lag_p99: secs(&p.lag, 0.99),
-            completed: p.counters.completed,
-            errors: p.counters.errors.iter().sum(),
-            workloads: (0, 0),
-        }
-    }
-}
-
 impl WorkloadPointJson {
     /// A workload's share of a timeline point, in the report's units.
     pub(super) fn of(w: &super::timeline::WorkloadPoint) -> WorkloadPointJson {
@@ -239,20 +162,6 @@ impl PointJson {
 }
 
 impl Timeline {
-    /// The trends' input of the timeline so far (its closed points and
-    /// the one being filled, as [`Timeline::points`] gives them), written
-    /// into `into` in the room it has: what the live trend thresholds
-    /// analyze every 10 s without making the timeline's JSON.
-    pub fn trend_input(&mut self, into: &mut super::trends::TrendInput) {
-        into.clear();
-        for p in self.closed() {
-            into.push(TrendPoint::of_point(p), p.workloads.iter().map(WorkloadPointJson::of));
-        }
-        if let Some(p) = self.partial() {
-            into.push(TrendPoint::of_point(p), p.workloads.iter().map(WorkloadPointJson::of));
-        }
-    }
-
     /// The JSON form the report embeds.
     pub fn to_json(&self) -> TimelineJson {
         TimelineJson {

@@ -46,9 +46,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::rank::{mann_whitney_dependent, median, ranks};
-pub use super::timeline_json::TrendPoint;
 use super::timeline_json::{TimelineJson, WorkloadPointJson};
 use super::trend::{MIN_POINTS, theil_sen};
+pub use super::trend_input::{TrendInput, TrendPoint};
 
 /// Fewest points in each drift window.
 pub const MIN_WINDOW_POINTS: usize = 5;
@@ -210,61 +210,6 @@ impl Trends {
             .iter()
             .find(|d| d.metric == metric)
             .map(|d| one(d.drift, d.significant, &d.not_judged))
-    }
-}
-
-/// What the trends are computed from: one [`TrendPoint`] per timeline
-/// point, and the points' per-workload figures in one list. Plain numbers:
-/// the live trend thresholds fill one kept from the start every 10 s
-/// (`Timeline::trend_input`) instead of making the timeline's JSON, so
-/// their memory does not grow with the timeline (issue 29).
-#[derive(Clone, Debug, Default)]
-pub struct TrendInput {
-    /// The points, oldest first.
-    pub points: Vec<TrendPoint>,
-    /// Every point's per-workload figures, in point order.
-    pub workloads: Vec<WorkloadPointJson>,
-}
-
-impl TrendInput {
-    /// Room for `points` points of `workloads` workloads each, written
-    /// once so the pages are the process's now.
-    pub fn with_room(points: usize, workloads: usize) -> TrendInput {
-        let mut t = TrendInput {
-            points: vec![TrendPoint::default(); points],
-            workloads: vec![WorkloadPointJson::default(); points * workloads],
-        };
-        t.clear();
-        t
-    }
-
-    /// Empties it, keeping the room.
-    pub fn clear(&mut self) {
-        self.points.clear();
-        self.workloads.clear();
-    }
-
-    /// Adds a point and its per-workload figures.
-    pub fn push(&mut self, mut p: TrendPoint, workloads: impl IntoIterator<Item = WorkloadPointJson>) {
-        let from = self.workloads.len();
-        self.workloads.extend(workloads);
-        p.workloads = (from, self.workloads.len() - from);
-        self.points.push(p);
-    }
-
-    /// The input of a report's timeline.
-    pub fn of_json(t: &TimelineJson) -> TrendInput {
-        let mut out = TrendInput::default();
-        for p in &t.points {
-            out.push(TrendPoint::of_json(p), p.workloads.iter().copied());
-        }
-        out
-    }
-
-    /// Point `p`'s figures of workload `i`, if it has them.
-    fn workload(&self, p: &TrendPoint, i: usize) -> Option<&WorkloadPointJson> {
-        let (from, n) = p.workloads;
-        (i < n).then(|| self.workloads.get(from + i)).flatten()
     }
 }
 
