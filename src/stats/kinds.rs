@@ -161,9 +161,80 @@ name_table! {
     }
 }
 
+/// Reads a count per kind (`[u64; N]`) from a `--state` checkpoint that an
+/// older soakd wrote: it knew fewer kinds (`send_stalled` came with issue
+/// 28, more come with later protocols). Kinds are only ever appended to
+/// their table (a test below holds the first ones in place), so a shorter
+/// array is the older build's counts, and the kinds it did not have start
+/// at 0. A soak that outlives an upgrade continues; a longer array (a
+/// newer soakd's checkpoint) is refused.
+pub fn counts_from_older<'de, D, const N: usize>(d: D) -> Result<[u64; N], D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    use serde::Deserialize;
+    let counts = Vec::<u64>::deserialize(d)?;
+    if counts.len() > N {
+        return Err(serde::de::Error::custom(format!(
+            "{} counts where this soakd knows {N} kinds: written by a newer soakd",
+            counts.len()
+        )));
+    }
+    let mut all = [0; N];
+    all[..counts.len()].copy_from_slice(&counts);
+    Ok(all)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kinds a `--state` checkpoint of format 2 counted before issue
+    /// 28, in their order: new kinds go after them, never between
+    /// ([`counts_from_older`] reads the old arrays as a prefix).
+    #[test]
+    fn kinds_are_only_appended() {
+        let before_28 = [
+            "connect_refused",
+            "connect_timeout",
+            "connect_other",
+            "addr_unavailable",
+            "fd_limit",
+            "reset",
+            "eof",
+            "timeout",
+            "protocol",
+            "tls_certificate",
+            "tls_handshake",
+            "stream_reset",
+            "goaway_error",
+            "h2_protocol",
+            "h2_not_negotiated",
+            "ws_handshake",
+            "ws_protocol",
+            "ws_closed",
+            "ws_ping_timeout",
+            "h2_header_list_too_large",
+            "h2_retries_exhausted",
+        ];
+        let now: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(now[..before_28.len()], before_28);
+    }
+
+    #[test]
+    fn an_older_count_array_reads_as_a_prefix() {
+        #[derive(serde::Deserialize)]
+        struct C {
+            #[serde(deserialize_with = "counts_from_older")]
+            errors: [u64; 4],
+        }
+        let c: C = serde_json::from_str(r#"{"errors":[1,2]}"#).unwrap();
+        assert_eq!(c.errors, [1, 2, 0, 0]);
+        let c: C = serde_json::from_str(r#"{"errors":[1,2,3,4]}"#).unwrap();
+        assert_eq!(c.errors, [1, 2, 3, 4]);
+        let e = serde_json::from_str::<C>(r#"{"errors":[1,2,3,4,5]}"#).err().unwrap();
+        assert!(e.to_string().contains("written by a newer soakd"), "{e}");
+    }
 
     #[test]
     fn names_round_trip_and_are_unique() {

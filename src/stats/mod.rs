@@ -77,6 +77,7 @@ pub struct Counters {
     /// Responses by class: 1xx .. 5xx (a status outside 100..599 counts as 5xx).
     pub responses: [u64; StatusClass::COUNT],
     /// Errors by [`ErrorKind`], in [`ErrorKind::ALL`] order.
+    #[serde(deserialize_with = "kinds::counts_from_older")]
     pub errors: [u64; ErrorKind::COUNT],
     /// Bytes written.
     pub bytes_sent: u64,
