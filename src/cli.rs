@@ -255,6 +255,10 @@ pub struct RunArgs {
     /// and start a new soak.
     #[arg(long)]
     pub fresh: bool,
+    /// Outages and events: how outages are found, commands run at a time
+    /// of the run, events marked from outside.
+    #[command(flatten)]
+    pub disruptions: crate::config::DisruptionArgs,
 }
 
 /// `--shard` and `--shard-sources`, shared by `run` and `check`.
@@ -331,6 +335,7 @@ impl RunArgs {
             "url" => String::new(),
             other => format!("--{}", crate::config::settings::flag_of(other)),
         })?;
+        let (outages, events) = self.disruptions.plans(self.duration)?;
         let plan = Plan {
             workloads: vec![workload],
             threads: self.threads.map_or_else(defaults::threads, |t| t as usize),
@@ -349,6 +354,8 @@ impl RunArgs {
             state: plan::StateFile::of(self.state.clone(), self.checkpoint_interval, self.fresh)?,
             shard: plan::Shard::WHOLE,
             shard_sources: false,
+            outages,
+            events,
         };
         let (shard, from) = self.shard.resolve()?.unwrap_or((plan::Shard::WHOLE, "--shard".into()));
         let plan = plan::shard::apply(plan, shard, self.shard.shard_sources, &from)?;
@@ -399,6 +406,7 @@ impl RunArgs {
             state: self.state.clone(),
             checkpoint_interval: self.checkpoint_interval,
             fresh: self.fresh,
+            disruptions: self.disruptions.clone(),
         };
         let plan = crate::config::load(&path, over.clone())?;
         let reload: Reload = Arc::new(move || crate::config::load(&path, over.clone()));

@@ -167,7 +167,65 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
         trends: Default::default(),
         // Each shard's restarts are its own.
         resumed: Vec::new(),
+        ..disruptions(reports)
     })
+}
+
+/// The shards' outages, excursions and events in one list each, on the
+/// earliest shard's clock (each shard found its own: its share of the
+/// connections went down with the target), attributed again over every
+/// shard's events.
+fn disruptions(reports: &[(String, Report)]) -> Report {
+    let starts = reports.iter().map(|(_, r)| r.timeline.started_at_unix_seconds);
+    let base = starts.filter(|s| *s > 0.0).fold(f64::MAX, f64::min);
+    let mut out = Report {
+        duration_seconds: 0.0,
+        shard: ShardReport::default(),
+        all: Figures::default(),
+        workloads: Vec::new(),
+        thresholds: Vec::new(),
+        aborted: None,
+        hdr_log: None,
+        plan: String::new(),
+        timeline: TimelineJson::default(),
+        trends: Default::default(),
+        resumed: Vec::new(),
+        outages: Vec::new(),
+        excursions: Vec::new(),
+        events: Vec::new(),
+    };
+    for (_, r) in reports {
+        let shift = if base < f64::MAX && r.timeline.started_at_unix_seconds > 0.0 {
+            r.timeline.started_at_unix_seconds - base
+        } else {
+            0.0
+        };
+        out.outages.extend(r.outages.iter().cloned().map(|mut o| {
+            o.start += shift;
+            o.end = o.end.map(|e| e + shift);
+            o
+        }));
+        out.excursions.extend(r.excursions.iter().cloned().map(|mut x| {
+            x.start += shift;
+            x.end = x.end.map(|e| e + shift);
+            x
+        }));
+        out.events.extend(r.events.iter().cloned().map(|mut e| {
+            e.at += shift;
+            e.end = e.end.map(|t| t + shift);
+            e
+        }));
+    }
+    out.outages.sort_by(|a, b| a.start.total_cmp(&b.start));
+    out.excursions.sort_by(|a, b| a.start.total_cmp(&b.start));
+    out.events.sort_by(|a, b| a.at.total_cmp(&b.at));
+    crate::stats::events::attribute(
+        &mut out.outages,
+        &mut out.excursions,
+        &out.events,
+        crate::plan::defaults::EVENT_WINDOW.as_secs_f64(),
+    );
+    out
 }
 
 /// The shards' per-request figures of one workload, request by request

@@ -30,6 +30,7 @@ mod h2;
 mod http1;
 mod io;
 mod lifecycle;
+mod probe;
 mod protocol;
 pub(super) mod socket;
 mod transport;
@@ -39,7 +40,7 @@ mod ws_io;
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Interest, Poll, Token};
@@ -102,6 +103,10 @@ pub struct Shared {
     /// Wakes the control thread: a worker that has nothing left in flight
     /// after a stop says so at once, so the drain ends without polling.
     pub control: Arc<mio::Waker>,
+    /// Per workload (bit `wi`, see `probe::bit`): an outage is on and the
+    /// server has not answered since; workers read it once per loop
+    /// iteration, as `phase` (see `probe.rs`).
+    pub outage: AtomicU64,
 }
 
 /// Per-workload settings the workers need, computed from the plan. Each
@@ -368,6 +373,11 @@ pub struct Worker {
     ws_closing: u64,
     /// When subscribe sockets' silences are next recorded (ns).
     next_silence: u64,
+    /// The control thread's outage mask as last seen (see `probe.rs`).
+    outage: u64,
+    /// Workloads whose waiting slots a probe's connection woke in this
+    /// outage.
+    probe_woken: u64,
 }
 
 impl Worker {
@@ -437,6 +447,8 @@ impl Worker {
             told_idle: false,
             ws_closing: 0,
             next_silence: SILENCE_INTERVAL,
+            outage: 0,
+            probe_woken: 0,
             shared,
             wl,
         })
@@ -492,6 +504,10 @@ impl Worker {
                     break;
                 }
                 self.begin_drain(now);
+            }
+            let outage = self.shared.outage.load(Ordering::Acquire);
+            if outage != self.outage {
+                self.on_outage(outage, now);
             }
             self.expire_timers(now);
             self.run_ramp(now);
