@@ -460,6 +460,44 @@ pub struct TargetArgs {
     /// before. Needed by the HTTP/2 faults.
     #[arg(long)]
     pub h2: bool,
+    /// Restarts and brownouts on a schedule, for outage tests and demos.
+    #[command(flatten)]
+    pub outage: TargetOutageArgs,
+}
+
+/// `soakd target`'s scheduled disruptions (see `target::OutageSchedule`).
+#[derive(Debug, Args)]
+pub struct TargetOutageArgs {
+    /// Every DUR (first after DUR), close the listener and every
+    /// connection, as a stopped server does, for --down-for.
+    #[arg(long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub restart_every: Option<Duration>,
+    /// How long each restart stays down.
+    #[arg(long, value_name = "DUR", default_value = "0s", value_parser = duration, allow_hyphen_values = true)]
+    pub down_for: Duration,
+    /// Every DUR (first after DUR), delay every HTTP/1.1 response by
+    /// --brownout-delay more, for --brownout-for.
+    #[arg(long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub brownout_every: Option<Duration>,
+    /// How long each brownout lasts.
+    #[arg(long, value_name = "DUR", default_value = "0s", value_parser = duration, allow_hyphen_values = true)]
+    pub brownout_for: Duration,
+    /// The extra delay of each response during a brownout.
+    #[arg(long, value_name = "DUR", default_value = "0s", value_parser = duration, allow_hyphen_values = true)]
+    pub brownout_delay: Duration,
+}
+
+impl TargetOutageArgs {
+    fn schedule(&self) -> target::OutageSchedule {
+        target::OutageSchedule {
+            restart_every: self.restart_every,
+            down_for: self.down_for,
+            brownout_every: self.brownout_every,
+            brownout_for: self.brownout_for,
+            brownout_delay: self.brownout_delay,
+            epoch: None,
+        }
+    }
 }
 
 /// Flags of `soakd demo`.
@@ -625,6 +663,7 @@ fn serve_target(args: TargetArgs) -> Result<(), Error> {
         fault: args.fault,
         tls: tls.as_ref().map(|t| t.config.clone()),
         h2: args.h2,
+        outage: args.outage.schedule(),
         degrade: target::Degrade {
             leak_bytes_per_s: args.leak.unwrap_or(0.0),
             fds_per_s: args.fd_leak.unwrap_or(0.0),
@@ -654,6 +693,7 @@ fn demo(args: DemoArgs) -> Result<(), Error> {
         tls: tls.as_ref().map(|t| t.config.clone()),
         h2: args.h2,
         degrade: target::Degrade::default(),
+        outage: target::OutageSchedule::default(),
     })?;
     let (scheme, path) = match (tls.is_some(), args.ws) {
         (false, false) => ("http", "/"),

@@ -96,7 +96,7 @@ impl Report {
                 let errors: Vec<String> = o.errors.iter().map(|(k, n)| format!("{k} {n}")).collect();
                 let _ = writeln!(
                     s,
-                    "    {:>2}  {}  {:.1} s → {}  {:.2} s  ({})  failed {}  missed {}  late {}  lost {} of {} (fewest open {})  reconnect {}  recovery {}{}",
+                    "    {:>2}  {}  {:.1} s → {}  {:.2} s  ({})  failed {}  missed {}  late {}  connections lost {} ({} desired, fewest open {})  reconnect {}  recovery {}{}",
                     i + 1,
                     o.workload,
                     o.start,

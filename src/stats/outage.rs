@@ -38,10 +38,11 @@
 //! - **Latency excursions.** A slowdown with neither errors nor closes (a
 //!   brownout) is not an outage: it is an [`Excursion`], found when a
 //!   second's median (of at least [`MIN_RESPONSES`] responses) is worse,
-//!   by the same tolerance rule, than the minute before's p99, and soakd's
-//!   own schedule lag does not explain it (the rule `compare` uses to not
-//!   blame the server for a starved generator); it ends when the median
-//!   stayed back for the settle, and has a time to recover like an outage.
+//!   by the same tolerance rule, than the minute before's p99 once soakd's
+//!   own schedule lag is taken out of it (so a starved generator is not
+//!   blamed on the server, as `compare` does not); it ends when the
+//!   median stayed back for the settle, and has a time to recover like an
+//!   outage.
 //!
 //! While an outage is on, [`Outages::active_mask`] says so; the control
 //! loop hands it to the workers, whose probing slots then find the
@@ -686,11 +687,13 @@ impl Outages {
                     ..Outage::default()
                 });
                 w.count += 1;
-                // An excursion the outage overtakes ends where it begins.
+                // An excursion the outage overtakes ends where its median
+                // came back, or where the outage begins.
                 if let Some(s) = w.slow.take() {
                     let e = &mut self.excursions[s.index];
-                    e.end = Some(start.as_secs_f64());
-                    e.duration_seconds = (start.as_secs_f64() - e.start).max(0.0);
+                    let end = s.settling.map_or(start, |a| a.end.min(start));
+                    e.end = Some(end.as_secs_f64());
+                    e.duration_seconds = (end.as_secs_f64() - e.start).max(0.0);
                 }
                 w.down = Some(Down {
                     index,
@@ -823,16 +826,13 @@ impl Outages {
         let Some(rules) = self.rules else { return };
         let w = &mut self.watches[wi];
         let p50 = c.latency.quantile_us(0.5);
+        // The target's share of the median: latency counts from the due
+        // time, so soakd's own lateness (a starved generator) is taken
+        // out; a slow server that keeps every connection busy is not
+        // (its responses still take their time after the write).
         let slow_against = |base: u64| {
             c.completed >= MIN_RESPONSES
-                && p50.is_some_and(|m| {
-                    // soakd's own lateness explains half the change or
-                    // more: the generator's, not the target's.
-                    let lagged = c
-                        .lag_p50
-                        .is_some_and(|l| l as f64 >= (m.saturating_sub(base)) as f64 / 2.0);
-                    rules.worse(base, m) && !lagged
-                })
+                && p50.is_some_and(|m| rules.worse(base, m.saturating_sub(c.lag_p50.unwrap_or(0))))
         };
         match w.slow.as_mut() {
             Some(s) => {
@@ -1275,14 +1275,15 @@ mod tests {
         assert_eq!(e.recovery_seconds, Some(0.0));
         assert!(e.p50_max.unwrap() > 0.15, "{e:?}");
         assert_eq!(e.late, 5 * 100);
-        // The same slowness when soakd itself was late: not the target's.
+        // The same latency when soakd itself was that late (a starved
+        // generator): not the target's.
         let mut sim = Sim::new(true);
         sim.run(60.0, OK);
         sim.run(
             5.0,
             D {
                 latency_us: 200_000,
-                lag_us: 150_000,
+                lag_us: 199_500,
                 ..OK
             },
         );

@@ -20,6 +20,7 @@ fn start_with(threads: usize, delay: Duration) -> TargetHandle {
         tls: None,
         degrade: Degrade::default(),
         h2: false,
+        outage: Default::default(),
     })
     .expect("target starts")
 }
@@ -446,6 +447,7 @@ fn stop_is_prompt_and_frees_the_port() {
         tls: None,
         degrade: Degrade::default(),
         h2: false,
+        outage: Default::default(),
     })
     .expect("rebinds the same port");
     let mut s = connect(&again);
@@ -463,6 +465,7 @@ fn start_faulty(fault: &str, delay: Duration) -> TargetHandle {
         tls: None,
         degrade: Degrade::default(),
         h2: false,
+        outage: Default::default(),
     })
     .expect("target starts")
 }
@@ -532,6 +535,7 @@ fn fault_names_parse_and_print() {
         tls: None,
         degrade: Degrade::default(),
         h2: false,
+        outage: Default::default(),
     })
     .unwrap_err();
     assert!(matches!(err, Error::Usage(_)), "{err:?}");
@@ -743,6 +747,7 @@ fn zero_threads_is_a_usage_error() {
         tls: None,
         degrade: Degrade::default(),
         h2: false,
+        outage: Default::default(),
     })
     .unwrap_err();
     assert!(matches!(err, Error::Usage(_)), "{err:?}");
@@ -761,6 +766,7 @@ fn busy_address_is_a_preflight_error() {
             tls: None,
             degrade: Degrade::default(),
             h2: false,
+            outage: Default::default(),
         })
         .unwrap_err();
         let Error::Preflight(message) = err else {

@@ -17,6 +17,7 @@ use mio::{Events, Poll, Token, Waker};
 
 use super::conn::{Conn, ConnFault};
 use super::h2::H2Thread;
+use super::outage::Phase;
 use super::responder::Responder;
 use super::responses::Responses;
 use super::{EVENTS, FaultMode, READ_BUF, TargetConfig};
@@ -41,13 +42,22 @@ pub(super) fn start(
             .register(poll.registry(), LISTENER)
             .map_err(|e| Error::io("registering the target's listener", e))?;
     }
+    let addr = acceptor
+        .local_addr()
+        .map_err(|e| Error::io("reading the target's bound address", e))?;
     let mut responder = Responder::new(Arc::clone(responses), cfg.delay, cfg.degrade, cfg.fault);
+    responder.outage = cfg.outage;
     if cfg.h2 {
         responder.h2 = Some(H2Thread::new(cfg.delay, cfg.degrade, cfg.fault));
     }
     let worker = Worker {
         poll,
-        acceptor,
+        acceptor: Some(acceptor),
+        restarts: Restarts {
+            schedule: cfg.outage,
+            addr,
+            reuse_port: cfg.threads > 1,
+        },
         conns: ConnTable::with_capacity(0),
         buf: vec![0; READ_BUF].into_boxed_slice(),
         responder,
@@ -67,12 +77,23 @@ pub(super) fn start(
         .map_err(|e| Error::io("starting a target thread", e))
 }
 
+/// `--restart-every`: the schedule, and where to listen again after a
+/// restart.
+struct Restarts {
+    schedule: super::outage::Schedule,
+    addr: std::net::SocketAddr,
+    reuse_port: bool,
+}
+
 /// One server thread: its poll, listener and connections.
 struct Worker {
     poll: Poll,
     /// The listener, paused for a moment after running out of file
-    /// descriptors (accepting again at once would only fail again).
-    acceptor: Acceptor,
+    /// descriptors (accepting again at once would only fail again);
+    /// `None` while a `--restart-every` restart is down.
+    acceptor: Option<Acceptor>,
+    /// `--restart-every`: the schedule and how to listen again.
+    restarts: Restarts,
     conns: ConnTable<Conn>,
     /// The one buffer every read of this thread goes through.
     buf: Box<[u8]>,
@@ -100,7 +121,11 @@ impl Worker {
                             return Ok(());
                         }
                     }
-                    LISTENER => self.acceptor.readable(),
+                    LISTENER => {
+                        if let Some(a) = &mut self.acceptor {
+                            a.readable();
+                        }
+                    }
                     token => {
                         let Some(conn) = self.conns.get_mut(token) else {
                             continue; // stale: the slot belongs to a newer connection
@@ -111,6 +136,9 @@ impl Worker {
                 }
             }
             let now = Instant::now();
+            if self.restarts.schedule.active() {
+                self.follow_restarts(now);
+            }
             // Also after a pause: edge-triggered, connections that queued
             // up meanwhile bring no new event.
             self.accept(now);
@@ -132,7 +160,8 @@ impl Worker {
         [
             self.responder.queue.front().map(|d| d.due),
             self.responder.trickles.front().map(|t| t.due),
-            self.acceptor.wake_at(now),
+            self.acceptor.as_ref().and_then(|a| a.wake_at(now)),
+            self.restarts.schedule.next_change(now),
             self.responder.ws.ticks.next_due(),
             self.responder.h2.as_ref().and_then(|h2| h2.wake_at(now)),
         ]
@@ -145,7 +174,8 @@ impl Worker {
     /// Accepts every waiting connection (unless paused).
     fn accept(&mut self, now: Instant) {
         let (conns, responder, poll, tls) = (&mut self.conns, &mut self.responder, &self.poll, &self.tls);
-        self.acceptor.accept(now, usize::MAX, |accepted| {
+        let Some(acceptor) = self.acceptor.as_mut() else { return };
+        acceptor.accept(now, usize::MAX, |accepted| {
             let Accepted::Conn(stream) = accepted else {
                 // Out of descriptors: every connection here is a client's
                 // own, so none is given up; the acceptor pauses.
@@ -177,6 +207,33 @@ impl Worker {
             });
             true
         });
+    }
+
+    /// `--restart-every`: down, the listener and every connection close
+    /// (as when a server process stops); up again, the listener is bound
+    /// again on the same address (see `outage.rs`).
+    fn follow_restarts(&mut self, now: Instant) {
+        let down = self.restarts.schedule.now(now) == Phase::Down;
+        if down == self.acceptor.is_none() {
+            return;
+        }
+        if down {
+            self.acceptor = None;
+            self.conns.retain(|_| false);
+            return;
+        }
+        let listened = super::bind(self.restarts.addr, self.restarts.reuse_port, super::BACKLOG)
+            .map(Acceptor::new)
+            .and_then(|mut a| {
+                a.register(self.poll.registry(), LISTENER)
+                    .map_err(|e| Error::io("registering the target's listener", e))?;
+                Ok(a)
+            });
+        match listened {
+            Ok(a) => self.acceptor = Some(a),
+            // Down until the next restart ends: said, not fatal.
+            Err(e) => eprintln!("soakd target: cannot listen again after a restart: {e}"),
+        }
     }
 
     /// After the responder worked on `token`'s connection: drops it on an
