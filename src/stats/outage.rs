@@ -37,7 +37,7 @@
 //!   first.
 //! - **Latency excursions.** A slowdown with neither errors nor closes (a
 //!   brownout) is not an outage: it is an [`Excursion`], found when a
-//!   second's median (of at least [`MIN_RESPONSES`] responses) is worse,
+//!   second's median (of at least 20 responses, `excursion::MIN_RESPONSES`) is worse,
 //!   by the same tolerance rule, than the minute before's p99 once soakd's
 //!   own schedule lag is taken out of it (so a starved generator is not
 //!   blamed on the server, as `compare` does not); it ends when the
@@ -49,25 +49,25 @@
 //! server's return within a fraction of a second, instead of at the next
 //! step of a backoff that may be seconds long.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
 
-use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
+mod excursion;
+mod records;
+mod slice;
+
+pub use records::{Excursion, Outage};
+
+use excursion::Slow;
+use records::{BY_CONNECTIONS, BY_ERRORS, Figures, fill};
+use slice::{Closed, Drain, MAX_DRAINS, Slice, Verdict};
 
 use super::rank::beyond_tolerance;
 use super::sparse::Sparse;
-use super::{BASE_INTERVAL, CloseReason, ErrorKind, HIST_MAX_US, WorkloadStats};
+use super::{BASE_INTERVAL, CloseReason, ErrorKind, WorkloadStats};
 
 /// Seconds of latency "the minute before" holds.
 const MINUTE: usize = 60;
-/// Fewest responses a second needs for its median to start an excursion:
-/// half of them beyond it is `soakd compare`'s 10 samples past a quantile
-/// (its `MIN_TAIL`), below which a quantile is a handful of events.
-pub const MIN_RESPONSES: u64 = 20;
-/// Most drains a slice keeps for the boundaries (four a second normally).
-const MAX_DRAINS: usize = 32;
-
 /// How outages are told from noise (`--outage-errors`, `--outage-open`,
 /// `--outage-settle`, and `soakd compare`'s tolerance rule).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -101,203 +101,6 @@ impl Rules {
                 self.tolerance,
                 self.min_latency_change,
             )
-    }
-}
-
-/// One outage, as the report lists it (times in seconds since the run
-/// started).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Outage {
-    /// The workload it hit.
-    pub workload: String,
-    /// When it began.
-    pub start: f64,
-    /// When it ended; `null` when it had not ended when the run stopped.
-    pub end: Option<f64>,
-    /// `end − start` (to the stop when it had not ended).
-    pub duration_seconds: f64,
-    /// What made it: `errors`, `connections`, or both.
-    pub cause: Vec<String>,
-    /// Errors during it, by kind (kinds seen only).
-    pub errors: BTreeMap<String, u64>,
-    /// Requests sent and then lost to an error.
-    pub failed: u64,
-    /// Requests never sent: older than the request timeout when a
-    /// connection was free again.
-    pub missed: u64,
-    /// Responses slower than the minute before allows (see
-    /// [`Rules`]), from the start until it recovered.
-    pub late: u64,
-    /// Connections closed by an error or by the server during it.
-    pub connections_lost: u64,
-    /// Fewest connections open during it.
-    pub open_min: u64,
-    /// Connections desired when it began.
-    pub desired: u64,
-    /// From the end until every desired connection was open again;
-    /// `null`: not before the run stopped (or not measured: `--close`
-    /// holds no connections).
-    pub reconnect_seconds: Option<f64>,
-    /// From the end until a second's p99 was back within tolerance of
-    /// the minute before; `null`: not recovered before the run stopped.
-    pub recovery_seconds: Option<f64>,
-    /// The p99 of the minute before (what "recovered" is judged against);
-    /// `null` when nothing was measured in it.
-    pub baseline_p99: Option<f64>,
-    /// The event it is attributed to: the nearest one within
-    /// `--event-window` of its start.
-    pub event: Option<String>,
-    /// Its start minus the event's, seconds.
-    pub event_offset_seconds: Option<f64>,
-}
-
-/// A latency excursion: the target slowed down without failing (see the
-/// module doc).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Excursion {
-    /// The workload it hit.
-    pub workload: String,
-    /// When it began.
-    pub start: f64,
-    /// When the median came back; `null`: not before the run stopped.
-    pub end: Option<f64>,
-    /// `end − start` (to the stop when it had not ended).
-    pub duration_seconds: f64,
-    /// The slowest median of a second during it.
-    pub p50_max: Option<f64>,
-    /// The slowest p99 of a second during it.
-    pub p99_max: Option<f64>,
-    /// Responses slower than the minute before allows, until recovered.
-    pub late: u64,
-    /// From the end until a second's p99 was back within tolerance;
-    /// `null`: not recovered before the run stopped.
-    pub recovery_seconds: Option<f64>,
-    /// The p99 of the minute before.
-    pub baseline_p99: Option<f64>,
-    /// The event it is attributed to.
-    pub event: Option<String>,
-    /// Its start minus the event's, seconds.
-    pub event_offset_seconds: Option<f64>,
-}
-
-/// The figures summed over an outage.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-struct Figures {
-    errors: [u64; ErrorKind::COUNT],
-    failed: u64,
-    missed: u64,
-    lost: u64,
-}
-
-impl Figures {
-    fn add(&mut self, o: &Figures) {
-        for (a, b) in self.errors.iter_mut().zip(o.errors) {
-            *a += b;
-        }
-        self.failed += o.failed;
-        self.missed += o.missed;
-        self.lost += o.lost;
-    }
-}
-
-/// What a slice or a drain says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Verdict {
-    /// Errors over the limit, or connections lost.
-    Bad,
-    /// Attempts within the limit, connections up.
-    Good,
-    /// No attempt, connections up: no evidence either way.
-    Silent,
-}
-
-/// Why a slice is bad (bits).
-const BY_ERRORS: u8 = 1;
-const BY_CONNECTIONS: u8 = 2;
-
-/// One drain (control tick) of a slice.
-#[derive(Clone, Copy, Debug)]
-struct Drain {
-    from: Duration,
-    to: Duration,
-    bad: bool,
-    /// Every desired connection open at its end.
-    full: bool,
-}
-
-/// The slice being filled.
-#[derive(Debug)]
-struct Slice {
-    start: Duration,
-    figures: Figures,
-    completed: u64,
-    errors: u64,
-    open_min: Option<u64>,
-    cause: u8,
-    latency: Histogram<u64>,
-    lag: Histogram<u64>,
-    drains: Vec<Drain>,
-}
-
-/// A second's histogram: 2 significant digits, as a timeline point's.
-fn second_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, HIST_MAX_US, 2).expect("valid histogram bounds")
-}
-
-impl Slice {
-    fn new(start: Duration) -> Slice {
-        Slice {
-            start,
-            figures: Figures::default(),
-            completed: 0,
-            errors: 0,
-            open_min: None,
-            cause: 0,
-            latency: second_histogram(),
-            lag: second_histogram(),
-            drains: Vec::new(),
-        }
-    }
-
-    fn restart(&mut self, start: Duration) {
-        self.start = start;
-        self.figures = Figures::default();
-        (self.completed, self.errors, self.open_min, self.cause) = (0, 0, None, 0);
-        for h in [&mut self.latency, &mut self.lag] {
-            if !h.is_empty() {
-                h.reset();
-            }
-        }
-        self.drains.clear();
-    }
-}
-
-/// A slice once closed, as the state machine reads it.
-#[derive(Debug)]
-struct Closed {
-    start: Duration,
-    end: Duration,
-    verdict: Verdict,
-    cause: u8,
-    figures: Figures,
-    completed: u64,
-    open_min: u64,
-    latency: Sparse,
-    lag_p50: Option<u64>,
-    drains: Vec<Drain>,
-}
-
-impl Closed {
-    /// Where the slice's first bad drain began.
-    fn first_bad(&self) -> Option<Duration> {
-        self.drains.iter().find(|d| d.bad).map(|d| d.from)
-    }
-
-    /// Where the slice's last bad drain ended.
-    fn last_bad_end(&self) -> Option<Duration> {
-        self.drains.iter().rev().find(|d| d.bad).map(|d| d.to)
     }
 }
 
@@ -340,16 +143,6 @@ struct Settling {
     after: Aftermath,
     first: Figures,
     later: Figures,
-}
-
-/// A latency excursion not over yet.
-#[derive(Debug)]
-struct Slow {
-    index: usize,
-    base_us: u64,
-    /// The median came back: since when (the end, once settled), and
-    /// the recovery being looked for from there.
-    settling: Option<Aftermath>,
 }
 
 /// One workload's watch.
@@ -821,80 +614,6 @@ impl Outages {
         w.excursion_after.retain(|a| a.recovering);
     }
 
-    /// Latency excursions, while no outage is on.
-    fn excursion(&mut self, wi: usize, c: &Closed, p99: Option<u64>) {
-        let Some(rules) = self.rules else { return };
-        let w = &mut self.watches[wi];
-        let p50 = c.latency.quantile_us(0.5);
-        // The target's share of the median: latency counts from the due
-        // time, so soakd's own lateness (a starved generator) is taken
-        // out; a slow server that keeps every connection busy is not
-        // (its responses still take their time after the write).
-        let slow_against = |base: u64| {
-            c.completed >= MIN_RESPONSES
-                && p50.is_some_and(|m| rules.worse(base, m.saturating_sub(c.lag_p50.unwrap_or(0))))
-        };
-        match w.slow.as_mut() {
-            Some(s) => {
-                let e = &mut self.excursions[s.index];
-                if s.settling.is_none_or(|a| a.recovering) {
-                    e.late += c.latency.count_above_us(rules.bound_us(s.base_us));
-                }
-                if slow_against(s.base_us) {
-                    s.settling = None;
-                    e.recovery_seconds = None;
-                    e.p50_max = max_secs(e.p50_max, p50);
-                    e.p99_max = max_secs(e.p99_max, p99);
-                    return;
-                }
-                let a = s.settling.get_or_insert(Aftermath {
-                    index: s.index,
-                    end: c.start,
-                    base_us: Some(s.base_us),
-                    reconnecting: false,
-                    recovering: true,
-                });
-                recover(&mut e.recovery_seconds, &rules, Some(a), c, p99);
-                if c.end.saturating_sub(a.end) >= rules.settle {
-                    e.end = Some(a.end.as_secs_f64());
-                    e.duration_seconds = (a.end.as_secs_f64() - e.start).max(0.0);
-                    if a.recovering {
-                        w.excursion_after.push(*a);
-                    }
-                    w.slow = None;
-                }
-            }
-            None => {
-                let base = w.minute_p99();
-                if let Some(base_us) = base
-                    && w.armed
-                    && slow_against(base_us)
-                {
-                    let index = self.excursions.len();
-                    self.excursions.push(Excursion {
-                        workload: w.name.clone(),
-                        start: c.start.as_secs_f64(),
-                        p50_max: max_secs(None, p50),
-                        p99_max: max_secs(None, p99),
-                        late: c.latency.count_above_us(rules.bound_us(base_us)),
-                        baseline_p99: max_secs(None, Some(base_us)),
-                        ..Excursion::default()
-                    });
-                    w.slow = Some(Slow {
-                        index,
-                        base_us,
-                        settling: None,
-                    });
-                } else if !c.latency.is_empty() {
-                    w.minute.push_back(c.latency.clone());
-                    if w.minute.len() > MINUTE {
-                        w.minute.pop_front();
-                    }
-                }
-            }
-        }
-    }
-
     /// Per workload (bit `wi`, the 64th bit standing for every later
     /// one): an outage is on and the server has not answered since.
     pub fn active_mask(&self) -> u64 {
@@ -974,33 +693,6 @@ fn recover(out: &mut Option<f64>, rules: &Rules, after: Option<&mut Aftermath>, 
         a.recovering = false;
         *out = Some(c.start.max(a.end).saturating_sub(a.end).as_secs_f64());
     }
-}
-
-/// The larger of a figure in seconds and one in µs.
-fn max_secs(a: Option<f64>, us: Option<u64>) -> Option<f64> {
-    let b = us.map(|v| v as f64 / 1e6);
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-/// The summed figures into the report's form.
-fn fill(o: &mut Outage, f: &Figures, cause: u8, open_min: u64) {
-    o.errors = ErrorKind::ALL
-        .iter()
-        .filter(|k| f.errors[**k as usize] > 0)
-        .map(|k| (k.name().to_string(), f.errors[*k as usize]))
-        .collect();
-    o.failed = f.failed;
-    o.missed = f.missed;
-    o.connections_lost = f.lost;
-    o.open_min = open_min;
-    o.cause = [(BY_ERRORS, "errors"), (BY_CONNECTIONS, "connections")]
-        .iter()
-        .filter(|(bit, _)| cause & bit != 0)
-        .map(|(_, n)| n.to_string())
-        .collect();
 }
 
 #[cfg(test)]
@@ -1321,7 +1013,7 @@ mod tests {
     #[test]
     fn late_responses_count_above_the_bound() {
         let mut s = Sparse::default();
-        let mut h = second_histogram();
+        let mut h = slice::second_histogram();
         for us in [1_000u64, 1_050, 5_000, 20_000] {
             h.record(us).unwrap();
         }
