@@ -37,7 +37,8 @@
 //!   first.
 //! - **Latency excursions.** A slowdown with neither errors nor closes (a
 //!   brownout) is not an outage: it is an [`Excursion`], found when a
-//!   second's median (of at least 20 responses, `excursion::MIN_RESPONSES`) is worse,
+//!   second's median (of at least 20 responses, `excursion::MIN_RESPONSES`),
+//!   and the next second's too, is worse,
 //!   by the same tolerance rule, than the minute before's p99 once soakd's
 //!   own schedule lag is taken out of it (so a starved generator is not
 //!   blamed on the server, as `compare` does not); it ends when the
@@ -58,7 +59,7 @@ mod slice;
 
 pub use records::{Excursion, Outage};
 
-use excursion::Slow;
+use excursion::{FirstSlow, Slow};
 use records::{BY_CONNECTIONS, BY_ERRORS, Figures, fill};
 use slice::{Closed, Drain, MAX_DRAINS, Slice, Verdict};
 
@@ -165,6 +166,8 @@ struct Watch {
     minute: VecDeque<Sparse>,
     down: Option<Down>,
     slow: Option<Slow>,
+    /// A slow second waiting for the next (see `excursion.rs`).
+    first_slow: Option<FirstSlow>,
     /// Outages and excursions that ended, still looking for their
     /// reconnect or recovery.
     outage_after: Vec<Aftermath>,
@@ -188,6 +191,7 @@ impl Watch {
             minute: VecDeque::with_capacity(MINUTE + 1),
             down: None,
             slow: None,
+            first_slow: None,
             outage_after: Vec::new(),
             excursion_after: Vec::new(),
             count: 0,
@@ -480,6 +484,7 @@ impl Outages {
                     ..Outage::default()
                 });
                 w.count += 1;
+                w.first_slow = None;
                 // An excursion the outage overtakes ends where its median
                 // came back, or where the outage begins.
                 if let Some(s) = w.slow.take() {
@@ -967,6 +972,26 @@ mod tests {
         assert_eq!(e.recovery_seconds, Some(0.0));
         assert!(e.p50_max.unwrap() > 0.15, "{e:?}");
         assert_eq!(e.late, 5 * 100);
+        // One slow second alone (a busy machine): no excursion.
+        let mut sim = Sim::new(true);
+        sim.run(60.0, OK);
+        sim.run(
+            1.0,
+            D {
+                latency_us: 900_000,
+                ..OK
+            },
+        );
+        sim.run(10.0, OK);
+        sim.run(
+            1.0,
+            D {
+                latency_us: 900_000,
+                ..OK
+            },
+        );
+        sim.run(20.0, OK);
+        assert!(sim.o.excursions().is_empty(), "{:?}", sim.o.excursions());
         // The same latency when soakd itself was that late (a starved
         // generator): not the target's.
         let mut sim = Sim::new(true);

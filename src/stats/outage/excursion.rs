@@ -9,6 +9,21 @@ use super::{Aftermath, MINUTE, Outages, recover};
 /// half of them beyond it is `soakd compare`'s 10 samples past a quantile
 /// (its `MIN_TAIL`), below which a quantile is a handful of events.
 pub(super) const MIN_RESPONSES: u64 = 20;
+
+/// A slow second waiting for the next one: an excursion is two slow
+/// seconds in a row or more. One alone is what a busy machine does to a
+/// soak (soakd starved for a second, responses read late: bench/outages.sh
+/// measured five such seconds in ten minutes at a load average of 15, none
+/// two in a row), not what a brownout does.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct FirstSlow {
+    start: std::time::Duration,
+    base_us: u64,
+    p50: Option<u64>,
+    p99: Option<u64>,
+    late: u64,
+}
+
 /// A latency excursion not over yet.
 #[derive(Debug)]
 pub(super) struct Slow {
@@ -64,27 +79,43 @@ impl Outages {
                 }
             }
             None => {
-                let base = w.minute_p99();
-                if let Some(base_us) = base
-                    && w.armed
-                    && slow_against(base_us)
-                {
-                    let index = self.excursions.len();
-                    self.excursions.push(Excursion {
-                        workload: w.name.clone(),
-                        start: c.start.as_secs_f64(),
-                        p50_max: max_secs(None, p50),
-                        p99_max: max_secs(None, p99),
-                        late: c.latency.count_above_us(rules.bound_us(base_us)),
-                        baseline_p99: max_secs(None, Some(base_us)),
-                        ..Excursion::default()
-                    });
-                    w.slow = Some(Slow {
-                        index,
-                        base_us,
-                        settling: None,
-                    });
-                } else if !c.latency.is_empty() {
+                let base = w.first_slow.map(|f| f.base_us).or_else(|| w.minute_p99());
+                let slow = base.filter(|b| w.armed && slow_against(*b));
+                match (slow, w.first_slow.take()) {
+                    (Some(base_us), None) => {
+                        // Kept out of the minute before, and waiting for
+                        // the next second.
+                        w.first_slow = Some(FirstSlow {
+                            start: c.start,
+                            base_us,
+                            p50,
+                            p99,
+                            late: c.latency.count_above_us(rules.bound_us(base_us)),
+                        });
+                        return;
+                    }
+                    (Some(base_us), Some(f)) => {
+                        let index = self.excursions.len();
+                        self.excursions.push(Excursion {
+                            workload: w.name.clone(),
+                            start: f.start.as_secs_f64(),
+                            p50_max: max_secs(max_secs(None, f.p50), p50),
+                            p99_max: max_secs(max_secs(None, f.p99), p99),
+                            late: f.late + c.latency.count_above_us(rules.bound_us(base_us)),
+                            baseline_p99: max_secs(None, Some(base_us)),
+                            ..Excursion::default()
+                        });
+                        w.slow = Some(Slow {
+                            index,
+                            base_us,
+                            settling: None,
+                        });
+                        return;
+                    }
+                    // One slow second alone: the machine, not the target.
+                    (None, _) => {}
+                }
+                if !c.latency.is_empty() {
                     w.minute.push_back(c.latency.clone());
                     if w.minute.len() > MINUTE {
                         w.minute.pop_front();
