@@ -31,28 +31,18 @@ NEIGHBOUR_RATE=${NEIGHBOUR_RATE:-20000}
 ONLY=${ONLY:-a b}
 NET=${NET:-127.0.30}
 SOAKD=${SOAKD:-}
-if [ -z "$SOAKD" ]; then
-    cargo build --release --quiet
-    SOAKD=${CARGO_TARGET_DIR:-target}/release/soakd
-fi
 ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
+use_soakd
 work_init outages
 
-# target NAME ADDR ARGS...: `soakd target --listen ADDR:0 ARGS`; sets ADDR.
+# target NAME HOST ARGS...: start_target on HOST (one of this script's
+# loopback addresses).
 target() {
     local name=$1 host=$2
     shift 2
-    "$SOAKD" target --listen "$host:0" "$@" >"$WORK/$name.out" 2>&1 &
-    PIDS+=("$!")
-    for _ in $(seq 50); do
-        ADDR=$(sed -n 's/^listening on //p' "$WORK/$name.out")
-        [ -n "$ADDR" ] && return 0
-        sleep 0.1
-    done
-    echo "target $name did not start" >&2
-    exit 1
+    TARGET_LISTEN=$host:0 start_target "$name" "$@"
 }
 
 # summary REPORT: one line of what the run found.

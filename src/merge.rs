@@ -42,7 +42,7 @@ use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
 
 use crate::Error;
 use crate::report::{self, Figures, Histograms, Percentiles, Report, RequestReport, ShardReport, WorkloadReport};
-use crate::stats::{PointJson, TimelineJson};
+use crate::stats::{Disruptions, PointJson, TimelineJson};
 
 /// Reads every report and merges them; `what` of each is its path.
 pub fn merge_files(paths: &[PathBuf]) -> Result<Report, Error> {
@@ -167,7 +167,7 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
         trends: Default::default(),
         // Each shard's restarts are its own.
         resumed: Vec::new(),
-        ..disruptions(reports)
+        disruptions: disruptions(reports),
     })
 }
 
@@ -175,42 +175,28 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
 /// earliest shard's clock (each shard found its own: its share of the
 /// connections went down with the target), attributed again over every
 /// shard's events.
-fn disruptions(reports: &[(String, Report)]) -> Report {
+fn disruptions(reports: &[(String, Report)]) -> Disruptions {
     let starts = reports.iter().map(|(_, r)| r.timeline.started_at_unix_seconds);
     let base = starts.filter(|s| *s > 0.0).fold(f64::MAX, f64::min);
-    let mut out = Report {
-        duration_seconds: 0.0,
-        shard: ShardReport::default(),
-        all: Figures::default(),
-        workloads: Vec::new(),
-        thresholds: Vec::new(),
-        aborted: None,
-        hdr_log: None,
-        plan: String::new(),
-        timeline: TimelineJson::default(),
-        trends: Default::default(),
-        resumed: Vec::new(),
-        outages: Vec::new(),
-        excursions: Vec::new(),
-        events: Vec::new(),
-    };
+    let mut out = Disruptions::default();
     for (_, r) in reports {
         let shift = if base < f64::MAX && r.timeline.started_at_unix_seconds > 0.0 {
             r.timeline.started_at_unix_seconds - base
         } else {
             0.0
         };
-        out.outages.extend(r.outages.iter().cloned().map(|mut o| {
+        let d = &r.disruptions;
+        out.outages.extend(d.outages.iter().cloned().map(|mut o| {
             o.start += shift;
             o.end = o.end.map(|e| e + shift);
             o
         }));
-        out.excursions.extend(r.excursions.iter().cloned().map(|mut x| {
+        out.excursions.extend(d.excursions.iter().cloned().map(|mut x| {
             x.start += shift;
             x.end = x.end.map(|e| e + shift);
             x
         }));
-        out.events.extend(r.events.iter().cloned().map(|mut e| {
+        out.events.extend(d.events.iter().cloned().map(|mut e| {
             e.at += shift;
             e.end = e.end.map(|t| t + shift);
             e
@@ -219,12 +205,7 @@ fn disruptions(reports: &[(String, Report)]) -> Report {
     out.outages.sort_by(|a, b| a.start.total_cmp(&b.start));
     out.excursions.sort_by(|a, b| a.start.total_cmp(&b.start));
     out.events.sort_by(|a, b| a.at.total_cmp(&b.at));
-    crate::stats::events::attribute(
-        &mut out.outages,
-        &mut out.excursions,
-        &out.events,
-        crate::plan::defaults::EVENT_WINDOW.as_secs_f64(),
-    );
+    out.attribute(crate::plan::defaults::EVENT_WINDOW.as_secs_f64());
     out
 }
 

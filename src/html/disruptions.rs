@@ -18,6 +18,7 @@ const SLOWDOWN: &str = "#f6d7a0";
 pub(super) fn bands(r: &Report) -> Vec<Band> {
     let end = r.duration_seconds;
     let mut out: Vec<Band> = r
+        .disruptions
         .outages
         .iter()
         .map(|o| Band {
@@ -33,7 +34,7 @@ pub(super) fn bands(r: &Report) -> Vec<Band> {
             ),
         })
         .collect();
-    out.extend(r.excursions.iter().map(|x| Band {
+    out.extend(r.disruptions.excursions.iter().map(|x| Band {
         from: x.start,
         to: x.end.unwrap_or(end.max(x.start)),
         class: "slowdown",
@@ -45,7 +46,8 @@ pub(super) fn bands(r: &Report) -> Vec<Band> {
 
 /// The events of `r` as marks.
 pub(super) fn marks(r: &Report) -> Vec<Mark> {
-    r.events
+    r.disruptions
+        .events
         .iter()
         .map(|e| Mark {
             at: e.at,
@@ -58,18 +60,18 @@ pub(super) fn marks(r: &Report) -> Vec<Mark> {
 /// were none otherwise).
 pub(super) fn tables(s: &mut String, r: &Report) {
     s.push_str("<h2>Outages and events</h2>");
-    if r.outages.is_empty() && r.excursions.is_empty() && r.events.is_empty() {
+    if r.disruptions.outages.is_empty() && r.disruptions.excursions.is_empty() && r.disruptions.events.is_empty() {
         s.push_str("<p class=note>No outage, latency excursion or event in this run.</p>");
         return;
     }
-    if r.outages.is_empty() {
+    if r.disruptions.outages.is_empty() {
         s.push_str("<p class=note>No outage.</p>");
     } else {
         s.push_str(
             "<table><tr><th>workload</th><th>start</th><th>duration</th><th>cause</th><th>errors</th><th>failed</th>\
 <th>late</th><th>connections lost</th><th>reconnect</th><th>recovery</th><th>event</th></tr>",
         );
-        for o in &r.outages {
+        for o in &r.disruptions.outages {
             let errors: Vec<String> = o.errors.iter().map(|(k, n)| format!("{k} {n}")).collect();
             let _ = write!(
                 s,
@@ -92,12 +94,12 @@ pub(super) fn tables(s: &mut String, r: &Report) {
         }
         s.push_str("</table>");
     }
-    if !r.excursions.is_empty() {
+    if !r.disruptions.excursions.is_empty() {
         s.push_str(
             "<p>Latency excursions (slower, without errors):</p><table><tr><th>workload</th><th>start</th><th>duration</th>\
 <th>p50 up to</th><th>p99 up to</th><th>p99 before</th><th>late</th><th>recovery</th><th>event</th></tr>",
         );
-        for x in &r.excursions {
+        for x in &r.disruptions.excursions {
             let _ = write!(
                 s,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -115,9 +117,9 @@ pub(super) fn tables(s: &mut String, r: &Report) {
         }
         s.push_str("</table>");
     }
-    if !r.events.is_empty() {
+    if !r.disruptions.events.is_empty() {
         s.push_str("<p>Events:</p><table><tr><th>event</th><th>from</th><th>at</th><th>ended</th><th>status</th><th>command</th></tr>");
-        for e in &r.events {
+        for e in &r.disruptions.events {
             let _ = write!(
                 s,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",

@@ -32,8 +32,7 @@ use crate::plan::{Metric, Plan, Threshold};
 pub use crate::stats::Restart;
 use crate::stats::trends::{Judged, Trends};
 use crate::stats::{
-    CheckKind, CloseReason, ErrorKind, EventRecord, Excursion, Gauges, Outage, StatusClass, TimelineJson, Totals,
-    WorkloadStats,
+    CheckKind, CloseReason, Disruptions, ErrorKind, Gauges, StatusClass, TimelineJson, Totals, WorkloadStats,
 };
 
 /// Percentiles of one histogram, in seconds.
@@ -430,17 +429,13 @@ pub struct Report {
     /// timeline flags it as a `gap`). Absent for a run in one piece.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resumed: Vec<Restart>,
-    /// The outages found in the run, in the order they began (see
-    /// `stats::outage` and docs/report.md): when, what they cost, the
-    /// reconnect and recovery times, the event each is attributed to.
-    #[serde(default)]
-    pub outages: Vec<Outage>,
-    /// Latency excursions: the target slowed down without failing.
-    #[serde(default)]
-    pub excursions: Vec<Excursion>,
-    /// The events of the run: commands soakd ran, marks from outside.
-    #[serde(default)]
-    pub events: Vec<EventRecord>,
+    /// `outages` (in the order they began: when, what they cost, the
+    /// reconnect and recovery times, the event each is attributed to),
+    /// `excursions` (the target slowed down without failing) and `events`
+    /// (commands soakd ran, marks from outside); see `stats::outage` and
+    /// docs/report.md.
+    #[serde(flatten)]
+    pub disruptions: Disruptions,
 }
 
 /// One threshold's verdict.
@@ -674,14 +669,9 @@ impl Report {
             &trend_settings(plan.duration, plan.warmup(), ramp, ran),
             &t.names,
         );
-        let mut outages = t.outages.outages().to_vec();
-        let mut excursions = t.outages.excursions().to_vec();
-        crate::stats::events::attribute(
-            &mut outages,
-            &mut excursions,
-            &t.events,
-            plan.events.window.as_secs_f64(),
-        );
+        let mut disruptions = t.disruptions();
+        disruptions.attribute(plan.events.window.as_secs_f64());
+        let outages = &disruptions.outages;
         let thresholds = plan
             .all_thresholds()
             .into_iter()
@@ -691,7 +681,7 @@ impl Report {
                 }
                 _ if th.metric.is_outage() => {
                     let name = wi.map(|wi| plan.workloads[wi].name.as_str());
-                    let (measured, note) = measure_outages(th.metric, &outages, name, secs);
+                    let (measured, note) = measure_outages(th.metric, outages, name, secs);
                     ThresholdResult {
                         note,
                         ..ThresholdResult::of(th, name, measured)
@@ -721,9 +711,7 @@ impl Report {
             timeline,
             trends,
             resumed: t.resumed.clone(),
-            outages,
-            excursions,
-            events: t.events.clone(),
+            disruptions,
         }
     }
 

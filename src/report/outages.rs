@@ -84,15 +84,15 @@ impl Report {
     /// The summary's lines for outages, excursions and events (nothing
     /// when the run had none).
     pub(super) fn outage_lines(&self, s: &mut String) {
-        if !self.outages.is_empty() {
-            let (down, _) = measure_outages(Metric::Downtime, &self.outages, None, self.duration_seconds);
+        if !self.disruptions.outages.is_empty() {
+            let (down, _) = measure_outages(Metric::Downtime, &self.disruptions.outages, None, self.duration_seconds);
             let _ = writeln!(
                 s,
                 "  outages       {} (down {:.2}% of the run)",
-                self.outages.len(),
+                self.disruptions.outages.len(),
                 down.unwrap_or(0.0) * 100.0
             );
-            for (i, o) in self.outages.iter().enumerate() {
+            for (i, o) in self.disruptions.outages.iter().enumerate() {
                 let errors: Vec<String> = o.errors.iter().map(|(k, n)| format!("{k} {n}")).collect();
                 let _ = writeln!(
                     s,
@@ -122,13 +122,13 @@ impl Report {
                 }
             }
         }
-        if !self.excursions.is_empty() {
+        if !self.disruptions.excursions.is_empty() {
             let _ = writeln!(
                 s,
                 "  slowdowns     {} latency excursion(s) without errors",
-                self.excursions.len()
+                self.disruptions.excursions.len()
             );
-            for (i, x) in self.excursions.iter().enumerate() {
+            for (i, x) in self.disruptions.excursions.iter().enumerate() {
                 let _ = writeln!(
                     s,
                     "    {:>2}  {}  {:.1} s → {}  {:.2} s  p50 up to {}, p99 up to {} (p99 before {})  late {}  recovery {}{}",
@@ -147,9 +147,9 @@ impl Report {
                 );
             }
         }
-        if !self.events.is_empty() {
+        if !self.disruptions.events.is_empty() {
             let _ = writeln!(s, "  events");
-            for e in &self.events {
+            for e in &self.disruptions.events {
                 let _ = writeln!(
                     s,
                     "    {:<24} at {:.1} s{}  {}  ({}){}",

@@ -46,6 +46,31 @@ impl EventRecord {
     }
 }
 
+/// What happened to the target during a run: the outages and latency
+/// excursions found, and the events. The report carries it (flattened:
+/// its `outages`, `excursions` and `events`), and so does a `--state`
+/// checkpoint.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Disruptions {
+    /// The outages, in the order they began.
+    #[serde(default)]
+    pub outages: Vec<Outage>,
+    /// The latency excursions.
+    #[serde(default)]
+    pub excursions: Vec<Excursion>,
+    /// The events: commands soakd ran, marks from outside.
+    #[serde(default)]
+    pub events: Vec<EventRecord>,
+}
+
+impl Disruptions {
+    /// Attributes each outage and excursion to its nearest event within
+    /// `window` seconds (see [`nearest`]).
+    pub fn attribute(&mut self, window: f64) {
+        attribute(&mut self.outages, &mut self.excursions, &self.events, window);
+    }
+}
+
 /// The event an outage (or excursion) starting at `start` is attributed
 /// to: among those that started within `window` seconds of it, the last
 /// one at or before it, else the first one after it (a mark a CI job sends

@@ -37,7 +37,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-pub use events::EventRecord;
+pub use events::{Disruptions, EventRecord};
 pub use h2::H2Stats;
 pub use kinds::{CheckKind, CloseReason, ErrorKind, StatusClass};
 pub use outage::{Excursion, Outage, Outages};

@@ -23,7 +23,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::timeline::TimelineSaved;
-use super::{EventRecord, Excursion, Outage, Totals, WorkloadStats};
+use super::{Disruptions, Totals, WorkloadStats};
 
 /// One restart of a soak that continued from a checkpoint: the report's
 /// `resumed` list.
@@ -60,15 +60,9 @@ pub struct TotalsSaved {
     pub timeline: TimelineSaved,
     /// The restarts so far.
     pub resumed: Vec<Restart>,
-    /// The outages found so far.
-    #[serde(default)]
-    pub outages: Vec<Outage>,
-    /// The latency excursions found so far.
-    #[serde(default)]
-    pub excursions: Vec<Excursion>,
-    /// The events so far.
-    #[serde(default)]
-    pub events: Vec<EventRecord>,
+    /// The outages, excursions and events so far.
+    #[serde(flatten)]
+    pub disruptions: Disruptions,
 }
 
 impl Totals {
@@ -84,9 +78,7 @@ impl Totals {
             open_min_all: self.open_min_all,
             timeline: self.timeline.saved(),
             resumed: self.resumed.clone(),
-            outages: self.outages.outages().to_vec(),
-            excursions: self.outages.excursions().to_vec(),
-            events: self.events.clone(),
+            disruptions: self.disruptions(),
         }
     }
 
@@ -120,9 +112,7 @@ impl Totals {
         s.open_min_all = self.open_min_all;
         s.timeline = self.timeline.saved();
         s.resumed.clone_from(&self.resumed);
-        s.outages = self.outages.outages().to_vec();
-        s.excursions = self.outages.excursions().to_vec();
-        s.events.clone_from(&self.events);
+        s.disruptions = self.disruptions();
         s
     }
 
@@ -149,8 +139,9 @@ impl Totals {
         }
         self.open_min_all = s.open_min_all;
         self.timeline.restore(s.timeline, now);
-        self.outages.restore(s.outages, s.excursions, now);
-        self.events = s.events;
+        let d = s.disruptions;
+        self.outages.restore(d.outages, d.excursions, now);
+        self.events = d.events;
         self.resumed = s.resumed;
         self.resumed.push(Restart {
             at: ms(now),

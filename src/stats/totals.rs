@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Delta, EventRecord, Gauges, Mailbox, Outages, Restart, Timeline, WorkloadStats, histogram};
+use super::{Delta, Disruptions, EventRecord, Gauges, Mailbox, Outages, Restart, Timeline, WorkloadStats, histogram};
 
 /// Running totals over all workers, per workload. Owned by the control
 /// thread; workers never touch it.
@@ -189,6 +189,15 @@ impl Totals {
     pub fn tick(&mut self, elapsed: Duration) {
         self.timeline.tick(elapsed);
         self.outages.tick(elapsed);
+    }
+
+    /// The outages, excursions and events so far (a copy).
+    pub fn disruptions(&self) -> Disruptions {
+        Disruptions {
+            outages: self.outages.outages().to_vec(),
+            excursions: self.outages.excursions().to_vec(),
+            events: self.events.clone(),
+        }
     }
 
     /// Names workload `wi`'s requests (at start, and when a reload changes

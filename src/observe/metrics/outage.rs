@@ -9,7 +9,7 @@
 //! the `name` label is bounded: the first [`MAX_NAMES`] names get their
 //! own series, later ones are counted under `name="other"`.
 
-use prometheus::proto::MetricType;
+use prometheus::proto::{self, MetricType};
 
 use super::{Family, Fill, value};
 use crate::stats::{EventRecord, Totals};
@@ -104,6 +104,13 @@ pub fn events_by_name(planned: &[String], events: &[EventRecord]) -> Vec<EventSn
     out
 }
 
+/// One series per event name, of `v`.
+fn by_name(kind: MetricType, snap: &super::Snapshot, out: &mut Vec<proto::Metric>, v: fn(&EventSnapshot) -> u64) {
+    for e in &snap.events {
+        out.push(value(kind, &[("name", &e.name)], v(e) as f64));
+    }
+}
+
 /// The outage and event families.
 pub(super) const FAMILIES: &[Family] = &[
     Family {
@@ -157,22 +164,14 @@ pub(super) const FAMILIES: &[Family] = &[
         help: "Events by name: commands started and marks received (the dashboard's annotations).",
         kind: MetricType::COUNTER,
         labels: &["name"],
-        fill: Fill::Global(|kind, snap, out| {
-            for e in &snap.events {
-                out.push(value(kind, &[("name", &e.name)], e.count as f64));
-            }
-        }),
+        fill: Fill::Global(|kind, snap, out| by_name(kind, snap, out, |e| e.count)),
     },
     Family {
         name: "soakd_event_failures_total",
         help: "Event commands that did not exit 0 (a non-zero exit, a signal, a timeout, a failed start).",
         kind: MetricType::COUNTER,
         labels: &["name"],
-        fill: Fill::Global(|kind, snap, out| {
-            for e in &snap.events {
-                out.push(value(kind, &[("name", &e.name)], e.failures as f64));
-            }
-        }),
+        fill: Fill::Global(|kind, snap, out| by_name(kind, snap, out, |e| e.failures)),
     },
 ];
 
