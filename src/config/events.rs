@@ -270,3 +270,72 @@ fn check_socket(path: Option<&std::path::Path>, what: &str) -> Result<(), Error>
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use crate::plan::events::At;
+
+    const W: &str = "[[workload]]\nurl = \"http://127.0.0.1:1/\"\n";
+
+    fn parse(text: &str) -> Result<crate::plan::Plan, crate::Error> {
+        crate::config::parse(Path::new("/etc/soakd/t.toml"), text, Default::default())
+    }
+
+    #[test]
+    fn file_keys_and_events() {
+        let p = parse(&format!(
+            "outage_errors = 0.1\noutage_open = \"80%\"\noutage_settle = \"10s\"\nevent_window = \"30s\"\n\
+             event_log = \"events.log\"\n[[event]]\nname = \"deploy\"\nat = \"90s\"\nrun = [\"true\", \"x\"]\n{W}"
+        ))
+        .unwrap();
+        assert_eq!((p.outages.errors, p.outages.open), (0.1, 0.8));
+        assert_eq!(p.outages.settle, Duration::from_secs(10));
+        assert_eq!(p.events.window, Duration::from_secs(30));
+        assert_eq!(p.events.log.as_deref(), Some(Path::new("/etc/soakd/events.log")));
+        let e = &p.events.events[0];
+        assert_eq!((e.name.as_str(), e.at), ("deploy", At::After(Duration::from_secs(90))));
+        assert_eq!(e.run, ["true", "x"]);
+        // Without the keys: the defaults.
+        let d = parse(W).unwrap();
+        assert_eq!(d.outages, crate::plan::OutagePlan::default());
+        assert_eq!(d.events.window, crate::plan::defaults::EVENT_WINDOW);
+    }
+
+    #[test]
+    fn bad_keys_name_their_line() {
+        for (text, says) in [
+            ("outage_open = \"120%\"\n", "t.toml:1: outage_open"),
+            (
+                "outage_settle = \"0s\"\n",
+                "t.toml:1: outage_settle must be greater than 0",
+            ),
+            (
+                "[[event]]\nname = \"x\"\nat = \"1m\"\nrun = []\n",
+                "t.toml:4: event.run is empty",
+            ),
+            (
+                "[[event]]\nname = \"x\"\nat = \"later\"\nrun = [\"true\"]\n",
+                "t.toml:3: event.at",
+            ),
+            (
+                "[[event]]\nname = \"x\"\nat = \"1m\"\nrun = [\"./deploy.sh\"]\n",
+                "/etc/soakd/./deploy.sh",
+            ),
+            (
+                "[[event]]\nname = \"x\"\nat = \"1m\"\nrun = [\"true\"]\nshell = true\n",
+                "unknown field `shell`",
+            ),
+            (
+                "duration = \"1m\"\n[[event]]\nname = \"x\"\nat = \"2m\"\nrun = [\"true\"]\n",
+                "not within the run",
+            ),
+        ] {
+            let e = parse(&format!("{text}{W}")).unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            assert!(e.to_string().contains(says), "{text}: {e}");
+        }
+    }
+}

@@ -260,4 +260,39 @@ mod tests {
             }]
         );
     }
+
+    /// The outages, excursions and events found before a checkpoint are
+    /// in the continued run's report, and its outages are counted on.
+    #[test]
+    fn outages_and_events_survive_a_restart() {
+        let rules = crate::stats::outage::Rules {
+            errors: 0.05,
+            open: 0.9,
+            settle: Duration::from_secs(5),
+            tolerance: 0.1,
+            min_latency_change: 0.001,
+        };
+        let mut t = Totals::new(vec!["a".into()], 1, false, false);
+        t.outages = crate::stats::Outages::new(rules, [("a".to_string(), true)]);
+        let mut d = t.disruptions();
+        d.outages.push(crate::stats::Outage {
+            workload: "a".into(),
+            start: 12.0,
+            end: Some(15.0),
+            ..Default::default()
+        });
+        d.events.push(crate::stats::EventRecord {
+            name: "deploy".into(),
+            at: 11.5,
+            ..Default::default()
+        });
+        t.outages.restore(d.outages.clone(), Vec::new(), Duration::ZERO);
+        t.events = d.events.clone();
+        let saved: TotalsSaved = serde_json::from_str(&serde_json::to_string(&t.saved()).unwrap()).unwrap();
+        let mut u = Totals::new(vec!["a".into()], 1, false, false);
+        u.outages = crate::stats::Outages::new(rules, [("a".to_string(), true)]);
+        u.restore(saved, Duration::from_secs(30), Duration::from_secs(40));
+        assert_eq!(u.disruptions(), d);
+        assert_eq!(u.outages.count(0), 1);
+    }
 }
