@@ -418,6 +418,67 @@ fn an_external_event_from_a_ci_script_is_in_the_report_and_on_metrics() {
     assert!(stderr.contains("event \"deploy-42\" marked (socket)"), "{stderr}");
 }
 
+/// An event command past its time limit is killed and reported so, one
+/// still running at the end is stopped, one that fails counts as a
+/// failure; a line on the Unix socket soakd makes at --event-socket marks
+/// an event (and the socket is gone after the run).
+#[test]
+fn event_commands_time_out_and_a_unix_socket_marks_events() {
+    let target = BuiltinTarget::start(&[]);
+    let dir = TempDir::new("outage-events");
+    let socket = dir.path().join("events.sock");
+    let config = dir.path().join("soak.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "duration = \"6s\"\nmetrics_listen = \"off\"\nevent_socket = \"events.sock\"\n\
+             [[event]]\nname = \"slow\"\nat = \"1s\"\nrun = [\"sleep\", \"30\"]\ntimeout = \"1s\"\n\
+             [[event]]\nname = \"fails\"\nat = \"1s\"\nrun = [\"false\"]\n\
+             [[event]]\nname = \"left running\"\nat = \"4s\"\nrun = [\"sleep\", \"30\"]\n\
+             [[workload]]\nurl = \"{}\"\nconnections = 5\ninterval = \"100ms\"\n",
+            target.url("/")
+        ),
+    )
+    .unwrap();
+    let report = dir.path().join("r.json");
+    let child = spawn_soakd(&[
+        "run",
+        "--config",
+        config.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    let mut stream = wait_for(
+        || std::os::unix::net::UnixStream::connect(&socket).ok(),
+        Duration::from_secs(10),
+        "soakd's event socket",
+    );
+    use std::io::Write as _;
+    stream.write_all(b"release 1.2\n").unwrap();
+    drop(stream);
+    let (status, stderr) = wait_with_timeout(child, 30);
+    assert!(status.success(), "{stderr}");
+    assert!(!socket.exists(), "the socket soakd made is removed");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let by: std::collections::HashMap<&str, &Value> = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap(), e))
+        .collect();
+    assert_eq!(by["slow"]["status"], "timed out after 1s (killed)", "{by:#?}");
+    assert!(f(by["slow"], "end") - f(by["slow"], "at") < 2.0, "{by:#?}");
+    assert_eq!(
+        (by["fails"]["status"].as_str(), by["fails"]["exit_code"].as_i64()),
+        (Some("exit 1"), Some(1))
+    );
+    let left = by["left running"]["status"].as_str().unwrap();
+    assert!(left.starts_with("stopped at the end of the run"), "{left}");
+    assert_eq!(by["release 1.2"]["source"], "socket");
+    let log = std::fs::read_to_string(format!("{}.events.log", report.display())).unwrap();
+    assert!(log.contains("==== soakd event \"fails\""), "{log}");
+}
+
 /// Events and disruption settings that cannot work are refused before
 /// anything starts (exit 2), with what to do.
 #[test]
