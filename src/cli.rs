@@ -211,7 +211,8 @@ pub struct RunArgs {
     /// A pass/fail condition on the run's figures, e.g. "p99<50ms",
     /// "error_rate<=0.1%", "rps>=900", "open_min>=1000" (repeatable). Any
     /// failed threshold makes the exit code 3. Metrics: p50 p90 p99 p999
-    /// max mean lag_p99 tls_handshake_p99 error_rate errors rps open_min.
+    /// max mean lag_p99 tls_handshake_p99 error_rate errors rps open_min,
+    /// and on the run's outages outages outage_max recovery_max downtime.
     #[arg(long = "threshold", value_name = "EXPR", value_parser = threshold, allow_hyphen_values = true)]
     pub thresholds: Vec<Threshold>,
     /// The live threshold gauges (soakd_threshold_passing) and
