@@ -70,6 +70,8 @@ pub struct Events {
     /// SIGUSR2 marks not yet recorded.
     signalled: Vec<Mark>,
     dropped: u64,
+    /// Outages said so far: how many began, and which had ended.
+    outages_said: (usize, Vec<bool>),
 }
 
 impl Events {
@@ -119,6 +121,7 @@ impl Events {
             socket,
             signalled: Vec::new(),
             dropped: 0,
+            outages_said: (0, Vec::new()),
         })
     }
 
@@ -183,11 +186,41 @@ impl Events {
                 ..EventRecord::default()
             });
         }
+        notes.extend(self.outage_notes(totals));
         if self.dropped > 0 {
             notes.push(format!(
                 "{} events dropped: a run records at most {MAX_EVENTS}",
                 std::mem::take(&mut self.dropped)
             ));
+        }
+        notes
+    }
+
+    /// A line for the operator when an outage begins and when it ends
+    /// (the journal of a soak left running says when, not only the
+    /// report at its end).
+    fn outage_notes(&mut self, totals: &Totals) -> Vec<String> {
+        let list = totals.outages.outages();
+        let (began, ended) = &mut self.outages_said;
+        let mut notes = Vec::new();
+        for o in &list[*began..] {
+            notes.push(format!(
+                "outage of {} began at {:.1} s ({})",
+                o.workload,
+                o.start,
+                o.cause.join(", ")
+            ));
+        }
+        *began = list.len();
+        ended.resize(list.len(), false);
+        for (o, said) in list.iter().zip(ended.iter_mut()) {
+            if let (Some(end), false) = (o.end, *said) {
+                *said = true;
+                notes.push(format!(
+                    "outage of {} ended at {end:.1} s after {:.1} s",
+                    o.workload, o.duration_seconds
+                ));
+            }
         }
         notes
     }

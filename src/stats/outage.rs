@@ -60,7 +60,7 @@ mod slice;
 pub use records::{Excursion, Outage};
 
 use excursion::{FirstSlow, Slow};
-use records::{BY_CONNECTIONS, BY_ERRORS, Figures, fill};
+use records::{BY_CONNECTIONS, BY_ERRORS, Figures, cause_names, fill};
 use slice::{Closed, Drain, MAX_DRAINS, Slice, Verdict};
 
 use super::rank::beyond_tolerance;
@@ -479,6 +479,7 @@ impl Outages {
                     workload: w.name.clone(),
                     start: start.as_secs_f64(),
                     desired: w.desired,
+                    cause: cause_names(c.cause),
                     baseline_p99: base_us.map(|b| b as f64 / 1e6),
                     late: base_us.map_or(0, |b| c.latency.count_above_us(rules.bound_us(b))),
                     ..Outage::default()

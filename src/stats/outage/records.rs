@@ -129,9 +129,14 @@ pub(super) fn fill(o: &mut Outage, f: &Figures, cause: u8, open_min: u64) {
     o.missed = f.missed;
     o.connections_lost = f.lost;
     o.open_min = open_min;
-    o.cause = [(BY_ERRORS, "errors"), (BY_CONNECTIONS, "connections")]
+    o.cause = cause_names(cause);
+}
+
+/// What made an outage, in words (`errors`, `connections`).
+pub(super) fn cause_names(cause: u8) -> Vec<String> {
+    [(BY_ERRORS, "errors"), (BY_CONNECTIONS, "connections")]
         .iter()
         .filter(|(bit, _)| cause & bit != 0)
         .map(|(_, n)| n.to_string())
-        .collect();
+        .collect()
 }
