@@ -145,10 +145,16 @@ impl Events {
             let start = totals.timeline.started_at();
             for spec in self.pending.drain(..) {
                 let at = spec.at.offset(start);
-                // A continued run does not run again what fell due while
-                // soakd was not running.
-                if at + Duration::from_secs(1) >= elapsed || totals.events.is_empty() {
+                // A run continued from its --state does not run what fell
+                // due before this process started (it ran then, or soakd
+                // was not running): said, not done late.
+                if at + Duration::from_secs(1) >= elapsed {
                     self.due.push((at, spec));
+                } else {
+                    notes.push(format!(
+                        "event {:?} at {} was due before this process started: not run",
+                        spec.name, spec.at
+                    ));
                 }
             }
             self.due.sort_by_key(|(at, _)| *at);
