@@ -71,10 +71,10 @@ fn nginx_stopped_by_two_events_is_two_outages() {
     std::fs::write(
         &config,
         format!(
-            "duration = \"44s\"\nthreads = 2\nmetrics_listen = \"off\"\nthresholds = [\"outage_max<=5s\", \"outage_max<=10s\"]\n\
+            "duration = \"33s\"\nthreads = 2\nmetrics_listen = \"off\"\nthresholds = [\"outage_max<=5s\", \"outage_max<=10s\"]\n\
              {}{}\n[[workload]]\nname = \"nginx\"\nurl = \"{}\"\nconnections = 50\ninterval = \"100ms\"\n",
-            event("stop 3s", "10s", "3"),
-            event("stop 8s", "24s", "8"),
+            event("stop 3s", "8s", "3"),
+            event("stop 8s", "18s", "8"),
             nginx.url("/")
         ),
     )
@@ -253,19 +253,19 @@ fn a_blackhole_in_a_namespace_is_one_outage() {
     drop(target);
 }
 
-/// The built-in target's restarts (every 15 s, 3 s down) are found once
-/// each, and its brownout (200 ms more per response for 4 s, nothing
-/// failing) as one latency excursion with a recovery time, not as an
-/// outage.
+/// The built-in target's restarts (every 16 s, 3 s down) are found once
+/// each, and its brownout (200 ms more per response for 4 s from 25 s,
+/// nothing failing) as one latency excursion with a recovery time, not as
+/// an outage.
 #[test]
 fn the_built_in_targets_restarts_and_brownouts_are_found_once_each() {
     let target = BuiltinTarget::start(&[
         "--restart-every",
-        "15s",
+        "16s",
         "--down-for",
         "3s",
         "--brownout-every",
-        "22s",
+        "25s",
         "--brownout-for",
         "4s",
         "--brownout-delay",
@@ -280,7 +280,7 @@ fn the_built_in_targets_restarts_and_brownouts_are_found_once_each() {
             "-i",
             "500ms",
             "-d",
-            "42s",
+            "38s",
             "--metrics-listen",
             "off",
             "--threshold",
@@ -295,17 +295,17 @@ fn the_built_in_targets_restarts_and_brownouts_are_found_once_each() {
     let list = outages(r);
     let spans: Vec<(f64, f64)> = list.iter().map(|o| (f(o, "start"), f(o, "duration_seconds"))).collect();
     eprintln!("restarts: {spans:?}; excursions: {:#}", r["excursions"]);
-    assert_eq!(list.len(), 2, "restarts at 15 s and 30 s: {list:#?}");
-    for (o, at) in list.iter().zip([15.0, 30.0]) {
+    assert_eq!(list.len(), 2, "restarts at 16 s and 32 s: {list:#?}");
+    for (o, at) in list.iter().zip([16.0, 32.0]) {
         assert!((f(o, "start") - at).abs() < 1.0, "{o:#}");
         assert!((f(o, "duration_seconds") - 3.0).abs() <= 1.0, "{o:#}");
         assert!(o["reconnect_seconds"].as_f64().is_some_and(|r| r < 2.0), "{o:#}");
         assert!(o["recovery_seconds"].is_f64(), "{o:#}");
     }
     let excursions = r["excursions"].as_array().unwrap();
-    assert_eq!(excursions.len(), 1, "the brownout at 22 s: {excursions:#?}");
+    assert_eq!(excursions.len(), 1, "the brownout at 25 s: {excursions:#?}");
     let x = &excursions[0];
-    assert!((f(x, "start") - 22.0).abs() < 1.5, "{x:#}");
+    assert!((f(x, "start") - 25.0).abs() < 1.5, "{x:#}");
     assert!((f(x, "duration_seconds") - 4.0).abs() <= 1.5, "{x:#}");
     assert!(f(x, "p50_max") > 0.15, "{x:#}");
     assert!(x["recovery_seconds"].is_f64(), "{x:#}");

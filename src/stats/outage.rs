@@ -15,7 +15,10 @@
 //!   open connections fell below [`Rules::open`] of those expected (the
 //!   workload's desired connections, but never more than were open since
 //!   the desired count last changed: a stage that adds connections ramps,
-//!   it does not lose them). A slice with no attempt and its connections
+//!   it does not lose them), unless nothing failed while connections
+//!   opened and responses came (soakd reconnecting at its ramp's pace: the
+//!   server answers again, and the reconnect time measures the rest). A
+//!   slice with no attempt and its connections
 //!   up is *silent*: no evidence either way. Judging whole slices, not
 //!   single requests, is what keeps a healthy soak on a noisy machine at
 //!   zero outages.
@@ -157,6 +160,9 @@ struct Watch {
     /// This drain's counted errors and attempts.
     drain_errors: u64,
     drain_attempts: u64,
+    /// This drain's connections opened and responses completed.
+    drain_opened: u64,
+    drain_completed: u64,
     open: u64,
     desired: u64,
     /// Most connections open since `desired` last changed.
@@ -184,6 +190,8 @@ impl Watch {
             slice: Slice::new(start),
             drain_errors: 0,
             drain_attempts: 0,
+            drain_opened: 0,
+            drain_completed: 0,
             open: 0,
             desired: 0,
             high_water: 0,
@@ -296,6 +304,8 @@ impl Outages {
             .sum();
         w.drain_errors += counted;
         w.drain_attempts += counted + c.completed;
+        w.drain_opened += c.opened;
+        w.drain_completed += c.completed;
         let f = &mut w.slice.figures;
         for (a, b) in f.errors.iter_mut().zip(c.errors) {
             *a += b;
@@ -345,7 +355,12 @@ impl Outages {
         for wi in 0..self.watches.len() {
             let w = &mut self.watches[wi];
             let errors_bad = w.drain_attempts > 0 && w.drain_errors as f64 > rules.errors * w.drain_attempts as f64;
-            let lost = w.lost(rules.open);
+            // Connections short while nothing fails, new ones open and
+            // responses come: soakd reconnecting (paced by its ramp), not
+            // the target losing them. The outage ends when the server
+            // answers again; the reconnect time says how long the rest took.
+            let reconnecting = w.drain_errors == 0 && w.drain_opened > 0 && w.drain_completed > 0;
+            let lost = w.lost(rules.open) && !reconnecting;
             let full = w.check_open && w.open >= w.desired;
             if w.slice.drains.len() < MAX_DRAINS {
                 w.slice.drains.push(Drain {
@@ -359,7 +374,7 @@ impl Outages {
             if lost {
                 w.slice.cause |= BY_CONNECTIONS;
             }
-            (w.drain_errors, w.drain_attempts) = (0, 0);
+            (w.drain_errors, w.drain_attempts, w.drain_opened, w.drain_completed) = (0, 0, 0, 0);
             if let Some(d) = w.down.as_mut().filter(|d| d.settling.is_none()) {
                 if errors_bad || lost {
                     d.full_at = full.then_some(elapsed);
@@ -718,6 +733,7 @@ mod tests {
         open: u64,
         desired: u64,
         lost: u64,
+        opened: u64,
     }
 
     /// 100 connections, 25 responses of 1 ms a drain, nothing wrong.
@@ -730,6 +746,7 @@ mod tests {
         open: 100,
         desired: 100,
         lost: 0,
+        opened: 0,
     };
 
     fn rules() -> Rules {
@@ -767,6 +784,7 @@ mod tests {
             s.counters.sent = d.completed;
             s.counters.error(d.kind, d.errors);
             s.counters.closed[CloseReason::Error as usize] = d.lost;
+            s.counters.opened = d.opened;
             for _ in 0..d.completed {
                 // ±20% around the latency, so quantiles are not all one value.
                 let us = (d.latency_us as f64 * (0.8 + 0.4 * self.rng.f64())) as u64;
@@ -887,19 +905,40 @@ mod tests {
         sim.run(20.0, OK);
         sim.run(4.0, down());
         // The server answers; connections come back over 3 s, the ramp's
-        // pace (open reaches 90% after 2.75 s).
+        // pace (open reaches 90% after 2.75 s), a last refused connect in
+        // the first drain.
         for i in 1..=12u64 {
             let open = (i * 100 / 12).min(100);
             let errors = u64::from(i == 1);
-            sim.drain(D { open, errors, ..OK });
+            sim.drain(D {
+                open,
+                errors,
+                opened: 8,
+                ..OK
+            });
         }
         sim.run(10.0, OK);
         let o = &sim.outages()[0];
-        // Connections below 90% are still the outage: it ends where they
-        // are back (the drain ending at 26.5 s had 83 open), and every
-        // one is open 0.5 s later.
-        assert_eq!((o.start, o.end), (20.0, Some(26.5)), "{o:?}");
-        assert_eq!(o.reconnect_seconds, Some(0.5));
+        // It ends where the server answered and nothing failed any more
+        // (after the drain ending at 24.25 s); every connection is open
+        // 2.75 s later.
+        assert_eq!((o.start, o.end), (20.0, Some(24.25)), "{o:?}");
+        assert_eq!(o.reconnect_seconds, Some(2.75));
+        // Connections short without anything opening or answering are
+        // lost, not reconnecting: still the outage.
+        let mut sim = Sim::new(true);
+        sim.run(20.0, OK);
+        sim.run(4.0, down());
+        sim.run(
+            3.0,
+            D {
+                open: 50,
+                completed: 0,
+                ..OK
+            },
+        );
+        sim.run(10.0, OK);
+        assert_eq!(sim.outages()[0].end, Some(27.0), "{:?}", sim.outages());
     }
 
     #[test]
