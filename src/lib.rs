@@ -49,9 +49,13 @@ pub mod wire;
 /// Sizes of the per-connection types, for `tests/size.rs` only.
 #[doc(hidden)]
 pub use engine::SIZES as CONN_SIZES;
+#[doc(hidden)]
+pub use engine::fuzz_client_protocols;
 pub use error::Error;
 pub use plan::Plan;
 pub use report::Report;
+#[doc(hidden)]
+pub use target::fuzzing::drive as fuzz_target_h2;
 
 /// Runs the soak described by `plan` until it stops (duration, request
 /// count, stages, or SIGINT/SIGTERM) and returns the final report.

@@ -92,9 +92,9 @@ pub fn warnings(plan: &Plan) -> Vec<String> {
         let churny = plan
             .workloads
             .iter()
-            .any(|w| w.close || w.max_requests_per_conn.is_some() || w.max_conn_lifetime.is_some());
+            .any(|w| w.conn.close || w.conn.max_requests_per_conn.is_some() || w.conn.max_conn_lifetime.is_some());
         for w in &plan.workloads {
-            let fit = ports * w.source_addrs.len().max(1) as u64;
+            let fit = ports * w.conn.source_addrs.len().max(1) as u64;
             if churny && plan.share(w) * 2 > fit {
                 out.push(format!(
                     "{}: {} connections with churn use more than half of the {fit} local ports; closed connections hold theirs for 60 s in TIME_WAIT (widen net.ipv4.ip_local_port_range or add --source-addr)",
@@ -119,7 +119,7 @@ pub fn warnings(plan: &Plan) -> Vec<String> {
             ));
         }
     }
-    if read_sysctl("net.ipv4.tcp_tw_reuse") == Some(0) && plan.workloads.iter().any(|w| w.close) {
+    if read_sysctl("net.ipv4.tcp_tw_reuse") == Some(0) && plan.workloads.iter().any(|w| w.conn.close) {
         out.push("net.ipv4.tcp_tw_reuse is 0: --close churn will run out of local ports quickly; set it to 1".into());
     }
     out
@@ -241,10 +241,10 @@ fn port_budget(plan: &Plan, lo: u32, hi: u32, sockets: &[procfs::net::TcpNetEntr
     let mut need: Vec<(Tuple, u64)> = Vec::new();
     for w in &plan.workloads {
         let target = w.target.addr;
-        let sources: Vec<Option<IpAddr>> = if w.source_addrs.is_empty() {
+        let sources: Vec<Option<IpAddr>> = if w.conn.source_addrs.is_empty() {
             vec![route_source(target)]
         } else {
-            w.source_addrs.iter().copied().map(Some).collect()
+            w.conn.source_addrs.iter().copied().map(Some).collect()
         };
         let share = plan.share(w).div_ceil(sources.len() as u64);
         for source in sources {
@@ -288,10 +288,10 @@ fn port_counts(plan: &Plan, lo: u32, hi: u32) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for w in &plan.workloads {
         let target = w.target.addr;
-        let sources: Vec<Option<IpAddr>> = if w.source_addrs.is_empty() {
+        let sources: Vec<Option<IpAddr>> = if w.conn.source_addrs.is_empty() {
             vec![route_source(target)]
         } else {
-            w.source_addrs.iter().copied().map(Some).collect()
+            w.conn.source_addrs.iter().copied().map(Some).collect()
         };
         for source in sources {
             let tuple = Tuple { source, target };
@@ -360,7 +360,7 @@ fn check_ports(plan: &Plan, lo: u32, hi: u32) -> Result<(), Error> {
     for w in &plan.workloads {
         let e = by_target.entry(w.target.addr).or_insert((0, usize::MAX));
         e.0 += plan.share(w);
-        e.1 = e.1.min(w.source_addrs.len().max(1));
+        e.1 = e.1.min(w.conn.source_addrs.len().max(1));
     }
     for (addr, (conns, sources)) in by_target {
         let fit = per_addr * sources as u64;
@@ -378,7 +378,7 @@ fn check_ports(plan: &Plan, lo: u32, hi: u32) -> Result<(), Error> {
 /// Every source address must be local and of the target's family.
 fn check_sources(plan: &Plan) -> Result<(), Error> {
     for w in &plan.workloads {
-        for ip in &w.source_addrs {
+        for ip in &w.conn.source_addrs {
             if ip.is_ipv4() != w.target.addr.is_ipv4() {
                 return Err(Error::Usage(format!(
                     "--source-addr {ip} is {} but the target {} is {}; use source addresses of the target's family",

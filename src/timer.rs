@@ -261,6 +261,84 @@ impl Wheel {
     }
 }
 
+/// Deadlines in [`Instant`]s over a [`Wheel`]: the one timer scheme of the
+/// servers' event loops (the built-in target and the metrics exporter), as
+/// the wheel itself is the engine's. Each id (a connection's slab key, or a
+/// small number a loop keeps for a queue of its own: ids index a table) has
+/// at most one deadline;
+/// setting, moving and clearing one is `O(1)`, and the poll timeout is the
+/// nearest deadline, so a loop with nothing due sleeps.
+///
+/// Ticks are [`Deadlines::TICK`] long from when the deadlines were made; a
+/// deadline never fires before its instant (it is rounded up to a tick).
+#[derive(Debug)]
+pub struct Deadlines {
+    wheel: Wheel,
+    origin: std::time::Instant,
+    fired: Vec<u32>,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Deadlines::new()
+    }
+}
+
+impl Deadlines {
+    /// The length of a tick: fine enough for a response delay of a
+    /// millisecond to be kept to a tenth of it.
+    pub const TICK: std::time::Duration = std::time::Duration::from_micros(100);
+
+    /// No deadline set; ticks count from now.
+    pub fn new() -> Deadlines {
+        Deadlines {
+            wheel: Wheel::new(),
+            origin: std::time::Instant::now(),
+            fired: Vec::new(),
+        }
+    }
+
+    fn tick_of(&self, at: std::time::Instant) -> u64 {
+        let ns = at.saturating_duration_since(self.origin).as_nanos() as u64;
+        ns.div_ceil(Self::TICK.as_nanos() as u64)
+    }
+
+    fn instant_of(&self, tick: u64) -> std::time::Instant {
+        self.origin + std::time::Duration::from_nanos(tick.saturating_mul(Self::TICK.as_nanos() as u64))
+    }
+
+    /// Sets `id`'s deadline to `at` (replacing the one it had); `None`
+    /// clears it. A no-op when it is already set to that tick.
+    pub fn set(&mut self, id: u32, at: Option<std::time::Instant>) {
+        match at {
+            None => self.wheel.cancel(id),
+            Some(at) => {
+                let tick = self.tick_of(at);
+                if self.wheel.deadline(id) != Some(tick) {
+                    self.wheel.schedule(id, tick);
+                }
+            }
+        }
+    }
+
+    /// How long the loop may sleep from `now`: until the nearest deadline
+    /// (zero when one is due), or `None` (for ever) when none is set.
+    pub fn timeout(&self, now: std::time::Instant) -> Option<std::time::Duration> {
+        let tick = self.wheel.next_deadline()?;
+        Some(self.instant_of(tick).saturating_duration_since(now))
+    }
+
+    /// The ids whose deadline is at or before `now` (cleared), in
+    /// deadline order up to a tick.
+    pub fn expired(&mut self, now: std::time::Instant) -> std::vec::Drain<'_, u32> {
+        self.fired.clear();
+        // `now` rounded down: a deadline fires once its tick has begun.
+        let ns = now.saturating_duration_since(self.origin).as_nanos() as u64;
+        self.wheel.poll(ns / Self::TICK.as_nanos() as u64, &mut self.fired);
+        self.fired.drain(..)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -374,5 +452,30 @@ mod tests {
             }
             assert_eq!(w.len(), model.len());
         }
+    }
+
+    /// Instants round up to a tick and never fire early; the timeout is
+    /// the nearest deadline; a cleared or moved deadline does not fire.
+    #[test]
+    fn deadlines_in_instants() {
+        use std::time::{Duration, Instant};
+        let mut d = Deadlines::new();
+        let t0 = Instant::now();
+        assert_eq!(d.timeout(t0), None, "nothing set: sleep for ever");
+        d.set(1, Some(t0 + Duration::from_millis(5)));
+        d.set(2, Some(t0 + Duration::from_millis(2)));
+        d.set(3, Some(t0 + Duration::from_millis(1)));
+        d.set(3, None);
+        let wait = d.timeout(t0).unwrap();
+        assert!(
+            wait >= Duration::from_millis(2) && wait <= Duration::from_millis(2) + Deadlines::TICK,
+            "{wait:?}"
+        );
+        assert_eq!(d.expired(t0 + Duration::from_millis(1)).count(), 0);
+        assert_eq!(d.expired(t0 + Duration::from_millis(3)).collect::<Vec<_>>(), [2]);
+        d.set(1, Some(t0 + Duration::from_millis(10)));
+        assert_eq!(d.expired(t0 + Duration::from_millis(6)).count(), 0, "moved later");
+        assert_eq!(d.expired(t0 + Duration::from_millis(11)).collect::<Vec<_>>(), [1]);
+        assert_eq!(d.timeout(t0), None);
     }
 }

@@ -6,13 +6,11 @@
 
 mod util;
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-use util::{Nginx, field as u, heavy_lock, soakd_report, temp_path, test_python, total_errors};
+use util::{Nginx, field as u, heavy_lock, soakd_report, temp_path, total_errors};
 
 fn errors(r: &Value) -> Vec<(String, u64)> {
     util::nonzero_errors(r)
@@ -249,36 +247,25 @@ fn http2_required_of_an_http1_server_is_not_negotiated() {
     assert_eq!(u(&r.report, "/requests/completed"), 0);
 }
 
-/// The Python peer in `mode`; killed on drop.
+/// The Python peer in `mode`, with the file it writes its counts to.
 struct Peer {
-    child: Child,
+    /// Kept for its lifetime: dropping it stops the server.
+    _peer: util::PyPeer,
     port: u16,
     stats: PathBuf,
 }
 
 impl Peer {
     fn start(mode: &[&str]) -> Option<Peer> {
-        let python = test_python()?;
         let stats = temp_path("h2-peer", "json");
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers/h2_server.py");
-        let mut child = Command::new(python)
-            .arg(script)
-            .arg(&stats)
-            .args(mode)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the h2 peer");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line
-            .trim()
-            .strip_prefix("port ")
-            .and_then(|p| p.parse().ok())
-            .expect("port line");
-        Some(Peer { child, port, stats })
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&stats];
+        args.extend(mode.iter().map(|m| m as &dyn AsRef<std::ffi::OsStr>));
+        let peer = util::PyPeer::start("h2_server.py", &args)?;
+        Some(Peer {
+            port: peer.port,
+            _peer: peer,
+            stats,
+        })
     }
 
     fn url(&self) -> String {
@@ -293,8 +280,6 @@ impl Peer {
 
 impl Drop for Peer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.stats);
     }
 }

@@ -530,3 +530,77 @@ fn thresholds_shards_merge_and_compare_over_h2() {
     );
     assert_eq!(r.status.code(), Some(3), "{}", r.stderr);
 }
+
+/// A reload that changes `http` from 1.1 to 2 moves every connection to
+/// HTTP/2 (issue 28: the recycle rule compared the WebSocket settings but
+/// not the HTTP/2 ones, so keep-alive connections stayed on HTTP/1.1 for
+/// ever, and the report said `requested "2"`, `version "1.1"`). Against the
+/// built-in target, which speaks both on one port; and back again.
+#[test]
+fn sighup_changing_http_moves_every_connection_to_the_new_version() {
+    use std::time::Duration;
+    use util::{free_port, scrape, spawn_soakd, wait_for_handler, wait_until};
+    let target = BuiltinTarget::start(&["--h2"]);
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let dir = util::TempDir::new("h2-reload-version");
+    let path = dir.path().join("soak.toml");
+    let report = dir.path().join("report.json");
+    let config = |http: &str| {
+        format!(
+            "metrics_listen = \"{metrics}\"\n[[workload]]\nname = \"s\"\nurl = \"{}\"\n\
+             connections = 6\ninterval = \"50ms\"\nhttp = \"{http}\"\n",
+            target.url("/")
+        )
+    };
+    let open = |m: &std::collections::HashMap<String, f64>, v: &str| {
+        m.get(&format!("soakd_http_connections_open{{target=\"s\",version=\"{v}\"}}"))
+            .copied()
+            .unwrap_or(-1.0)
+    };
+    let metrics_at = metrics.as_str();
+    let on = |v11: f64, v2: f64| {
+        move || {
+            scrape(metrics_at).is_some_and(|m| {
+                open(&m, "1.1") == v11
+                    && open(&m, "2") == v2
+                    && m.get("soakd_http_version_info{target=\"s\",version=\"2\"}") == Some(&(v2 / 6.0))
+            })
+        }
+    };
+    std::fs::write(&path, config("1.1")).unwrap();
+    let child = spawn_soakd(&[
+        "run",
+        "--config",
+        path.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    wait_until(on(6.0, 0.0), Duration::from_secs(15), "6 connections on HTTP/1.1");
+    wait_for_handler(child.id(), "HUP");
+    std::fs::write(&path, config("2")).unwrap();
+    util::signal(child.id(), "HUP");
+    wait_until(on(0.0, 6.0), Duration::from_secs(15), "every connection on HTTP/2");
+    let sent = |m: &std::collections::HashMap<String, f64>| m["soakd_requests_sent_total{target=\"s\"}"];
+    let before = sent(&scrape(&metrics).unwrap());
+    wait_until(
+        || scrape(&metrics).is_some_and(|m| sent(&m) >= before + 30.0),
+        Duration::from_secs(15),
+        "requests to flow over HTTP/2",
+    );
+    std::fs::write(&path, config("1.1")).unwrap();
+    util::signal(child.id(), "HUP");
+    wait_until(
+        on(6.0, 0.0),
+        Duration::from_secs(15),
+        "every connection back on HTTP/1.1",
+    );
+    util::signal(child.id(), "TERM");
+    let (status, stderr) = util::wait_with_timeout(child, 20);
+    assert!(status.success(), "{stderr}");
+    let rep: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(util::total_errors(&rep), 0, "{:#}", rep["errors"]);
+    assert!(
+        field(&rep, "/connections/closed_by_reason/churn") >= 12,
+        "both reloads recycled"
+    );
+}

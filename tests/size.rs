@@ -20,7 +20,10 @@ fn conn_slot_size() {
     // send time, 8 bytes each) and the longest silence of the interval in
     // subscribe mode (8): 360 KB more for 15,000 sockets, still less than a
     // tenth of the 2 KiB allowed per socket.
-    assert_eq!(conn, 184, "Conn changed size");
+    // 136 again once the WebSocket state is boxed like HTTP/2's (issue
+    // 28): an HTTP/1.1 slot no longer pays for the largest variant; a
+    // WebSocket slot pays the same 136 plus its boxed state on the heap.
+    assert_eq!(conn, 136, "Conn changed size");
 }
 
 #[test]

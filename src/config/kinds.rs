@@ -348,6 +348,90 @@ impl Kind for Http {
     }
 }
 
+/// A duration or `off` (`None`), as a flag's value: a type of its own,
+/// because clap reads an `Option<Option<_>>` field as a flag whose value
+/// may be left out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OrOff(pub Option<Duration>);
+
+impl From<Option<Duration>> for OrOff {
+    fn from(v: Option<Duration>) -> OrOff {
+        OrOff(v)
+    }
+}
+
+/// A WebSocket ping interval or timeout: a duration of at least
+/// [`defaults::MIN_WS_PING`], or `off`.
+pub struct PingDur;
+impl Kind for PingDur {
+    type One = OrOff;
+    type Value = OrOff;
+    type Raw = String;
+    const NAME: Option<&'static str> = Some("DUR|off");
+    const HYPHEN: bool = true;
+    fn parser() -> ValueParser {
+        ValueParser::new(|v: &str| ping_duration(v, duration).map(OrOff))
+    }
+    fn file(raw: String, _: &FileCx<'_>) -> Result<OrOff, String> {
+        ping_duration(&raw, |v| file_duration(v, true))
+            .map(OrOff)
+            .map_err(|e| format!("= {raw:?}: {e}"))
+    }
+    fn show(v: &OrOff) -> String {
+        v.0.map_or("off".into(), |d| humantime::format_duration(d).to_string())
+    }
+}
+
+/// `off`, or a duration (read by `read`) of at least the ping floor.
+fn ping_duration(v: &str, read: impl Fn(&str) -> Result<Duration, String>) -> Result<Option<Duration>, String> {
+    if v == "off" {
+        return Ok(None);
+    }
+    let d = read(v)?;
+    if d < defaults::MIN_WS_PING {
+        return Err(format!(
+            "{v} is under {}: pings closer together flood a server, and none answers faster under load; give a longer one or off",
+            humantime::format_duration(defaults::MIN_WS_PING)
+        ));
+    }
+    Ok(Some(d))
+}
+
+/// An HTTP/2 receive window in bytes, from the RFC's initial window to
+/// its largest ([`defaults::MIN_H2_WINDOW`] ..= [`defaults::MAX_H2_WINDOW`]).
+pub struct Window;
+impl Kind for Window {
+    type One = u32;
+    type Value = u32;
+    type Raw = u32;
+    const NAME: Option<&'static str> = Some("BYTES");
+    const HYPHEN: bool = true;
+    fn parser() -> ValueParser {
+        ValueParser::new(|v: &str| {
+            let n: u32 = v.parse().map_err(|_| "expected a number of bytes".to_string())?;
+            window(n)
+        })
+    }
+    fn file(raw: u32, _: &FileCx<'_>) -> Result<u32, String> {
+        window(raw).map_err(|e| format!("= {raw}: {e}"))
+    }
+    fn show(v: &u32) -> String {
+        v.to_string()
+    }
+}
+
+fn window(n: u32) -> Result<u32, String> {
+    if (defaults::MIN_H2_WINDOW..=defaults::MAX_H2_WINDOW).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!(
+            "an HTTP/2 window is between {} and {} bytes; give one in that range",
+            defaults::MIN_H2_WINDOW,
+            defaults::MAX_H2_WINDOW
+        ))
+    }
+}
+
 /// `on|off` on the command line, a bool in a file.
 pub struct OnOff;
 impl Kind for OnOff {

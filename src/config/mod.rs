@@ -183,9 +183,9 @@ pipeline = 2
         let (a, b) = (&plan.workloads[0], &plan.workloads[1]);
         assert_eq!((a.name.as_str(), a.connections, a.ramp), ("api", 5000, 500));
         assert_eq!(a.model, LoadModel::Interval(Duration::from_secs(1)));
-        assert_eq!(a.source_addrs.len(), 2);
+        assert_eq!(a.conn.source_addrs.len(), 2);
         assert!(String::from_utf8_lossy(&a.target.requests[0].bytes).contains("X-Test: 1\r\n"));
-        assert_eq!((b.name.as_str(), b.pipeline), ("127.0.0.1:8081", 2));
+        assert_eq!((b.name.as_str(), b.conn.pipeline), ("127.0.0.1:8081", 2));
         assert_eq!(b.model, LoadModel::Rate(250.5));
         assert!(crate::plan::describe(&plan).contains("total: 5010 connections, 5250.5 req/s"));
     }

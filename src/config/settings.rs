@@ -20,15 +20,19 @@
 //! - [`declared`]: the table itself, which the tests hold docs/config.md
 //!   against.
 //!
-//! **To add a workload setting:** add its field to `WorkloadSpec` and
-//! `Workload` (plan) and use it; add one line below (doc comment = help
-//! text; kind from `kinds`, or a new kind there; `default` from
-//! `plan/defaults.rs` when the spec wants a value, `shown` when the
-//! default is applied later; `into` the spec field); add its row to
-//! docs/config.md's `[[workload]]` table (a unit test fails until it is
-//! there) and use it in `examples/soak.toml` (tests/examples.rs checks).
-//! Nothing else: the flag, the key, `--help`, the `--config` refusal and
-//! the error locations follow.
+//! **To add a workload setting:** add one line below (doc comment = help
+//! text; kind from `kinds`, or a new kind there, which holds the value's
+//! checks and ranges; `default` from `plan/defaults.rs` when the spec wants
+//! a value, `shown` when the default is applied later; its place in the
+//! spec: `within conn` for how each connection behaves (`plan::ConnPolicy`,
+//! carried to the plan as one value), `into PATH` for a field of its own;
+//! `reload recycle` when a reload that changes it must recycle the open
+//! connections, else it applies to them live), add its field where it
+//! goes, and use it; add its row to docs/config.md's `[[workload]]` table
+//! (a unit test fails until it is there) and use it in
+//! `examples/soak.toml` (tests/examples.rs checks). Nothing else: the flag,
+//! the key, `--help`, the `--config` refusal, the error locations and the
+//! reload's recycle rule follow.
 
 use std::ops::Range;
 
@@ -37,7 +41,7 @@ use toml::Spanned;
 
 use super::Locator;
 use super::kinds::{self, Count, Depth, Dur, File, FileCx, Files, Headers, Ips, Kind, Method, OnOff, Pids, Rate, Slot};
-use super::kinds::{Http, Switch, Text, Version};
+use super::kinds::{Http, OrOff, PingDur, Switch, Text, Version, Window};
 use super::request::FileRequest;
 use super::stages::FileStage;
 use crate::Error;
@@ -57,14 +61,38 @@ macro_rules! default_text {
 }
 
 /// Stores a setting in the spec: as given, or with its default applied.
+/// Its place is `into PATH` (a field path of the spec), or `within GROUP`
+/// (the field of the same name in the spec's `GROUP`), or none (the caller
+/// reads it, as the load model's `interval` and `rate`).
 macro_rules! store {
-    ($spec:ident, $v:expr, [], [$($d:expr)?]) => {};
-    ($spec:ident, $v:expr, [$($p:ident).+], []) => {
+    ($spec:ident, $v:expr, [], [], $name:ident, [$($d:expr)?]) => {};
+    ($spec:ident, $v:expr, [$($p:ident).+], [], $name:ident, []) => {
         $spec.$($p).+ = IntoSpec::into_spec($v);
     };
-    ($spec:ident, $v:expr, [$($p:ident).+], [$d:expr]) => {
+    ($spec:ident, $v:expr, [$($p:ident).+], [], $name:ident, [$d:expr]) => {
         $spec.$($p).+ = $v.unwrap_or_else(|| $d.into());
     };
+    ($spec:ident, $v:expr, [], [$g:ident], $name:ident, []) => {
+        $spec.$g.$name = IntoSpec::into_spec($v);
+    };
+    ($spec:ident, $v:expr, [], [$g:ident], $name:ident, [$d:expr]) => {
+        $spec.$g.$name = $v.unwrap_or_else(|| $d.into());
+    };
+}
+
+/// Adds a setting's value in the spec to the recycle key when its reload
+/// class is `recycle` (see [`WorkloadSpec::recycle_key`](crate::plan::WorkloadSpec)).
+macro_rules! recycle_hash {
+    ($h:ident, $spec:ident, [$($p:ident).+], [], $name:ident, [recycle]) => {
+        std::hash::Hash::hash(&$spec.$($p).+, &mut $h);
+    };
+    ($h:ident, $spec:ident, [], [$g:ident], $name:ident, [recycle]) => {
+        std::hash::Hash::hash(&$spec.$g.$name, &mut $h);
+    };
+    ($h:ident, $spec:ident, [], [], $name:ident, [recycle]) => {
+        compile_error!(concat!(stringify!($name), ": a setting that recycles connections needs a place in the spec"));
+    };
+    ($h:ident, $spec:ident, [$($p:ident)*], [$($g:ident)?], $name:ident, [$($class:ident)?]) => {};
 }
 
 /// Generates the flags, the file struct and their glue from the table
@@ -80,6 +108,8 @@ macro_rules! workload_settings {
                 $(, short $short:literal)?
                 $(, clap($($extra:tt)*))?
                 $(, into $($path:ident).+)?
+                $(, within $group:ident)?
+                $(, reload $class:ident)?
             ;
         )+
         file_only {
@@ -120,9 +150,16 @@ macro_rules! workload_settings {
             }
 
             /// Moves the settings into `spec`, each default applied here
-            /// (the load model, `interval` and `rate`, is the caller's).
+            /// (the load model, `interval` and `rate`, is the caller's),
+            /// and sets its recycle key from the settings declared `reload
+            /// recycle`: a reload that changes one of them recycles the
+            /// workload's connections (`engine::reload`), one that changes
+            /// only others (`live`, the default) applies to the open ones.
             pub fn apply(self, spec: &mut WorkloadSpec) {
-                $( store!(spec, self.$name, [$($($path).+)?], [$($default)?]); )+
+                $( store!(spec, self.$name, [$($($path).+)?], [$($group)?], $name, [$($default)?]); )+
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                $( recycle_hash!(h, spec, [$($($path).+)?], [$($group)?], $name, [$($class)?]); )+
+                spec.recycle_key = std::hash::Hasher::finish(&h);
             }
         }
 
@@ -203,34 +240,35 @@ workload_settings! {
     /// Open loop: N requests/s in total, spread evenly over the connections.
     rate: Option<f64> as Rate, flag "rate", short 'r';
     /// Requests in flight per connection (HTTP/1.1 pipelining when > 1).
-    pipeline: Option<u16> as Depth, default defaults::PIPELINE, flag "pipeline", into pipeline;
+    pipeline: Option<u16> as Depth, default defaults::PIPELINE, flag "pipeline", within conn;
     /// One request per connection, then close (HTTP/1.0 style churn).
-    close: bool as Switch, flag "close", clap(conflicts_with = "max_requests_per_conn"), into close;
+    close: bool as Switch, flag "close", clap(conflicts_with = "max_requests_per_conn"), within conn;
     /// Close soakd's connections with a TCP reset (SO_LINGER 0) at churn and
     /// shutdown: no TIME_WAIT is left, so back-to-back runs find their ports
     /// free; the server sees resets instead of FINs.
-    close_with_reset: bool as Switch, flag "close-with-reset", into close_with_reset;
+    close_with_reset: bool as Switch, flag "close-with-reset", within conn;
     /// Request method.
-    method: Option<String> as Method, default defaults::METHOD, flag "method", short 'm', into method;
+    method: Option<String> as Method, default defaults::METHOD, flag "method", short 'm', into method,
+        reload recycle;
     /// Extra request header "Name: value" (repeatable).
-    headers: Vec<(String, String)> as Headers, flag "header", short 'H', into headers;
+    headers: Vec<(String, String)> as Headers, flag "header", short 'H', into headers, reload recycle;
     /// Request body.
-    body: Option<String> as Text, flag "body", clap(conflicts_with = "body_file"), into body;
+    body: Option<String> as Text, flag "body", clap(conflicts_with = "body_file"), into body, reload recycle;
     /// Request body read from FILE.
-    body_file: Option<std::path::PathBuf> as File, flag "body-file", into body_file;
+    body_file: Option<std::path::PathBuf> as File, flag "body-file", into body_file, reload recycle;
     /// Connect timeout (and, for https, the TLS handshake's).
     connect_timeout: Option<std::time::Duration> as Dur, default defaults::CONNECT_TIMEOUT,
-        flag "connect-timeout", into connect_timeout;
+        flag "connect-timeout", within conn;
     /// Time a request may wait for its complete response.
     request_timeout: Option<std::time::Duration> as Dur, default defaults::REQUEST_TIMEOUT,
-        flag "request-timeout", into request_timeout;
+        flag "request-timeout", within conn;
     /// Local address to bind (repeatable); spreads connections over several
     /// addresses to go past the ephemeral-port limit per target.
-    source_addrs: Vec<std::net::IpAddr> as Ips, flag "source-addr", into source_addrs;
+    source_addrs: Vec<std::net::IpAddr> as Ips, flag "source-addr", within conn, reload recycle;
     /// Planned churn: close a connection after about N requests (±10%).
-    max_requests_per_conn: Option<u32> as Count, flag "max-requests-per-conn", into max_requests_per_conn;
+    max_requests_per_conn: Option<u32> as Count, flag "max-requests-per-conn", within conn;
     /// Planned churn: close a connection after about DUR (±10%).
-    max_conn_lifetime: Option<std::time::Duration> as Dur, flag "max-conn-lifetime", into max_conn_lifetime;
+    max_conn_lifetime: Option<std::time::Duration> as Dur, flag "max-conn-lifetime", within conn;
     /// Leave this long after the ramp out of the trends (slopes and
     /// drifts), so a server filling its caches does not read as a leak
     /// [default: 10% of the run, at most 10m]
@@ -240,63 +278,70 @@ workload_settings! {
     target_pids: Vec<u32> as Pids, flag "target-pid", into target_pids;
     /// https: the name sent (SNI) and verified instead of the URL's host
     /// (e.g. a URL with an IP address and a certificate for a name).
-    servername: Option<String> as Text, flag "servername", clap(value_name = "NAME"), into tls.servername;
+    servername: Option<String> as Text, flag "servername", clap(value_name = "NAME"), into tls.servername,
+        reload recycle;
     /// https: trust the CAs in this PEM file instead of the system's roots
     /// (repeatable).
-    cacert: Vec<std::path::PathBuf> as Files, flag "cacert", into tls.cacert;
+    cacert: Vec<std::path::PathBuf> as Files, flag "cacert", into tls.cacert, reload recycle;
     /// https: do not verify the server's certificate (the report says so).
-    insecure: bool as Switch, flag "insecure", into tls.insecure;
+    insecure: bool as Switch, flag "insecure", into tls.insecure, reload recycle;
     /// https: client certificate chain, PEM (mutual TLS; needs --key).
-    cert: Option<std::path::PathBuf> as File, flag "cert", into tls.cert;
+    cert: Option<std::path::PathBuf> as File, flag "cert", into tls.cert, reload recycle;
     /// https: the client certificate's private key, PEM.
-    key: Option<std::path::PathBuf> as File, flag "key", into tls.key;
+    key: Option<std::path::PathBuf> as File, flag "key", into tls.key, reload recycle;
     /// https: lowest TLS version offered, 1.2 or 1.3.
-    tls_min: Option<TlsVersion> as Version, shown defaults::TLS_MIN, flag "tls-min", into tls.min;
+    tls_min: Option<TlsVersion> as Version, shown defaults::TLS_MIN, flag "tls-min", into tls.min,
+        reload recycle;
     /// https: highest TLS version offered, 1.2 or 1.3.
-    tls_max: Option<TlsVersion> as Version, shown defaults::TLS_MAX, flag "tls-max", into tls.max;
+    tls_max: Option<TlsVersion> as Version, shown defaults::TLS_MAX, flag "tls-max", into tls.max,
+        reload recycle;
     /// https: resume TLS sessions when a slot reconnects, on or off.
     tls_resumption: Option<bool> as OnOff, shown defaults::TLS_RESUMPTION, flag "tls-resumption",
-        into tls.resumption;
+        into tls.resumption, reload recycle;
     // HTTP/2
     /// HTTP version: 1.1, 2 (h2 over TLS, h2c with prior knowledge on
     /// http://) or auto (over TLS, offer h2 and http/1.1 and speak what the
     /// server picks).
-    http: Option<crate::plan::HttpVersion> as Http, default defaults::HTTP, flag "http", into http;
+    http: Option<crate::plan::HttpVersion> as Http, default defaults::HTTP, flag "http", into http,
+        reload recycle;
     /// HTTP/2: concurrent streams per connection (capped by the server's
     /// SETTINGS_MAX_CONCURRENT_STREAMS); -i paces each stream slot, -c
     /// stays the TCP connections.
     streams: Option<u16> as Depth, default defaults::STREAMS, flag "streams", into streams;
     /// HTTP/2: soakd's receive window, connection and stream, in bytes.
-    h2_window: Option<u32> as Count, default defaults::H2_WINDOW, flag "h2-window", into h2_window;
+    h2_window: Option<u32> as Window, default defaults::H2_WINDOW, flag "h2-window", into h2_window,
+        reload recycle;
     // WebSocket
     /// ws://: send TEXT on each connection's schedule (paced -i, open loop
     /// -r, or closed loop) and time it to the next message received.
     ws_message: Option<String> as Text, flag "ws-message", clap(conflicts_with = "ws_message_file"),
-        into ws.message;
+        into ws.message, reload recycle;
     /// ws://: the message read from FILE.
-    ws_message_file: Option<std::path::PathBuf> as File, flag "ws-message-file", into ws.message_file;
+    ws_message_file: Option<std::path::PathBuf> as File, flag "ws-message-file", into ws.message_file,
+        reload recycle;
     /// ws://: send the message as a binary frame (else text).
-    ws_binary: bool as Switch, flag "ws-binary", into ws.binary;
+    ws_binary: bool as Switch, flag "ws-binary", into ws.binary, reload recycle;
     /// ws://: `none` when the server does not answer messages.
-    ws_reply: Option<String> as Text, flag "ws-reply", into ws.reply;
+    ws_reply: Option<String> as Text, flag "ws-reply", into ws.reply, reload recycle;
     /// ws://: send TEXT once after the handshake, then count the server's
     /// pushes and the silences between them.
-    ws_subscribe: Option<String> as Text, flag "ws-subscribe", into ws.subscribe;
+    ws_subscribe: Option<String> as Text, flag "ws-subscribe", into ws.subscribe, reload recycle;
     /// ws://: ping every DUR, or `off`.
-    ws_ping: Option<String> as Text, shown defaults::WS_PING, flag "ws-ping", into ws.ping;
+    ws_ping: Option<OrOff> as PingDur, shown defaults::WS_PING, flag "ws-ping", into ws.ping,
+        reload recycle;
     /// ws://: the largest message accepted, bytes (over it: ws_protocol, close 1009).
     ws_max_message: Option<u32> as Count, default defaults::WS_MAX_MESSAGE, flag "ws-max-message",
-        into ws.max_message;
+        into ws.max_message, reload recycle;
     /// ws://: offer this subprotocol; the server must choose it.
-    ws_subprotocol: Option<String> as Text, flag "ws-subprotocol", into ws.subprotocol;
+    ws_subprotocol: Option<String> as Text, flag "ws-subprotocol", into ws.subprotocol, reload recycle;
     /// ws://: text each reply must contain (a failed check; the socket is kept).
     expect_message_contains: Option<String> as Text, flag "expect-message-contains",
-        into ws.expect_message_contains;
+        into ws.expect_message_contains, reload recycle;
     // WebSocket: ping timeout
     /// ws://: a ping unanswered this long fails the socket (ws_ping_timeout,
     /// close 1011), or `off`.
-    ws_ping_timeout: Option<String> as Text, shown defaults::WS_PING_TIMEOUT, flag "ws-ping-timeout",
-        into ws.ping_timeout;
+    ws_ping_timeout: Option<OrOff> as PingDur, shown defaults::WS_PING_TIMEOUT,
+        flag "ws-ping-timeout", into ws.ping_timeout, reload recycle;
 
     file_only {
         /// The `target` label; `host:port` when absent.
@@ -361,6 +406,12 @@ trait IntoSpec<T> {
 impl<T> IntoSpec<T> for T {
     fn into_spec(self) -> T {
         self
+    }
+}
+
+impl IntoSpec<Option<Option<std::time::Duration>>> for Option<OrOff> {
+    fn into_spec(self) -> Option<Option<std::time::Duration>> {
+        self.map(|v| v.0)
     }
 }
 
@@ -466,12 +517,12 @@ mod tests {
         assert_eq!(p.w.first_given(), Some("--connections"));
         let mut spec = WorkloadSpec::default();
         p.w.apply(&mut spec);
-        assert_eq!((spec.connections, spec.ramp, spec.pipeline), (7, 9, 3));
+        assert_eq!((spec.connections, spec.ramp, spec.conn.pipeline), (7, 9, 3));
         assert_eq!((spec.method.as_str(), spec.body.as_deref()), ("POST", Some(&b"x"[..])));
         assert_eq!(spec.headers, [("A".to_string(), "b".to_string())]);
-        assert_eq!(spec.connect_timeout, std::time::Duration::from_secs(2));
-        assert_eq!(spec.request_timeout, defaults::REQUEST_TIMEOUT);
-        assert_eq!(spec.source_addrs.len(), 1);
+        assert_eq!(spec.conn.connect_timeout, std::time::Duration::from_secs(2));
+        assert_eq!(spec.conn.request_timeout, defaults::REQUEST_TIMEOUT);
+        assert_eq!(spec.conn.source_addrs.len(), 1);
         assert_eq!(
             (spec.tls.min, spec.tls.max, spec.tls.resumption),
             (Some(TlsVersion::V13), None, Some(false))

@@ -317,10 +317,11 @@ impl<'s> Control<'s> {
                     new: ni,
                     settings,
                     staged,
+                    recycle,
                 } => {
                     let nw = new.workloads[ni].clone();
                     if settings {
-                        cmds.push(Command::Settings(old as u16, Box::new(WorkloadRt::of(&nw))));
+                        cmds.push(Command::Settings(old as u16, Box::new(WorkloadRt::of(&nw)), recycle));
                     }
                     cmds.push(load_command(old, nw.connections, nw.model));
                     if staged {
@@ -329,7 +330,7 @@ impl<'s> Control<'s> {
                     }
                     said.push(format!("{} changed", nw.name));
                     self.totals.set_requests(old, nw.request_names());
-                    self.totals.outages.check_open(old, !nw.close);
+                    self.totals.outages.check_open(old, !nw.conn.close);
                     self.sink.workload_changed(old, &nw);
                     self.plan.workloads[old] = nw;
                 }
@@ -341,7 +342,7 @@ impl<'s> Control<'s> {
                     }
                     self.totals.add_workload(nw.name.clone());
                     self.totals.set_requests(wi, nw.request_names());
-                    self.totals.outages.check_open(wi, !nw.close);
+                    self.totals.outages.check_open(wi, !nw.conn.close);
                     self.sink.workload_added(&nw);
                     cmds.push(Command::Add(Box::new(WorkloadRt::of(&nw))));
                     self.stages.extend(StageRun::start(wi, &nw, elapsed));

@@ -30,6 +30,8 @@ use crate::plan::{Plan, Workload};
 use crate::stats::{Delta, Totals, TotalsSaved};
 use control::{Control, WAKE};
 pub use worker::SIZES;
+#[doc(hidden)]
+pub use worker::fuzzing::drive as fuzz_client_protocols;
 use worker::{PHASE_RUN, Shared};
 use workers::Workers;
 
@@ -171,7 +173,7 @@ pub fn run(
     // its errors make outages.
     totals.outages = crate::stats::Outages::new(
         plan.outage_rules(),
-        plan.workloads.iter().map(|w| (w.name.clone(), !w.close)),
+        plan.workloads.iter().map(|w| (w.name.clone(), !w.conn.close)),
     );
     let offset = match resume {
         Some(r) => {

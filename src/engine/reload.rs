@@ -21,6 +21,8 @@ pub(super) enum Change {
         settings: bool,
         /// Its stages changed: they start over from the first step.
         staged: bool,
+        /// The change recycles the open connections (see [`recycles`]).
+        recycle: bool,
     },
     /// Workload `new` of the new plan is not running yet.
     Added {
@@ -53,6 +55,7 @@ pub(super) fn diff(old: &Plan, new: &Plan) -> Diff {
                 kept[oi] = true;
                 let ow = &old.workloads[oi];
                 let settings = !same_settings(ow, nw);
+                let recycle = recycles(ow, nw);
                 let load = ow.connections != nw.connections || ow.model != nw.model;
                 let staged = ow.stages != nw.stages || ow.then_stop != nw.then_stop;
                 if settings || load || staged {
@@ -61,6 +64,7 @@ pub(super) fn diff(old: &Plan, new: &Plan) -> Diff {
                         new: ni,
                         settings,
                         staged,
+                        recycle,
                     });
                 }
             }
@@ -105,6 +109,15 @@ fn thresholds_differ(old: &Plan, new: &Plan) -> bool {
 }
 
 /// True when the two differ at most in connections, pace and stages.
+/// Whether the change from `a` to `b` recycles the workload's open
+/// connections: what they connect to or send changed (the target: URL,
+/// requests with their checks, TLS, the WebSocket plan), or a setting
+/// declared `reload recycle` (`config::settings`: its recycle key). The
+/// rule is derived from the declarations, not a list kept here.
+fn recycles(a: &Workload, b: &Workload) -> bool {
+    a.target != b.target || a.recycle_key != b.recycle_key
+}
+
 fn same_settings(a: &Workload, b: &Workload) -> bool {
     let mut b = b.clone();
     b.connections = a.connections;
@@ -142,7 +155,8 @@ mod tests {
                 old: 0,
                 new: 0,
                 settings: false,
-                staged: false
+                staged: false,
+                recycle: false
             }]
         );
         let deeper = plan(&format!("{A}pipeline = 4\n{B}"));
@@ -152,9 +166,22 @@ mod tests {
                 old: 0,
                 new: 0,
                 settings: true,
-                staged: false
+                staged: false,
+                recycle: false
             }]
         );
+        // A setting declared `reload recycle` (here `http`), or a change of
+        // what is sent, recycles; a live one (the pipeline above) does not.
+        let http2 = plan(&format!("{A}http = \"2\"\n{B}"));
+        let method = plan(&format!("{A}method = \"HEAD\"\n{B}"));
+        let timeout = plan(&format!("{A}request_timeout = \"9s\"\n{B}"));
+        for (p, recycles) in [(&http2, true), (&method, true), (&timeout, false)] {
+            let changes = diff(&old, p).changes;
+            assert!(
+                matches!(changes[..], [Change::Changed { settings: true, recycle, .. }] if recycle == recycles),
+                "{changes:?}"
+            );
+        }
         let c = B.replace("\"b\"", "\"c\"");
         let swapped = plan(&format!("{A}{c}"));
         assert_eq!(

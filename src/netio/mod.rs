@@ -18,10 +18,11 @@
 //! retrying would spin; [`AcceptPause`] holds accepts off for a moment and
 //! tells the event loop when to look again.
 //!
-//! Files: `stream.rs` (the plain/TLS enum) over `tls_client.rs` and
+//! Files: `pool.rs` (the per-thread buffer pool); `stream.rs` (the plain/TLS enum) over `tls_client.rs` and
 //! `tls_server.rs`, which share only `tls.rs`; `tls_errors.rs` (certificate failures in words); `write.rs` (the write loop
 //! and pending output); `server.rs` (the HTTP/1 servers' core).
 
+pub mod pool;
 mod server;
 mod stream;
 #[cfg(test)]
@@ -41,7 +42,7 @@ pub use tls::{Session, tls_error};
 pub use tls_client::ClientTls;
 pub use tls_errors::{certificate_words, log_once};
 pub use tls_server::TlsStream;
-pub use write::Pending;
+pub use write::{Pending, until_blocked};
 
 use mio::Token;
 

@@ -83,9 +83,17 @@ impl<C: Slot> ConnTable<C> {
         self.slab.iter().map(|(_, c)| c)
     }
 
-    /// Keeps the connections `keep` says yes to; the others are dropped.
-    pub fn retain(&mut self, mut keep: impl FnMut(&mut C) -> bool) {
-        self.slab.retain(|_, c| keep(c));
+    /// The connection in slab slot `key` (a timer's id), whatever its
+    /// generation.
+    pub fn at_key_mut(&mut self, key: usize) -> Option<&mut C> {
+        self.slab.get_mut(key)
+    }
+
+    /// Drops every connection (the target's `--restart-every`: a server
+    /// that stops closes them all). Their tokens stay stale: the
+    /// generations go on.
+    pub fn clear(&mut self) {
+        self.slab.clear();
     }
 }
 
@@ -210,8 +218,8 @@ mod tests {
         // A refused connection leaves the table as it was.
         assert!(table.admit(|_| None).is_none());
         assert_eq!(table.len(), 1);
-        table.retain(|_| false);
-        assert_eq!(table.len(), 0);
+        // A timer's id finds the slot whatever its generation.
+        assert!(table.at_key_mut(split(new).0).is_some());
     }
 
     #[test]

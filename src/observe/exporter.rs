@@ -42,12 +42,15 @@ use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::Error;
 use crate::netio::{Accepted, Acceptor, ConnTable, LISTENER, Pending, Slot, WAKER};
+use crate::timer::Deadlines;
 use crate::wire::headers::{self, Persist};
+use crate::wire::request_head::{self, MAX_HEADERS, Refused};
 
-/// Largest request head accepted (request line plus headers). Prometheus
-/// sends a few hundred bytes; anything past this gets `431` and is closed.
-/// It is also the cap on each connection's input buffer.
-pub const MAX_HEAD: usize = 8 * 1024;
+/// Largest request head accepted (request line plus headers): the one
+/// limit of both servers (`wire::request_head`). Prometheus sends a few
+/// hundred bytes; anything past this gets `431` and is closed. It is also
+/// the cap on each connection's input buffer.
+pub use crate::wire::request_head::MAX_HEAD;
 
 /// Time a connection has to deliver a complete request head, counted from
 /// accept, from its previous response when pipelined bytes are already
@@ -72,9 +75,6 @@ pub const MAX_CONNECTIONS: usize = 64;
 /// starve the connections already open.
 const MAX_ACCEPTS_PER_TURN: usize = 64;
 
-/// Longest poll wait; deadlines are also re-checked at least this often.
-const MAX_POLL_WAIT: Duration = Duration::from_secs(1);
-
 /// After an error response with `Connection: close`, the write side is shut
 /// down and the input discarded for up to this long (or until the client
 /// closes) so that closing with unread input does not send a reset that
@@ -83,9 +83,6 @@ const LINGER_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Most input bytes discarded during a lingering close before giving up.
 const LINGER_MAX_BYTES: usize = 64 * 1024;
-
-/// Most headers parsed in one request head; more gets `431`.
-const MAX_HEADERS: usize = 64;
 
 /// Poll events handled per `poll` call.
 const EVENTS_CAPACITY: usize = 128;
@@ -152,6 +149,7 @@ impl Exporter {
             acceptor,
             handler,
             conns: ConnTable::with_capacity(MAX_CONNECTIONS),
+            deadlines: Deadlines::new(),
         };
         let thread = std::thread::Builder::new()
             .name("soakd-exporter".into())
@@ -202,6 +200,9 @@ struct Server {
     acceptor: Acceptor,
     handler: Handler,
     conns: ConnTable<Conn>,
+    /// Each connection's deadline, by slab key (the servers' one timer
+    /// scheme, `timer::Deadlines`).
+    deadlines: Deadlines,
 }
 
 impl Server {
@@ -209,7 +210,7 @@ impl Server {
         let mut events = Events::with_capacity(EVENTS_CAPACITY);
         loop {
             let timeout = self.poll_timeout(Instant::now());
-            if let Err(err) = self.poll.poll(&mut events, Some(timeout)) {
+            if let Err(err) = self.poll.poll(&mut events, timeout) {
                 if err.kind() == io::ErrorKind::Interrupted {
                     continue;
                 }
@@ -230,17 +231,14 @@ impl Server {
         }
     }
 
-    /// Time until the nearest deadline, capped at [`MAX_POLL_WAIT`]; zero
-    /// when connections are known to be waiting in the backlog.
-    fn poll_timeout(&self, now: Instant) -> Duration {
-        let mut nearest = now + MAX_POLL_WAIT;
-        if let Some(at) = self.acceptor.wake_at(now) {
-            nearest = nearest.min(at);
+    /// Time until the nearest deadline or the end of an accept pause
+    /// (`None`: nothing to wait for, so an idle exporter sleeps).
+    fn poll_timeout(&self, now: Instant) -> Option<Duration> {
+        let pause = self.acceptor.wake_at(now).map(|at| at.saturating_duration_since(now));
+        match (self.deadlines.timeout(now), pause) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
-        for conn in self.conns.iter() {
-            nearest = nearest.min(conn.deadline());
-        }
-        nearest.saturating_duration_since(now)
     }
 
     fn connection_event(&mut self, token: Token, event: &Event, now: Instant) {
@@ -250,24 +248,43 @@ impl Server {
         if event.is_readable() || event.is_read_closed() || event.is_error() {
             conn.readable = true;
         }
-        if !conn.drive(&self.handler, now) {
+        if conn.drive(&self.handler, now) {
+            self.deadlines.set(key_of(token), Some(conn.deadline()));
+        } else {
             self.conns.remove(token);
+            self.deadlines.set(key_of(token), None);
         }
     }
 
     /// Closes every connection whose deadline has passed.
     fn expire(&mut self, now: Instant) {
-        self.conns.retain(|conn| now < conn.deadline());
+        let Server { deadlines, conns, .. } = self;
+        let due: Vec<u32> = deadlines.expired(now).collect();
+        for key in due {
+            let Some(conn) = conns.at_key_mut(key as usize) else {
+                continue;
+            };
+            // The deadline may have moved on since it was set.
+            let deadline = conn.deadline();
+            if now < deadline {
+                deadlines.set(key, Some(deadline));
+            } else {
+                let token = conn.token;
+                conns.remove(token);
+            }
+        }
     }
 
     /// Accepts waiting connections unless paused, at most
     /// [`MAX_ACCEPTS_PER_TURN`] at a time.
     fn accept(&mut self, now: Instant) {
-        let (conns, poll, handler) = (&mut self.conns, &self.poll, &self.handler);
+        let (conns, poll, handler, deadlines) = (&mut self.conns, &self.poll, &self.handler, &mut self.deadlines);
         self.acceptor
             .accept(now, MAX_ACCEPTS_PER_TURN, |accepted| match accepted {
                 Accepted::Conn(stream) => {
-                    admit(conns, poll, handler, stream, now);
+                    if let Some((key, at)) = admit(conns, poll, handler, stream, now) {
+                        deadlines.set(key, Some(at));
+                    }
                     true
                 }
                 // Out of descriptors (the workers share the process limit):
@@ -282,12 +299,26 @@ impl Server {
     }
 }
 
-/// Takes a newly accepted connection in, making room if needed.
-fn admit(conns: &mut ConnTable<Conn>, poll: &Poll, handler: &Handler, mut stream: TcpStream, now: Instant) {
+/// The timer id of a connection: its slab key.
+fn key_of(token: Token) -> u32 {
+    crate::netio::split(token).0 as u32
+}
+
+/// Takes a newly accepted connection in, making room if needed; its timer
+/// id and deadline when it stays.
+fn admit(
+    conns: &mut ConnTable<Conn>,
+    poll: &Poll,
+    handler: &Handler,
+    mut stream: TcpStream,
+    now: Instant,
+) -> Option<(u32, Instant)> {
     if conns.len() >= MAX_CONNECTIONS {
         match eviction_candidate(conns) {
+            // Its deadline may fire for the newcomer in its slot: the
+            // newcomer's own deadline is checked then.
             Some(token) => drop(conns.remove(token)),
-            None => return, // everyone is busy: close the newcomer
+            None => return None, // everyone is busy: close the newcomer
         }
     }
     let _ = stream.set_nodelay(true);
@@ -299,12 +330,13 @@ fn admit(conns: &mut ConnTable<Conn>, poll: &Poll, handler: &Handler, mut stream
     });
     // The request is often there already; registration reports it too,
     // but there is no need to wait for that.
-    if let Some(conn) = admitted
-        && !conn.drive(handler, now)
-    {
-        let token = conn.token;
-        conns.remove(token);
+    let conn = admitted?;
+    let token = conn.token;
+    if conn.drive(handler, now) {
+        return Some((key_of(token), conn.deadline()));
     }
+    conns.remove(token);
+    None
 }
 
 /// The connection to close to make room: the one that has waited longest
@@ -598,61 +630,37 @@ enum Parsed {
     Bad { status: u16, message: &'static str },
 }
 
+/// The request head at the start of `input`, read by the servers' one
+/// parser (`wire::request_head`); the exporter accepts no body at all.
 fn parse(input: &[u8]) -> Parsed {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut headers);
-    let len = match req.parse(input) {
-        Ok(httparse::Status::Complete(len)) => len,
-        Ok(httparse::Status::Partial) => return Parsed::Partial,
-        Err(httparse::Error::TooManyHeaders) => {
+    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let head = match request_head::parse(input, &mut fields) {
+        request_head::Parsed::Partial => return Parsed::Partial,
+        request_head::Parsed::Refused(why) => {
             return Parsed::Bad {
-                status: 431,
-                message: "too many request headers\n",
+                status: why.status(),
+                message: why.message(),
             };
         }
-        Err(_) => {
-            return Parsed::Bad {
-                status: 400,
-                message: "malformed request\n",
-            };
-        }
+        request_head::Parsed::Request(head) => head,
     };
-    let bad = |message| Parsed::Bad { status: 400, message };
-    let (Some(method), Some(target), Some(version)) = (req.method, req.path, req.version) else {
-        return bad("malformed request\n");
-    };
-    let http10 = version == 0;
-    let Ok(f) = headers::scan(req.headers) else {
-        return bad("invalid Content-Length\n");
-    };
-    if f.chunked || f.other_coding || f.content_length.is_some_and(|n| n > 0) {
-        return bad("request bodies are not accepted\n");
+    if head.body > 0 {
+        return Parsed::Bad {
+            status: Refused::CodedBody.status(),
+            message: "request bodies are not accepted\n",
+        };
     }
-    let method = match method {
+    let method = match head.method {
         "GET" => Method::Get,
         "HEAD" => Method::Head,
         _ => Method::Other,
     };
     Parsed::Request(Request {
-        len,
+        len: head.len,
         method,
-        path: request_path(target).to_owned(),
-        persist: f.persist(http10),
+        path: request_head::path_of(head.target).to_owned(),
+        persist: head.persist,
     })
-}
-
-/// The path of a request target: the query string (and any fragment) is
-/// stripped, and an absolute-form target (`http://host/path`) is reduced to
-/// its path.
-fn request_path(target: &str) -> &str {
-    let mut path = target;
-    if !path.starts_with('/')
-        && let Some((_, rest)) = path.split_once("://")
-    {
-        path = rest.find('/').map_or("/", |i| &rest[i..]);
-    }
-    let end = path.find(['?', '#']).unwrap_or(path.len());
-    &path[..end]
 }
 
 #[cfg(test)]
@@ -860,7 +868,7 @@ mod tests {
         let exporter = start();
         let mut client = Client::connect(exporter.local_addr());
         let mut head = b"GET /metrics HTTP/1.1\r\nX-Long: ".to_vec();
-        head.resize(head.len() + 10 * 1024, b'a');
+        head.resize(head.len() + MAX_HEAD + 1024, b'a');
         client.send(&head);
         let response = client.response(false).unwrap();
         assert_eq!(response.status, 431);
@@ -1084,14 +1092,5 @@ mod tests {
         exporter.stop();
         assert_eq!(*seen.lock().unwrap(), ["/metrics", "/x/y"]);
         assert_eq!(calls.load(Ordering::SeqCst), 2);
-    }
-
-    #[test]
-    fn request_path_strips_query_and_authority() {
-        assert_eq!(request_path("/metrics"), "/metrics");
-        assert_eq!(request_path("/metrics?x=1#f"), "/metrics");
-        assert_eq!(request_path("http://h:1/m?q"), "/m");
-        assert_eq!(request_path("http://h:1"), "/");
-        assert_eq!(request_path("*"), "*");
     }
 }

@@ -94,7 +94,7 @@ impl Observers {
                 let requests: Vec<Vec<String>> = plan.workloads.iter().map(|w| w.request_names()).collect();
                 let mut m = Metrics::new(&names, &requests, pids, plan.shard);
                 for (i, w) in plan.workloads.iter().enumerate() {
-                    m.mark_ws(Some(i), w.ws.is_some());
+                    m.mark_ws(Some(i), w.target.ws.is_some());
                 }
                 // A continued run's counters are where the checkpoint left
                 // them from the first scrape on: Prometheus must never see
@@ -250,13 +250,13 @@ impl Sink for Observers {
         }
         if let Some(m) = self.metrics.as_mut() {
             m.add_workload(&w.name, &w.request_names(), w.target_pids.clone());
-            m.mark_ws(None, w.ws.is_some());
+            m.mark_ws(None, w.target.ws.is_some());
         }
     }
 
     fn workload_changed(&mut self, i: usize, w: &Workload) {
         if let Some(m) = self.metrics.as_mut() {
-            m.mark_ws(Some(i), w.ws.is_some());
+            m.mark_ws(Some(i), w.target.ws.is_some());
         }
     }
 

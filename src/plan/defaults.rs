@@ -128,8 +128,9 @@ pub const MAX_WEIGHT: u32 = 10_000;
 pub const WEIGHT: u32 = 1;
 
 // WebSocket
-/// How often a held WebSocket pings the server (`--ws-ping`; `off` never).
-pub const WS_PING: &str = "30s";
+/// How often a held WebSocket pings the server (`--ws-ping`; `off`,
+/// `None`, never).
+pub const WS_PING: Option<Duration> = Some(Duration::from_secs(30));
 /// The largest WebSocket message accepted (`--ws-max-message`), bytes.
 pub const WS_MAX_MESSAGE: u32 = 1024 * 1024;
 /// How long a closing WebSocket waits for the server's close frame at the
@@ -143,7 +144,10 @@ pub const WS_CLOSE_WAIT: Duration = Duration::from_secs(1);
 /// before the next ping would be written into it. Python's `websockets`
 /// waits 20 s, browsers' and proxies' idle timers 30–60 s: soakd, which
 /// looks for sockets that silently died, should notice first.
-pub const WS_PING_TIMEOUT: &str = "10s";
+pub const WS_PING_TIMEOUT: Option<Duration> = Some(Duration::from_secs(10));
+/// The shortest ping interval or ping timeout: pings closer together
+/// would flood a server, and no server answers faster under load.
+pub const MIN_WS_PING: Duration = Duration::from_millis(10);
 
 #[cfg(test)]
 mod tests {

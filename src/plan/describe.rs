@@ -14,7 +14,7 @@ pub fn describe(plan: &Plan) -> String {
     // worker's `WorkloadRt::set_load`): `streams` requests per interval per
     // connection, when HTTP/2 is spoken.
     let h2_slots = |w: &super::Workload| {
-        if w.ws.is_none() && w.http.may_be_h2(w.target.tls.is_some()) {
+        if w.target.ws.is_none() && w.http.may_be_h2(w.target.tls.is_some()) {
             w.streams.max(1) as f64
         } else {
             1.0
@@ -63,8 +63,8 @@ pub fn describe(plan: &Plan) -> String {
             w.connections,
             w.ramp,
             w.connections as f64 / w.ramp as f64,
-            w.pipeline,
-            match (w.close, w.close_with_reset) {
+            w.conn.pipeline,
+            match (w.conn.close, w.conn.close_with_reset) {
                 (true, true) => "  one request per connection, closed with a reset",
                 (true, false) => "  one request per connection",
                 (false, true) => "  planned closes are resets",
@@ -104,8 +104,8 @@ pub fn describe(plan: &Plan) -> String {
         let _ = writeln!(
             s,
             "  timeouts connect {} request {}",
-            humantime::format_duration(w.connect_timeout),
-            humantime::format_duration(w.request_timeout)
+            humantime::format_duration(w.conn.connect_timeout),
+            humantime::format_duration(w.conn.request_timeout)
         );
         let reqs = &w.target.requests;
         if reqs.len() > 1 || reqs[0].checks.is_some() {
@@ -124,8 +124,8 @@ pub fn describe(plan: &Plan) -> String {
         if let Some(tls) = &w.target.tls {
             let _ = writeln!(s, "  {}", describe_tls(tls));
         }
-        if !w.source_addrs.is_empty() {
-            let list: Vec<String> = w.source_addrs.iter().map(IpAddr::to_string).collect();
+        if !w.conn.source_addrs.is_empty() {
+            let list: Vec<String> = w.conn.source_addrs.iter().map(IpAddr::to_string).collect();
             let _ = writeln!(s, "  source addresses {}", list.join(", "));
         }
         for (i, st) in w.stages.iter().enumerate() {
@@ -145,10 +145,10 @@ pub fn describe(plan: &Plan) -> String {
                 if w.then_stop { "stop the run" } else { "hold it" }
             );
         }
-        if let Some(n) = w.max_requests_per_conn {
+        if let Some(n) = w.conn.max_requests_per_conn {
             let _ = writeln!(s, "  churn: about {n} requests per connection");
         }
-        if let Some(d) = w.max_conn_lifetime {
+        if let Some(d) = w.conn.max_conn_lifetime {
             let _ = writeln!(s, "  churn: connections live about {}", humantime::format_duration(d));
         }
         if !w.thresholds.is_empty() {

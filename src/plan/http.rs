@@ -3,7 +3,7 @@
 //! name it.
 
 /// The HTTP version a workload asks for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum HttpVersion {
     /// HTTP/1.1 only (ALPN `http/1.1` over TLS).
     Http11,

@@ -88,6 +88,10 @@ pub struct Target {
     pub requests: Vec<Request>,
     /// `https://`: the TLS client connections use.
     pub tls: Option<Tls>,
+    /// `ws://`/`wss://`: what each connection does once upgraded (part of
+    /// what is sent, so a change of it recycles connections like a change
+    /// of the requests).
+    pub ws: Option<std::sync::Arc<WsPlan>>,
 }
 
 /// One load: a target, a connection count and a load model.
@@ -104,23 +108,11 @@ pub struct Workload {
     pub ramp: u32,
     /// How requests are paced.
     pub model: LoadModel,
-    /// Requests in flight per connection.
-    pub pipeline: u16,
-    /// Close after one response (HTTP/1.0-style churn).
-    pub close: bool,
-    /// Close soakd's own connections with a reset (SO_LINGER 0) at churn
-    /// and shutdown, so they leave no TIME_WAIT behind.
-    pub close_with_reset: bool,
-    /// Connect timeout.
-    pub connect_timeout: Duration,
-    /// Time a request may wait for its complete response.
-    pub request_timeout: Duration,
-    /// Local addresses to bind; connections are spread over them.
-    pub source_addrs: Vec<IpAddr>,
-    /// Planned churn: close after about this many requests (±10%).
-    pub max_requests_per_conn: Option<u32>,
-    /// Planned churn: close after about this long (±10%).
-    pub max_conn_lifetime: Option<Duration>,
+    /// How each connection behaves (see [`ConnPolicy`]).
+    pub conn: ConnPolicy,
+    /// A digest of the settings whose change recycles the connections on a
+    /// reload (each setting's class is declared with it, `config::settings`).
+    pub recycle_key: u64,
     /// Time after the ramp the trends leave out (`None`: the default,
     /// [`defaults::default_warmup`] of the run).
     pub warmup: Option<Duration>,
@@ -140,8 +132,30 @@ pub struct Workload {
     pub streams: u16,
     /// soakd's HTTP/2 receive window (connection and stream), bytes.
     pub h2_window: u32,
-    /// `ws://`/`wss://`: what each connection does once upgraded.
-    pub ws: Option<std::sync::Arc<WsPlan>>,
+}
+
+/// How each connection of a workload behaves: carried from the flags or
+/// the file to the plan as one value (declared once, in the struct and in
+/// `config::settings`), not field by field.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ConnPolicy {
+    /// Requests in flight per connection.
+    pub pipeline: u16,
+    /// Close after one response (HTTP/1.0-style churn).
+    pub close: bool,
+    /// Close soakd's own connections with a reset (SO_LINGER 0) at churn
+    /// and shutdown, so they leave no TIME_WAIT behind.
+    pub close_with_reset: bool,
+    /// Connect timeout (and the TLS handshake's).
+    pub connect_timeout: Duration,
+    /// Time a request may wait for its complete response.
+    pub request_timeout: Duration,
+    /// Local addresses to bind; connections are spread over them.
+    pub source_addrs: Vec<IpAddr>,
+    /// Planned churn: close after about this many requests (±10%).
+    pub max_requests_per_conn: Option<u32>,
+    /// Planned churn: close after about this long (±10%).
+    pub max_conn_lifetime: Option<Duration>,
 }
 
 /// One step of a workload's stages.
@@ -379,12 +393,11 @@ pub struct WorkloadSpec {
     pub ramp: u32,
     /// Load model.
     pub model: LoadModel,
-    /// Requests in flight per connection.
-    pub pipeline: u16,
-    /// One request per connection.
-    pub close: bool,
-    /// Reset instead of close (see [`Workload::close_with_reset`]).
-    pub close_with_reset: bool,
+    /// How each connection behaves.
+    pub conn: ConnPolicy,
+    /// See [`Workload::recycle_key`] (set where the declared settings are
+    /// applied).
+    pub recycle_key: u64,
     /// Request method.
     pub method: String,
     /// Extra headers.
@@ -400,16 +413,6 @@ pub struct WorkloadSpec {
     /// Response checks of the workload (each request inherits the keys it
     /// does not set).
     pub checks: CheckSpec,
-    /// Connect timeout.
-    pub connect_timeout: Duration,
-    /// Request timeout.
-    pub request_timeout: Duration,
-    /// Local addresses to bind.
-    pub source_addrs: Vec<IpAddr>,
-    /// Planned churn by count.
-    pub max_requests_per_conn: Option<u32>,
-    /// Planned churn by age.
-    pub max_conn_lifetime: Option<Duration>,
     /// Time after the ramp the trends leave out (`None`: the default).
     pub warmup: Option<Duration>,
     /// PIDs of the server under test.
@@ -490,31 +493,23 @@ impl WorkloadSpec {
             )));
         }
         let addr = resolve(&parsed, &self.url).map_err(in_url)?;
-        if self.close && self.pipeline > 1 {
+        let c = &self.conn;
+        if c.close && c.pipeline > 1 {
             return Err(Error::Usage(format!(
                 "{} {} cannot be used with {}, which sends one request per connection",
                 key("pipeline"),
-                self.pipeline,
+                c.pipeline,
                 key("close")
             )));
         }
-        if self.close && self.max_requests_per_conn.is_some() {
+        if c.close && c.max_requests_per_conn.is_some() {
             return Err(Error::Usage(format!(
                 "{} cannot be used with {} (which already means one request per connection)",
                 key("max_requests_per_conn"),
                 key("close")
             )));
         }
-        if !(defaults::MIN_H2_WINDOW..=defaults::MAX_H2_WINDOW).contains(&self.h2_window) {
-            return Err(Error::Usage(format!(
-                "{} {}: an HTTP/2 window is between {} and {} bytes; give one in that range",
-                key("h2_window"),
-                self.h2_window,
-                defaults::MIN_H2_WINDOW,
-                defaults::MAX_H2_WINDOW
-            )));
-        }
-        if self.http == HttpVersion::Http2 && self.close {
+        if self.http == HttpVersion::Http2 && c.close {
             return Err(Error::Usage(format!(
                 "{} cannot be used with {} 2: an HTTP/2 connection is not closed per request; use {} instead",
                 key("close"),
@@ -545,18 +540,13 @@ impl WorkloadSpec {
                 addr,
                 requests,
                 tls,
+                ws,
             },
             connections: self.connections,
             ramp: self.ramp,
             model: self.model,
-            pipeline: self.pipeline,
-            close: self.close,
-            close_with_reset: self.close_with_reset,
-            connect_timeout: self.connect_timeout,
-            request_timeout: self.request_timeout,
-            source_addrs: self.source_addrs,
-            max_requests_per_conn: self.max_requests_per_conn,
-            max_conn_lifetime: self.max_conn_lifetime,
+            conn: self.conn,
+            recycle_key: self.recycle_key,
             warmup: self.warmup,
             target_pids: self.target_pids,
             stages: self.stages,
@@ -565,7 +555,6 @@ impl WorkloadSpec {
             http: self.http,
             streams: self.streams,
             h2_window: self.h2_window,
-            ws,
         })
     }
 }
@@ -683,7 +672,7 @@ impl WorkloadSpec {
             host: parsed.host_header,
             headers,
             body,
-            close: self.close,
+            close: self.conn.close,
         })
         .into())
     }

@@ -141,7 +141,7 @@ pub fn apply(mut plan: Plan, shard: Shard, split_sources: bool, flag: &str) -> R
             )));
         }
         if split_sources {
-            let n = w.source_addrs.len();
+            let n = w.conn.source_addrs.len();
             if n < shard.count as usize {
                 return Err(Error::Usage(format!(
                     "--shard-sources: workload {} has {n} source address(es) for {} shards; each shard needs at least one: \
@@ -149,8 +149,8 @@ pub fn apply(mut plan: Plan, shard: Shard, split_sources: bool, flag: &str) -> R
                     w.name, shard.count, shard.count
                 )));
             }
-            let mine: Vec<IpAddr> = shard.slice(&w.source_addrs).to_vec();
-            w.source_addrs = mine;
+            let mine: Vec<IpAddr> = shard.slice(&w.conn.source_addrs).to_vec();
+            w.conn.source_addrs = mine;
         }
     }
     plan.shard_sources = split_sources;
@@ -220,9 +220,15 @@ mod tests {
             p.workloads[0].connections, 20,
             "the workload keeps the whole plan's numbers"
         );
-        assert_eq!(p.workloads[0].source_addrs, ["127.0.0.3".parse::<IpAddr>().unwrap()]);
-        assert_eq!(plan(text, "3/4", true).unwrap().workloads[0].source_addrs.len(), 1);
-        assert_eq!(plan(text, "1/3", false).unwrap().workloads[0].source_addrs.len(), 4);
+        assert_eq!(
+            p.workloads[0].conn.source_addrs,
+            ["127.0.0.3".parse::<IpAddr>().unwrap()]
+        );
+        assert_eq!(plan(text, "3/4", true).unwrap().workloads[0].conn.source_addrs.len(), 1);
+        assert_eq!(
+            plan(text, "1/3", false).unwrap().workloads[0].conn.source_addrs.len(),
+            4
+        );
         let e = plan(text, "0/5", true).unwrap_err();
         assert!(e.contains("4 source address(es) for 5 shards"), "{e}");
         let e = plan(text, "20/21", false).unwrap_err();

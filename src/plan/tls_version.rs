@@ -2,7 +2,7 @@
 //! both the defaults and the TLS settings name it.
 
 /// A TLS protocol version soakd can be limited to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum TlsVersion {
     /// TLS 1.2.
     V12,

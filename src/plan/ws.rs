@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{LoadModel, ParsedUrl, defaults, parse_duration};
+use super::{LoadModel, ParsedUrl, defaults};
 use crate::Error;
 use crate::wire::RequestSpec;
 use crate::wire::ws::Upgrade;
@@ -28,17 +28,17 @@ pub struct WsSpec {
     pub reply: Option<String>,
     /// The message sent once after the handshake (subscribe mode).
     pub subscribe: Option<String>,
-    /// Ping interval (`off`: none); `None` is the default.
-    pub ping: Option<String>,
+    /// Ping interval (`Some(None)`: off); `None` is the default.
+    pub ping: Option<Option<Duration>>,
     /// Largest message accepted, bytes.
     pub max_message: u32,
     /// The subprotocol offered (and required).
     pub subprotocol: Option<String>,
     /// Text each reply must contain.
     pub expect_message_contains: Option<String>,
-    /// How long a ping may wait for its pong (`off`: for ever); `None` is
-    /// the default.
-    pub ping_timeout: Option<String>,
+    /// How long a ping may wait for its pong (`Some(None)`: for ever);
+    /// `None` is the default.
+    pub ping_timeout: Option<Option<Duration>>,
 }
 
 impl WsSpec {
@@ -225,40 +225,19 @@ pub fn build(
             mode.name()
         )));
     }
-    let ping = match spec.ping.as_deref().unwrap_or(defaults::WS_PING) {
-        "off" => None,
-        v => {
-            let d = parse_duration(&key("ws_ping"), v)?;
-            if d < Duration::from_millis(10) {
-                return Err(Error::Usage(format!(
-                    "{} {v}: pings less than 10ms apart would flood the server; give a longer interval or off",
-                    key("ws_ping")
-                )));
-            }
-            Some(d)
-        }
-    };
-    let ping_timeout = match (ping, spec.ping_timeout.as_deref()) {
-        (_, Some("off")) => None,
-        (None, Some(_)) => {
+    // Each value was checked by its kind (a duration of at least 10 ms, or
+    // off); what is left is how the two go together.
+    let ping = spec.ping.unwrap_or(defaults::WS_PING);
+    let ping_timeout = match (ping, spec.ping_timeout) {
+        (_, Some(None)) | (None, None) => None,
+        (None, Some(Some(_))) => {
             return Err(Error::Usage(format!(
                 "{} applies to soakd's pings, and {} is off; give a ping interval or drop it",
                 key("ws_ping_timeout"),
                 key("ws_ping")
             )));
         }
-        (None, None) => None,
-        (Some(_), v) => {
-            let v = v.unwrap_or(defaults::WS_PING_TIMEOUT);
-            let d = parse_duration(&key("ws_ping_timeout"), v)?;
-            if d < Duration::from_millis(10) {
-                return Err(Error::Usage(format!(
-                    "{} {v}: no server answers a ping within less than 10ms under load; give a longer timeout or off",
-                    key("ws_ping_timeout")
-                )));
-            }
-            Some(d)
-        }
+        (Some(_), given) => given.unwrap_or(defaults::WS_PING_TIMEOUT),
     };
     if let Some(p) = &spec.subprotocol {
         crate::wire::check_header("Sec-WebSocket-Protocol", p)
@@ -323,7 +302,7 @@ mod tests {
             "wss://127.0.0.1:1/x",
             WsSpec {
                 message: Some("hi".into()),
-                ping: Some("off".into()),
+                ping: Some(None),
                 ..spec()
             },
             LoadModel::Interval(Duration::from_secs(1)),
@@ -372,11 +351,12 @@ mod tests {
         assert!(err("ws://h:1/", both, LoadModel::Closed).contains("--ws-subscribe"));
         let paced_hold = err("ws://h:1/", spec(), LoadModel::Rate(5.0));
         assert!(paced_hold.contains("hold"), "{paced_hold}");
-        let fast = WsSpec {
-            ping: Some("1ms".into()),
+        let timeout_alone = WsSpec {
+            ping: Some(None),
+            ping_timeout: Some(Some(Duration::from_secs(1))),
             ..spec()
         };
-        assert!(err("ws://h:1/", fast, LoadModel::Closed).contains("--ws-ping"));
+        assert!(err("ws://h:1/", timeout_alone, LoadModel::Closed).contains("--ws-ping-timeout"));
         let big = WsSpec {
             message: Some("x".repeat(11)),
             max_message: 10,

@@ -644,7 +644,7 @@ impl Report {
                         streams: w.streams,
                         ..http::HttpFigures::of(t.stats[wi].h2.as_deref(), &t.gauges[wi])
                     },
-                    ws: WsFigures::of(w.ws.as_deref(), &t.stats[wi]),
+                    ws: WsFigures::of(w.target.ws.as_deref(), &t.stats[wi]),
                 }
             })
             .collect();

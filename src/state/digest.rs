@@ -55,7 +55,7 @@ fn workload(w: &Workload) -> Vec<(String, String)> {
         (key("url"), w.target.url.clone()),
         (key("connections"), w.connections.to_string()),
         (key("pace"), w.model.to_string()),
-        (key("pipeline"), w.pipeline.to_string()),
+        (key("pipeline"), w.conn.pipeline.to_string()),
         (key("requests"), requests_digest(w)),
         (key("stages"), stages.join("; ")),
         (key("then_stop"), w.then_stop.to_string()),
@@ -63,7 +63,7 @@ fn workload(w: &Workload) -> Vec<(String, String)> {
             key("churn"),
             format!(
                 "close {} max_requests_per_conn {:?} max_conn_lifetime {:?}",
-                w.close, w.max_requests_per_conn, w.max_conn_lifetime
+                w.conn.close, w.conn.max_requests_per_conn, w.conn.max_conn_lifetime
             ),
         ),
         (key("thresholds"), texts(w.thresholds.iter().map(|t| &t.text))),

@@ -71,6 +71,12 @@ name_table! {
         /// stream above a GOAWAY's last) on four connections' worth of
         /// tries in a row: soakd stops sending it again and it fails.
         H2RetriesExhausted = "h2_retries_exhausted",
+        // Owed output
+        /// A request or message not sent because the server stopped
+        /// reading: more than 64 KiB were already owed to it on the
+        /// connection (counted as missed, with this kind as the reason; the
+        /// request or ping timeout then ends a peer that stopped for good).
+        SendStalled = "send_stalled",
     }
 }
 

@@ -416,6 +416,9 @@ pub struct Gauges {
     /// The lowest SETTINGS_MAX_CONCURRENT_STREAMS a server announced (0:
     /// none seen).
     pub h2_streams_limit: u32,
+    /// Established connections by the HTTP version they speak: HTTP/1.1
+    /// (WebSocket included), HTTP/2.
+    pub http_open: [u64; 2],
 }
 
 impl Gauges {
@@ -430,6 +433,8 @@ impl Gauges {
         self.tls_version = self.tls_version.max(o.tls_version);
         self.tls_suite = self.tls_suite.max(o.tls_suite);
         self.http_version = self.http_version.max(o.http_version);
+        self.http_open[0] += o.http_open[0];
+        self.http_open[1] += o.http_open[1];
         self.h2_streams_limit = match (self.h2_streams_limit, o.h2_streams_limit) {
             (0, b) => b,
             (a, 0) => a,
@@ -516,6 +521,7 @@ mod tests {
                 "ws_ping_timeout",
                 "h2_header_list_too_large",
                 "h2_retries_exhausted",
+                "send_stalled",
             ]
         );
         for (i, k) in ErrorKind::ALL.iter().enumerate() {

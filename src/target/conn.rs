@@ -24,6 +24,9 @@ pub(super) enum Stop {
     Blocked,
     /// The connection is closing; the rest is dropped.
     Discard,
+    /// A request switched the connection to another protocol (a WebSocket
+    /// upgrade): the rest is that protocol's.
+    Switched,
 }
 
 /// A fault acted out on one connection.
@@ -44,15 +47,17 @@ pub(super) enum ConnFault {
     NoNotify,
 }
 
-/// Which protocol a connection speaks.
+/// What a target connection speaks; what depends on it is `proto.rs`'s.
 pub(super) enum Proto {
     /// Not known yet (with `--h2`): its first bytes are compared with the
-    /// HTTP/2 client preface. Never looked at without `--h2`.
+    /// HTTP/2 client preface.
     Sniff,
     /// HTTP/1.1.
     Http1,
     /// HTTP/2, its state boxed so that HTTP/1 connections stay small.
     H2(Box<H2Conn>),
+    /// Upgraded to WebSocket (boxed likewise).
+    Ws(Box<WsConn>),
 }
 
 /// One client connection. Kept small on purpose: an idle plain connection
@@ -79,10 +84,7 @@ pub(super) struct Conn {
     /// Reading stopped because output was blocked. No new edge will come
     /// for data already in the socket, so reading is resumed by hand.
     pub(super) paused: bool,
-    /// Upgraded to WebSocket: its state (boxed, so HTTP connections pay
-    /// one pointer for it).
-    pub(super) ws: Option<Box<WsConn>>,
-    /// HTTP/1.1 or HTTP/2 (`--h2`).
+    /// What it speaks (see `proto.rs`).
     pub(super) proto: Proto,
 }
 
@@ -93,7 +95,7 @@ impl Slot for Conn {
 }
 
 impl Conn {
-    pub(super) fn new(stream: Stream, token: Token) -> Conn {
+    pub(super) fn new(stream: Stream, token: Token, proto: Proto) -> Conn {
         Conn {
             stream,
             token,
@@ -105,8 +107,7 @@ impl Conn {
             eof: false,
             fault: ConnFault::None,
             paused: false,
-            ws: None,
-            proto: Proto::Sniff,
+            proto,
         }
     }
 

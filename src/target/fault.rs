@@ -22,6 +22,26 @@ pub struct Fault {
     pub every: u32,
 }
 
+/// Counts what a fault's `@N` counts (requests, connections, sockets,
+/// streams) on one thread: the one place a fault decides it hits.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Every {
+    /// Counted since the fault last hit.
+    count: u32,
+}
+
+impl Every {
+    /// Counts one more; true when it is the `every`-th since the last hit.
+    pub(super) fn hit(&mut self, every: u32) -> bool {
+        self.count += 1;
+        if self.count < every {
+            return false;
+        }
+        self.count = 0;
+        true
+    }
+}
+
 name_table! {
     /// The ways [`Fault`] makes the target misbehave, each with its
     /// command-line spelling. Fault responses ignore the request's path, and

@@ -50,6 +50,7 @@ use mio::Token;
 
 use super::conn::{Conn, Proto};
 use super::h2_conn::{Cx, H2Conn, Serving};
+use super::outage::Schedule;
 use super::{Degrade, Fault};
 use crate::netio::Stream as NetStream;
 use crate::wire::h2::{PREFACE, encode_settings};
@@ -66,30 +67,46 @@ pub(super) struct H2Thread {
     serving: Serving,
     /// `settings-flood` connections to write to on the next turn.
     floods: VecDeque<Token>,
+    /// Those to write to on this turn (taken from `floods` as the turn
+    /// begins, so a connection queued again waits for the next one).
+    flooding: VecDeque<Token>,
     /// `FLOOD_FRAMES` empty SETTINGS frames, rendered once.
     flood_bytes: Box<[u8]>,
 }
 
 impl H2Thread {
-    pub(super) fn new(delay: Duration, degrade: Degrade, fault: Option<Fault>) -> H2Thread {
+    pub(super) fn new(delay: Duration, degrade: Degrade, fault: Option<Fault>, brownouts: Schedule) -> H2Thread {
         let mut flood = Vec::with_capacity(FLOOD_FRAMES * 9);
         for _ in 0..FLOOD_FRAMES {
             encode_settings(&mut flood, false, &[]);
         }
+        let mut serving = Serving::new(delay, degrade, fault);
+        serving.brownouts = brownouts;
         H2Thread {
-            serving: Serving::new(delay, degrade, fault),
+            serving,
             floods: VecDeque::new(),
+            flooding: VecDeque::new(),
             flood_bytes: flood.into_boxed_slice(),
         }
     }
 
-    /// When the loop must come back: the next delayed response, or now
-    /// while a flood has more to write.
-    pub(super) fn wake_at(&self, now: Instant) -> Option<Instant> {
-        if !self.floods.is_empty() {
-            return Some(now);
-        }
+    /// When the next delayed response is due.
+    pub(super) fn next_stream_due(&self) -> Option<Instant> {
         self.serving.queue.front().map(|d| d.due)
+    }
+
+    /// A new turn of the loop: the floods queued so far are this turn's
+    /// (true when there are any).
+    pub(super) fn start_flood_turn(&mut self) -> bool {
+        if self.flooding.is_empty() {
+            std::mem::swap(&mut self.flooding, &mut self.floods);
+        }
+        !self.flooding.is_empty()
+    }
+
+    /// The next connection to flood this turn.
+    pub(super) fn next_flood(&mut self) -> Option<Token> {
+        self.flooding.pop_front()
     }
 
     /// Takes bytes read from a connection that is not (yet) known to be
@@ -174,12 +191,6 @@ impl H2Thread {
             in_flight: &mut conn.in_flight,
         };
         h.deliver(&mut cx, stream);
-    }
-
-    /// The connections to flood this turn (those that can take more are
-    /// queued again by [`H2Thread::flood`]).
-    pub(super) fn floods_now(&mut self) -> VecDeque<Token> {
-        std::mem::take(&mut self.floods)
     }
 
     /// Writes SETTINGS frames to a flooded connection until its socket is

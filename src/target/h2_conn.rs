@@ -11,12 +11,15 @@ use std::time::{Duration, Instant};
 
 use mio::Token;
 
-use super::responses::{BIG_BODY, Route};
+use super::fault::Every;
+use super::h2_responses::{BAD_REQUEST, Response, TOO_LARGE, render_table};
+use super::outage::Schedule;
+use super::responses::Route;
 use super::{Degrade, Fault, FaultMode, MAX_HEAD};
 use crate::wire::h2::{
-    DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, Frame, FrameDecoder, HeaderDecoder, HpackError, MAX_WINDOW,
-    encode_block, encode_data, encode_goaway, encode_headers, encode_ping, encode_rst_stream, encode_settings,
-    encode_window_update, setting,
+    DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, Frame, FrameDecoder, HeaderDecoder, HpackError, PeerSettings,
+    RecvWindow, SendWindow, encode_data, encode_goaway, encode_headers, encode_ping, encode_rst_stream,
+    encode_settings, encode_window_update, setting,
 };
 
 /// Streams one connection may have open at once (advertised as
@@ -28,84 +31,6 @@ pub(super) const STALL_WINDOW: u32 = 1024;
 const MAX_HEADER_BLOCK: u32 = 64 * 1024;
 /// HPACK dynamic table the client may use (the protocol's default).
 const HPACK_TABLE: usize = 4096;
-
-/// The body of `/big`, the same bytes as the HTTP/1 route's.
-static BIG: [u8; BIG_BODY] = [b'x'; BIG_BODY];
-
-/// One response, rendered at start.
-struct Response {
-    /// A `100` header block sent first (`/continue`).
-    info: Option<Box<[u8]>>,
-    /// The response's header block.
-    head: Box<[u8]>,
-    body: &'static [u8],
-    /// A trailer block ending the stream (`/chunked`).
-    trailers: Option<Box<[u8]>>,
-}
-
-/// Index of the response to a malformed request's stream (no `:method`
-/// or `:path`); header lists over the limit get the one after it.
-const BAD_REQUEST: usize = super::responses::ROUTES * 2;
-const TOO_LARGE: usize = BAD_REQUEST + 1;
-
-/// Every response, indexed by route index × 2 + HEAD.
-fn render_table() -> Vec<Response> {
-    let mut table = Vec::with_capacity(TOO_LARGE + 1);
-    for index in 0..super::responses::ROUTES {
-        let route = Route::from_index(index);
-        for head in [false, true] {
-            table.push(render(route, head));
-        }
-    }
-    for code in [400u16, 431] {
-        table.push(Response {
-            info: None,
-            head: block(code, Some(0), false),
-            body: b"",
-            trailers: None,
-        });
-    }
-    table
-}
-
-/// A header block of `:status`, `content-length` and `content-type`.
-fn block(code: u16, length: Option<usize>, typed: bool) -> Box<[u8]> {
-    let status = code.to_string();
-    let length = length.map(|l| l.to_string());
-    let mut fields: Vec<(&[u8], &[u8])> = vec![(b":status", status.as_bytes())];
-    if let Some(l) = &length {
-        fields.push((b"content-length", l.as_bytes()));
-    }
-    if typed {
-        fields.push((b"content-type", b"text/plain"));
-    }
-    encode_block(&fields).into_boxed_slice()
-}
-
-/// The HTTP/2 form of a route's response. HTTP/2 has no chunked or
-/// close-delimited bodies and no `Connection`: `/close` and `/http10` are
-/// `pong`, and `/chunked` sends `pong` in two DATA frames' worth followed by
-/// its trailer as a header block.
-fn render(route: Route, head: bool) -> Response {
-    let code = match route {
-        Route::Status(code) => code,
-        _ => 200,
-    };
-    let body: &'static [u8] = match route {
-        Route::Status(204 | 304) => b"",
-        Route::Big => &BIG,
-        _ => b"pong",
-    };
-    let no_body = matches!(route, Route::Status(204 | 304));
-    let length = (!no_body && route != Route::Chunked).then_some(body.len());
-    Response {
-        info: (route == Route::Continue).then(|| block(100, None, false)),
-        head: block(code, length, !no_body),
-        body: if head { b"" } else { body },
-        trailers: (route == Route::Chunked && !head)
-            .then(|| encode_block(&[(b"x-trailer", b"done")]).into_boxed_slice()),
-    }
-}
 
 /// What a stream is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,9 +51,9 @@ struct StreamState {
     response: u16,
     phase: Phase,
     /// What the client lets us send on it.
-    send_window: i64,
+    send: SendWindow,
     /// What we let the client send on it.
-    recv_window: i64,
+    recv: RecvWindow,
 }
 
 /// A response due at `due` on stream `stream` of connection `token`.
@@ -147,10 +72,13 @@ pub(super) struct Serving {
     fault: Option<Fault>,
     /// Streams since `rst-stream` last hit (per thread, as the HTTP/1
     /// faults count).
-    fault_count: u32,
+    fault_count: Every,
     /// Delayed responses in due order (all delays are equal or grow with
-    /// time, so arrival order is due order).
+    /// time, so arrival order is due order; one that a brownout's end
+    /// would put first waits for those before it).
     pub(super) queue: VecDeque<Due>,
+    /// `--brownout-every`: the extra delay of a response now.
+    pub(super) brownouts: Schedule,
 }
 
 impl Serving {
@@ -161,8 +89,9 @@ impl Serving {
             degrade,
             started: Instant::now(),
             fault: fault.filter(|f| f.mode.is_h2()),
-            fault_count: 0,
+            fault_count: Every::default(),
             queue: VecDeque::new(),
+            brownouts: Schedule::default(),
         }
     }
 
@@ -195,16 +124,14 @@ pub(super) struct H2Conn {
     block_end_stream: bool,
     streams: Vec<StreamState>,
     /// What the client lets us send on the connection.
-    send_window: i64,
-    /// The client's SETTINGS_INITIAL_WINDOW_SIZE and MAX_FRAME_SIZE.
-    peer_initial_window: i64,
-    peer_max_frame: u32,
-    /// What we let the client send on the connection, and the stream
-    /// window we advertised.
-    recv_window: i64,
-    our_window: i64,
-    /// Connection-level bytes taken since the last WINDOW_UPDATE.
-    to_credit: u32,
+    send: SendWindow,
+    /// The client's SETTINGS (its initial window, its frame size).
+    peer: PeerSettings,
+    /// What we let the client send on the connection (credited back after
+    /// each read, unless `window-stall`).
+    recv: RecvWindow,
+    /// The stream window we advertised.
+    our_window: u32,
     /// The highest stream the client opened, and the highest answered.
     last_stream: u32,
     last_answered: u32,
@@ -236,12 +163,10 @@ impl H2Conn {
             block_stream: 0,
             block_end_stream: false,
             streams: Vec::new(),
-            send_window: i64::from(DEFAULT_WINDOW),
-            peer_initial_window: i64::from(DEFAULT_WINDOW),
-            peer_max_frame: DEFAULT_MAX_FRAME_SIZE,
-            recv_window: i64::from(DEFAULT_WINDOW),
-            our_window: i64::from(our_window),
-            to_credit: 0,
+            send: SendWindow::new(i64::from(DEFAULT_WINDOW)),
+            peer: PeerSettings::default(),
+            recv: RecvWindow::new(DEFAULT_WINDOW),
+            our_window,
             last_stream: 0,
             last_answered: 0,
             opened: 0,
@@ -258,6 +183,11 @@ impl H2Conn {
             flooding: mode == Some(FaultMode::SettingsFlood),
             stall,
         }
+    }
+
+    /// Streams open now (the fuzzer's check of the limit).
+    pub(super) fn streams_open(&self) -> usize {
+        self.streams.len()
     }
 
     /// Our SETTINGS, the first frame a server sends.
@@ -306,10 +236,11 @@ impl H2Conn {
                 self.input = buf;
             }
         }
-        if self.to_credit > 0 && !self.done {
-            encode_window_update(cx.out, 0, self.to_credit);
-            self.recv_window += i64::from(self.to_credit);
-            self.to_credit = 0;
+        if !self.stall
+            && !self.done
+            && let Some(n) = self.recv.credit(1)
+        {
+            encode_window_update(cx.out, 0, n);
         }
     }
 
@@ -381,18 +312,9 @@ impl H2Conn {
             }
             Frame::Settings { ack: true, .. } | Frame::Ping { ack: true, .. } | Frame::Ignored { .. } => {}
             Frame::Settings { ack: false, params } => {
-                for (id, value) in params.iter() {
-                    match id {
-                        setting::INITIAL_WINDOW_SIZE => {
-                            let delta = i64::from(value) - self.peer_initial_window;
-                            self.peer_initial_window = i64::from(value);
-                            for s in &mut self.streams {
-                                s.send_window += delta;
-                            }
-                        }
-                        setting::MAX_FRAME_SIZE => self.peer_max_frame = value,
-                        _ => {}
-                    }
+                let shift = self.peer.apply(&params);
+                for s in &mut self.streams {
+                    s.send.shift(shift);
                 }
                 encode_settings(cx.out, true, &[]);
                 self.pump_all(cx);
@@ -408,16 +330,14 @@ impl H2Conn {
                 }
             }
             Frame::WindowUpdate { stream: 0, increment } => {
-                self.send_window += i64::from(increment);
-                if self.send_window > i64::from(MAX_WINDOW) {
-                    return self.fail(cx, ErrorCode::FlowControlError);
+                if let Err(code) = self.send.grow(increment) {
+                    return self.fail(cx, code);
                 }
                 self.pump_all(cx);
             }
             Frame::WindowUpdate { stream, increment } => {
                 if let Some(i) = self.find(stream) {
-                    self.streams[i].send_window += i64::from(increment);
-                    if self.streams[i].send_window > i64::from(MAX_WINDOW) {
+                    if self.streams[i].send.grow(increment).is_err() {
                         encode_rst_stream(cx.out, stream, ErrorCode::FlowControlError);
                         self.streams.swap_remove(i);
                         self.after_stream(cx);
@@ -434,12 +354,8 @@ impl H2Conn {
     /// A DATA frame: counted against our windows (and credited back,
     /// unless `window-stall`); END_STREAM completes the request.
     fn data(&mut self, cx: &mut Cx<'_>, stream: u32, end_stream: bool, flow_len: u32) {
-        self.recv_window -= i64::from(flow_len);
-        if self.recv_window < 0 {
-            return self.fail(cx, ErrorCode::FlowControlError);
-        }
-        if !self.stall {
-            self.to_credit += flow_len;
+        if let Err(code) = self.recv.take(flow_len) {
+            return self.fail(cx, code);
         }
         let Some(i) = self.find(stream).filter(|&i| self.streams[i].phase == Phase::Receiving) else {
             if stream > self.last_stream {
@@ -448,17 +364,17 @@ impl H2Conn {
             return; // a stream we reset or ignored: dropped
         };
         let s = &mut self.streams[i];
-        s.recv_window -= i64::from(flow_len);
-        if s.recv_window < 0 {
-            encode_rst_stream(cx.out, stream, ErrorCode::FlowControlError);
+        if let Err(code) = s.recv.take(flow_len) {
+            encode_rst_stream(cx.out, stream, code);
             self.streams.swap_remove(i);
             return self.after_stream(cx);
         }
         if end_stream {
             self.complete(cx, i);
-        } else if !self.stall && flow_len > 0 {
-            encode_window_update(cx.out, stream, flow_len);
-            s.recv_window += i64::from(flow_len);
+        } else if !self.stall
+            && let Some(n) = s.recv.credit(1)
+        {
+            encode_window_update(cx.out, stream, n);
         }
     }
 
@@ -521,12 +437,8 @@ impl H2Conn {
             Some(Fault {
                 mode: FaultMode::RstStream,
                 every,
-            }) => {
-                cx.th.fault_count += 1;
-                if cx.th.fault_count >= every {
-                    cx.th.fault_count = 0;
-                    return encode_rst_stream(cx.out, id, ErrorCode::InternalError);
-                }
+            }) if cx.th.fault_count.hit(every) => {
+                return encode_rst_stream(cx.out, id, ErrorCode::InternalError);
             }
             Some(Fault {
                 mode: FaultMode::Goaway,
@@ -541,8 +453,8 @@ impl H2Conn {
             id,
             response: response as u16,
             phase: Phase::Receiving,
-            send_window: self.peer_initial_window,
-            recv_window: self.our_window,
+            send: SendWindow::new(self.peer.initial_window),
+            recv: RecvWindow::new(self.our_window),
         });
         if end_stream {
             let i = self.streams.len() - 1;
@@ -553,13 +465,14 @@ impl H2Conn {
     /// The request of stream `i` arrived whole: answer it now or after the
     /// delay.
     fn complete(&mut self, cx: &mut Cx<'_>, i: usize) {
-        if cx.th.delay.is_zero() {
+        let extra = cx.th.brownouts.extra_delay(cx.now);
+        if cx.th.delay.is_zero() && extra.is_zero() {
             return self.start(cx, i);
         }
         self.streams[i].phase = Phase::Waiting;
-        let delay = cx.th.degrade.delay_at(cx.th.delay, cx.now - cx.th.started);
+        let due = cx.now + cx.th.degrade.delay_at(cx.th.delay, cx.now - cx.th.started) + extra;
         cx.th.queue.push_back(Due {
-            due: cx.now + delay,
+            due: cx.th.queue.back().map_or(due, |last| due.max(last.due)),
             token: cx.token,
             stream: self.streams[i].id,
         });
@@ -572,10 +485,10 @@ impl H2Conn {
         let s = &mut self.streams[i];
         let r = &cx.th.table[usize::from(s.response)];
         if let Some(info) = &r.info {
-            encode_headers(cx.out, s.id, info, false, self.peer_max_frame);
+            encode_headers(cx.out, s.id, info, false, self.peer.max_frame);
         }
         let ends = r.body.is_empty() && r.trailers.is_none();
-        encode_headers(cx.out, s.id, &r.head, ends, self.peer_max_frame);
+        encode_headers(cx.out, s.id, &r.head, ends, self.peer.max_frame);
         s.phase = Phase::Sending(0);
         if ends {
             self.finish(cx, i);
@@ -592,16 +505,16 @@ impl H2Conn {
         let r = &cx.th.table[usize::from(s.response)];
         let mut sent = sent as usize;
         while sent < r.body.len() {
-            let room = s.send_window.min(self.send_window).max(0) as usize;
+            let room = s.send.room().min(self.send.room()) as usize;
             let n = (r.body.len() - sent).min(room);
             if n == 0 {
                 break;
             }
             let last = sent + n == r.body.len();
             let chunk = &r.body[sent..sent + n];
-            encode_data(cx.out, s.id, chunk, last && r.trailers.is_none(), self.peer_max_frame);
-            s.send_window -= n as i64;
-            self.send_window -= n as i64;
+            encode_data(cx.out, s.id, chunk, last && r.trailers.is_none(), self.peer.max_frame);
+            s.send.spend(n as u32);
+            self.send.spend(n as u32);
             sent += n;
         }
         s.phase = Phase::Sending(sent as u32);
@@ -609,7 +522,7 @@ impl H2Conn {
             return;
         }
         if let Some(t) = &r.trailers {
-            encode_headers(cx.out, s.id, t, true, self.peer_max_frame);
+            encode_headers(cx.out, s.id, t, true, self.peer.max_frame);
         }
         self.finish(cx, i);
     }
@@ -617,7 +530,7 @@ impl H2Conn {
     /// Every stream with body left, after a window grew.
     fn pump_all(&mut self, cx: &mut Cx<'_>) {
         let mut i = 0;
-        while i < self.streams.len() && self.send_window > 0 {
+        while i < self.streams.len() && self.send.room() > 0 {
             let before = self.streams.len();
             if matches!(self.streams[i].phase, Phase::Sending(_)) {
                 self.pump(cx, i);
@@ -647,8 +560,9 @@ impl H2Conn {
 
 #[cfg(test)]
 mod tests {
+    use super::super::responses::BIG_BODY;
     use super::*;
-    use crate::wire::h2::{FrameDecoder, encode_data, encode_headers, flag, kind, write_header};
+    use crate::wire::h2::{FrameDecoder, encode_block, encode_data, encode_headers, flag, kind, write_header};
 
     /// What the target sent, frame by frame, with header blocks decoded.
     #[derive(Debug, PartialEq)]

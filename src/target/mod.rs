@@ -53,9 +53,13 @@ use socket2::{Domain, Socket, Type};
 mod conn;
 mod degrade;
 mod fault;
+#[doc(hidden)]
+pub mod fuzzing;
 mod h2;
 mod h2_conn;
+mod h2_responses;
 mod outage;
+mod proto;
 mod responder;
 mod responses;
 pub mod tls;
@@ -239,10 +243,9 @@ pub fn spawn(cfg: &TargetConfig) -> Result<TargetHandle, Error> {
     Ok(handle)
 }
 
-/// Request heads longer than this get `431` and the connection is closed.
-const MAX_HEAD: usize = 16 * 1024;
-/// Most header fields one request may carry; more gets `431`.
-const MAX_HEADERS: usize = 64;
+/// Request heads longer than this get `431` and the connection is closed
+/// (the servers' one limit; for HTTP/2, the header-list size announced).
+use crate::wire::request_head::MAX_HEAD;
 /// Size of the per-thread read buffer.
 const READ_BUF: usize = 64 * 1024;
 /// Pending output is written out once it reaches this size, which bounds

@@ -2,12 +2,17 @@
 //! detection: `--restart-every DUR --down-for DUR` (the target closes its
 //! listener and every connection, as a process that stops does, and comes
 //! back) and `--brownout-every DUR --brownout-for DUR --brownout-delay
-//! DUR` (every HTTP/1.1 response waits the extra delay, nothing fails).
+//! DUR` (every HTTP/1.1 and HTTP/2 response waits the extra delay, in
+//! order; WebSocket messages are not delayed; nothing fails).
 //!
 //! The schedule is pure: [`Schedule::at`] says what the target is doing a
 //! given time after it started and [`Schedule::next_change`] when that
 //! changes, so the server threads (each with its own listener) act alike
 //! without talking to each other, and the schedule is tested on its own.
+//! Each thread keeps its next change as one id of its deadlines
+//! (`worker.rs`: the restarts), and each protocol's responder reads the
+//! extra delay as it makes a response (`proto.rs` hands the schedule to
+//! them).
 //! The first restart (brownout) is one period after the start, so a soak
 //! ramps up first; a brownout that falls into a restart's down time is
 //! down.
@@ -21,7 +26,7 @@ pub enum Phase {
     Up,
     /// Not listening; every connection closed.
     Down,
-    /// Serving, every HTTP/1.1 response delayed by this much more.
+    /// Serving, every HTTP/1.1 and HTTP/2 response delayed by this much more.
     Brownout(Duration),
 }
 

@@ -3,7 +3,9 @@
 //! each one's pre-rendered response, delaying it, and acting out faults.
 //!
 //! Sans sockets as far as it can be: it writes only through
-//! [`Conn::send`], and the worker hands it events and due times.
+//! [`Conn::send`]. The thread's state every protocol answers from lives
+//! here too (the WebSocket and HTTP/2 parts beside the HTTP/1 one); what
+//! reaches which is `proto.rs`'s.
 
 use std::collections::VecDeque;
 use std::io;
@@ -11,20 +13,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::Token;
-use mio::event::Event;
 
-use super::conn::{Conn, ConnFault, Proto, Stop};
+use super::conn::{Conn, ConnFault, Stop};
+use super::fault::Every;
 use super::h2::H2Thread;
 use super::responses::*;
 use super::ws::{self, WsThread};
-use super::{Degrade, FLUSH_AT, Fault, FaultMode, MAX_HEAD, MAX_HEADERS};
-use crate::wire::headers;
+use super::{Degrade, FLUSH_AT, Fault, FaultMode};
+use crate::wire::request_head::{self, MAX_HEADERS, Parsed, Refused, RequestHead};
 
 /// A response waiting for its due time.
 pub(super) struct Delayed {
     pub(super) due: Instant,
     pub(super) token: Token,
-    id: u16,
+    pub(super) id: u16,
 }
 
 /// A connection whose trickled response sends its next byte at `due`.
@@ -52,7 +54,7 @@ pub(super) struct Responder {
     fault: Option<Fault>,
     /// Requests (or, for `close-after-accept`, connections) since the fault
     /// last hit.
-    fault_count: u32,
+    fault_count: Every,
     /// Trickled responses waiting for their next byte; every step is
     /// [`TRICKLE_STEP`], so this is a FIFO too.
     pub(super) trickles: VecDeque<Trickle>,
@@ -74,7 +76,7 @@ impl Responder {
             batch: Vec::new(),
             queue: VecDeque::new(),
             fault,
-            fault_count: 0,
+            fault_count: Every::default(),
             trickles: VecDeque::new(),
             ws: WsThread::new(fault),
             h2: None,
@@ -82,151 +84,13 @@ impl Responder {
         }
     }
 
-    /// Handles one readiness event of `conn`: flushes, resumes, reads and
-    /// answers. An error means the connection is to be dropped.
-    pub(super) fn on_event(&mut self, conn: &mut Conn, buf: &mut [u8], event: &Event) -> io::Result<()> {
-        if conn.fault == ConnFault::Stalled {
-            // Nothing is read, so the handshake never moves; the client's
-            // close still ends the connection.
-            return if event.is_read_closed() || event.is_error() {
-                Err(io::ErrorKind::ConnectionAborted.into())
-            } else {
-                Ok(())
-            };
-        }
-        if event.is_error() {
-            let err = conn.stream.tcp().take_error()?;
-            return Err(err.unwrap_or_else(|| io::Error::other("socket error")));
-        }
-        if event.is_writable() && conn.stream.wants_write() {
-            match conn.stream.flush() {
-                Ok(()) => {}
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(err) => return Err(err),
-            }
-        }
-        if event.is_writable() && conn.has_output() {
-            conn.write_out()?;
-            if let Some(h2) = &mut self.h2 {
-                h2.settle(conn)?;
-            }
-            if conn.paused && !conn.blocked() {
-                return self.resume(conn, buf);
-            }
-        }
-        if event.is_readable() || event.is_read_closed() || event.is_write_closed() {
-            // After the peer's FIN no new edge will come, so read to the end.
-            let to_end = event.is_read_closed() || event.is_write_closed();
-            self.read(conn, buf, to_end)?;
-        }
-        Ok(())
-    }
-
-    /// Reads and answers until the socket is drained or output blocks.
-    fn read(&mut self, conn: &mut Conn, buf: &mut [u8], to_would_block: bool) -> io::Result<()> {
-        if conn.blocked() {
-            conn.paused = true;
-            return Ok(());
-        }
-        while !conn.eof {
-            let n = match conn.stream.read(buf) {
-                Ok(0) => {
-                    conn.eof = true;
-                    conn.input = Vec::new();
-                    return Ok(());
-                }
-                Ok(n) => n,
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-                Err(err) => return Err(err),
-            };
-            self.feed(conn, &buf[..n], Instant::now())?;
-            self.flush(conn)?;
-            if conn.blocked() {
-                conn.paused = true;
-                return Ok(());
-            }
-            // A short read emptied the socket; asking again would only
-            // return WouldBlock, and new data brings a new edge. (Not so for
-            // TLS, whose records may still be inside rustls.)
-            if conn.stream.short_read_drains() && n < buf.len() && !to_would_block {
-                return Ok(());
-            }
-        }
-        Ok(())
-    }
-
-    /// Continues a connection whose output has drained: first the input
-    /// set aside, then the socket.
-    fn resume(&mut self, conn: &mut Conn, buf: &mut [u8]) -> io::Result<()> {
-        conn.paused = false;
-        if !conn.input.is_empty() {
-            let input = std::mem::take(&mut conn.input);
-            let (used, stop) = self.consume(conn, &input, Instant::now())?;
-            self.flush(conn)?;
-            if stop != Stop::Discard && used < input.len() {
-                conn.input = input[used..].to_vec();
-            }
-        }
-        self.read(conn, buf, true)
-    }
-
-    /// Handles freshly read bytes, joining them to an incomplete head kept
-    /// from earlier reads.
-    fn feed(&mut self, conn: &mut Conn, data: &[u8], now: Instant) -> io::Result<()> {
-        if conn.discarding() {
-            return Ok(());
-        }
-        if let Some(h2) = &mut self.h2
-            && !matches!(conn.proto, Proto::Http1)
-            && h2.feed(conn, data, now, &mut self.batch)?
-        {
-            let sent = conn.send(&self.batch);
-            self.batch.clear();
-            sent?;
-            return h2.settle(conn);
-        }
-        let mut data = data;
-        if !conn.input.is_empty() {
-            // Only an incomplete head can be kept while we read, and a head
-            // may not outgrow MAX_HEAD, so copy no more than that.
-            let mut head = std::mem::take(&mut conn.input);
-            let had = head.len();
-            let take = data.len().min((MAX_HEAD + 1).saturating_sub(had));
-            head.extend_from_slice(&data[..take]);
-            let (used, stop) = self.consume(conn, &head, now)?;
-            if used < had {
-                if stop != Stop::Discard {
-                    head.drain(..used);
-                    head.extend_from_slice(&data[take..]);
-                    conn.input = head;
-                }
-                return Ok(());
-            }
-            // The kept head is complete; everything after it is in `data`
-            // too, and parsing it from there avoids copying the rest.
-            data = &data[used - had..];
-            if stop != Stop::NeedMore {
-                set_aside(conn, data, stop);
-                return Ok(());
-            }
-        }
-        let (used, stop) = self.consume(conn, data, now)?;
-        set_aside(conn, &data[used..], stop);
-        Ok(())
-    }
-
     /// Answers every complete request in `data`, in order. Returns how many
-    /// bytes were used and why it stopped.
-    fn consume(&mut self, conn: &mut Conn, data: &[u8], now: Instant) -> io::Result<(usize, Stop)> {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    /// bytes were used and why it stopped ([`Stop::Switched`] once a
+    /// request upgraded the connection: the rest is WebSocket's).
+    pub(super) fn consume_http1(&mut self, conn: &mut Conn, data: &[u8], now: Instant) -> io::Result<(usize, Stop)> {
+        let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut pos = 0;
         loop {
-            if conn.ws.is_some() {
-                // Upgraded (perhaps by the request just answered): frames.
-                let (used, stop) = self.ws.consume(conn, &data[pos..], &mut self.batch)?;
-                return Ok((pos + used, stop));
-            }
             if conn.discarding() {
                 return Ok((data.len(), Stop::Discard));
             }
@@ -244,21 +108,20 @@ impl Responder {
             if conn.blocked() {
                 return Ok((pos, Stop::Blocked));
             }
-            let mut req = httparse::Request::new(&mut headers);
-            let (id, body) = match req.parse(&data[pos..]) {
-                Ok(httparse::Status::Complete(n)) if n <= MAX_HEAD => {
-                    pos += n;
-                    if let Some(route) = ws::route(req.path.unwrap_or("/")) {
-                        self.upgrade(conn, &req, route, now)?;
+            let (id, body) = match request_head::parse(&data[pos..], &mut fields) {
+                Parsed::Request(req) => {
+                    pos += req.len;
+                    if let Some(route) = ws::route(req.target) {
+                        if self.upgrade(conn, &req, route, now)? {
+                            return Ok((pos, Stop::Switched));
+                        }
                         continue;
                     }
                     classify(&req)
                 }
-                Ok(httparse::Status::Partial) if data.len() - pos <= MAX_HEAD => {
-                    return Ok((pos, Stop::NeedMore));
-                }
-                Ok(_) | Err(httparse::Error::TooManyHeaders) => (TOO_LARGE, 0),
-                Err(_) => (BAD_REQUEST, 0),
+                Parsed::Partial => return Ok((pos, Stop::NeedMore)),
+                Parsed::Refused(Refused::TooLarge) => (TOO_LARGE, 0),
+                Parsed::Refused(_) => (BAD_REQUEST, 0),
             };
             conn.body_left = body;
             let id = if self.fault.is_some() && id < BAD_REQUEST {
@@ -273,23 +136,23 @@ impl Responder {
     /// Answers a request for a WebSocket route: like any request it may be
     /// hit by an HTTP fault (so clients see refused handshakes), and it
     /// waits behind delayed responses, which a 101 cannot (refused: 400).
+    /// True when the connection is a WebSocket from now on.
     fn upgrade(
         &mut self,
         conn: &mut Conn,
-        req: &httparse::Request<'_, '_>,
+        req: &RequestHead<'_, '_>,
         route: Result<ws::WsRoute, String>,
         now: Instant,
-    ) -> io::Result<()> {
+    ) -> io::Result<bool> {
         let pong = response_id(Route::Pong, false, Persist::KeepAlive);
         let id = if self.fault.is_some() { self.faulty(pong) } else { pong };
         if id != pong {
-            return self.respond(conn, id, now);
+            return self.respond(conn, id, now).map(|()| false);
         }
         if conn.in_flight > 0 {
-            return self.respond(conn, BAD_REQUEST, now);
+            return self.respond(conn, BAD_REQUEST, now).map(|()| false);
         }
-        self.ws.upgrade(conn, req, route, now, &mut self.batch);
-        Ok(())
+        Ok(self.ws.upgrade(conn, req, route, now, &mut self.batch))
     }
 
     /// Counts one request (or accepted connection) towards the fault and
@@ -298,12 +161,7 @@ impl Responder {
         let Some(fault) = self.fault.filter(|f| f.mode == mode) else {
             return false;
         };
-        self.fault_count += 1;
-        if self.fault_count < fault.every {
-            return false;
-        }
-        self.fault_count = 0;
-        true
+        self.fault_count.hit(fault.every)
     }
 
     /// The response for a request that would get `id`, with the fault
@@ -418,15 +276,16 @@ impl Responder {
         Ok(())
     }
 
-    /// Sends the due responses at the front of the queue that belong to
-    /// `conn` (consecutive ones go out in one write).
-    pub(super) fn deliver(&mut self, conn: &mut Conn, now: Instant, buf: &mut [u8]) -> io::Result<()> {
-        while let Some(next) = self.queue.front() {
-            if next.token != conn.token || next.due > now {
-                break;
-            }
-            let id = next.id;
-            self.queue.pop_front();
+    /// Sends the delayed response `first` of `conn`, and the due ones
+    /// after it in the queue that belong to `conn` too (consecutive ones go
+    /// out in one write).
+    pub(super) fn deliver(&mut self, conn: &mut Conn, first: u16, now: Instant, buf: &mut [u8]) -> io::Result<()> {
+        let mut next = Some(first);
+        while let Some(id) = next {
+            next = self
+                .queue
+                .pop_front_if(|d| d.token == conn.token && d.due <= now)
+                .map(|d| d.id);
             conn.in_flight -= 1;
             let response = &self.responses.table[usize::from(id)];
             if response.action != Action::Respond {
@@ -444,32 +303,15 @@ impl Responder {
         Ok(())
     }
 
-    fn flush(&mut self, conn: &mut Conn) -> io::Result<()> {
+    pub(super) fn flush(&mut self, conn: &mut Conn) -> io::Result<()> {
         let result = conn.send(&self.batch);
         self.batch.clear();
         result
     }
 }
 
-/// Keeps the input `consume` did not use, unless it is to be dropped.
-fn set_aside(conn: &mut Conn, rest: &[u8], stop: Stop) {
-    if stop != Stop::Discard && !rest.is_empty() {
-        conn.input = rest.to_vec();
-    }
-}
-
-/// Picks the response for a parsed request and the length of its body.
-fn classify(req: &httparse::Request<'_, '_>) -> (u16, u64) {
-    let Ok(f) = headers::scan(req.headers) else {
-        return (BAD_REQUEST, 0);
-    };
-    // Chunked request bodies are not needed by anything that talks to the
-    // target; refusing them beats misreading the stream.
-    if f.chunked || f.other_coding {
-        return (BAD_REQUEST, 0);
-    }
-    let persist = f.persist(req.version != Some(1));
-    let head = req.method == Some("HEAD");
-    let route = Route::of(req.path.unwrap_or("/"));
-    (response_id(route, head, persist), f.content_length.unwrap_or(0))
+/// Picks the response for a request head and the length of its body.
+fn classify(req: &RequestHead<'_, '_>) -> (u16, u64) {
+    let route = Route::of(req.target);
+    (response_id(route, req.method == "HEAD", req.persist), req.body)
 }

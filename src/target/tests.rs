@@ -4,6 +4,7 @@
 use super::responder::TRICKLE_STEP;
 use super::*;
 use crate::netio::testing;
+use crate::wire::request_head::MAX_HEADERS;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::thread;

@@ -1,28 +1,33 @@
 //! One target server thread: its poll, listener and connections, and the
 //! event loop that hands readiness and due times to the [`Responder`].
 //!
-//! The listener and the connection table are `netio`'s server core, the
+//! The listener and the connection table are `netio`'s server core, and
+//! the deadlines the servers' one timer scheme (`timer::Deadlines`), the
 //! same the metrics exporter runs on; what is the target's own is here:
-//! stopping on the shared flag, the delay queue and trickles as the only
-//! timers (so an idle target sleeps), and the faults that act on accept.
+//! stopping on the shared flag, the thread's queues (delayed responses,
+//! trickles, pushes, HTTP/2's streams and floods) as the only timers, each
+//! armed for its front (so an idle target sleeps), and the faults that act
+//! on accept, and `--restart-every`'s restarts (the listener dropped and
+//! bound again, on the schedule of `outage.rs`, whose changes are one more
+//! deadline id). What a connection speaks is `proto.rs`'s.
 
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use mio::net::TcpListener;
 use mio::{Events, Poll, Token, Waker};
 
 use super::conn::{Conn, ConnFault};
-use super::h2::H2Thread;
-use super::outage::Phase;
+use super::outage::{Phase, Schedule};
 use super::responder::Responder;
 use super::responses::Responses;
 use super::{EVENTS, FaultMode, READ_BUF, TargetConfig};
 use crate::Error;
 use crate::netio::{Accepted, Acceptor, ConnTable, LISTENER, Stream, TlsStream, WAKER};
+use crate::timer::Deadlines;
 
 /// Creates a thread's poll and waker and starts the thread.
 pub(super) fn start(
@@ -45,11 +50,7 @@ pub(super) fn start(
     let addr = acceptor
         .local_addr()
         .map_err(|e| Error::io("reading the target's bound address", e))?;
-    let mut responder = Responder::new(Arc::clone(responses), cfg.delay, cfg.degrade, cfg.fault);
-    responder.outage = cfg.outage;
-    if cfg.h2 {
-        responder.h2 = Some(H2Thread::new(cfg.delay, cfg.degrade, cfg.fault));
-    }
+    let responder = Responder::new(Arc::clone(responses), cfg.delay, cfg.degrade, cfg.fault).speaking(cfg);
     let worker = Worker {
         poll,
         acceptor: Some(acceptor),
@@ -63,6 +64,8 @@ pub(super) fn start(
         responder,
         tls: cfg.tls.clone(),
         stop: Arc::clone(stop),
+        deadlines: Deadlines::new(),
+        fired: Vec::new(),
     };
     std::thread::Builder::new()
         .name(format!("soakd-target-{index}"))
@@ -80,7 +83,7 @@ pub(super) fn start(
 /// `--restart-every`: the schedule, and where to listen again after a
 /// restart.
 struct Restarts {
-    schedule: super::outage::Schedule,
+    schedule: Schedule,
     addr: std::net::SocketAddr,
     reuse_port: bool,
 }
@@ -101,13 +104,23 @@ struct Worker {
     /// `--tls`: every accepted connection speaks TLS with this.
     tls: Option<Arc<rustls::ServerConfig>>,
     stop: Arc<AtomicBool>,
+    /// The thread's queues and the accept pause, by id (see `proto.rs`).
+    deadlines: Deadlines,
+    /// The ids due in a turn (kept for its capacity).
+    fired: Vec<u32>,
 }
+
+/// The deadline id of the end of an accept pause (after the queues').
+const ACCEPT: u32 = super::proto::H2_FLOODS + 1;
+/// The deadline id of the next change of `--restart-every`'s or
+/// `--brownout-every`'s schedule.
+const SCHEDULE: u32 = ACCEPT + 1;
 
 impl Worker {
     fn run(mut self) -> Result<(), Error> {
         let mut events = Events::with_capacity(EVENTS);
         loop {
-            let timeout = self.timeout(Instant::now());
+            let timeout = self.deadlines.timeout(Instant::now());
             if let Err(err) = self.poll.poll(&mut events, timeout) {
                 if err.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -136,39 +149,35 @@ impl Worker {
                 }
             }
             let now = Instant::now();
-            if self.restarts.schedule.active() {
-                self.follow_restarts(now);
-            }
             // Also after a pause: edge-triggered, connections that queued
             // up meanwhile bring no new event.
             self.accept(now);
-            self.deliver_due(now);
-            if !self.responder.trickles.is_empty() {
-                self.trickle_due(now);
+            self.fired.extend(self.deadlines.expired(now));
+            let mut fired = std::mem::take(&mut self.fired);
+            for id in fired.drain(..) {
+                match id {
+                    SCHEDULE => self.follow_restarts(now),
+                    id => self.run_due(id, now),
+                }
             }
-            self.ws_due(now);
-            if self.responder.h2.is_some() {
-                self.h2_due(now);
-            }
+            self.fired = fired;
+            self.responder.arm(&mut self.deadlines, now);
+            self.deadlines
+                .set(ACCEPT, self.acceptor.as_ref().and_then(|a| a.wake_at(now)));
+            self.deadlines.set(SCHEDULE, self.restarts.schedule.next_change(now));
         }
     }
 
-    /// How long the poll may sleep: until the next delayed response (or
-    /// trickled byte) or the end of an accept pause, or forever, so idle
-    /// connections cost no CPU.
-    fn timeout(&self, now: Instant) -> Option<Duration> {
-        [
-            self.responder.queue.front().map(|d| d.due),
-            self.responder.trickles.front().map(|t| t.due),
-            self.acceptor.as_ref().and_then(|a| a.wake_at(now)),
-            self.restarts.schedule.next_change(now),
-            self.responder.ws.ticks.next_due(),
-            self.responder.h2.as_ref().and_then(|h2| h2.wake_at(now)),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
-        .map(|d| d.saturating_duration_since(now))
+    /// Everything due by `now` in the queue `id`, each on its connection
+    /// (gone connections' entries are dropped).
+    fn run_due(&mut self, id: u32, now: Instant) {
+        while let Some((token, due)) = self.responder.pop_due(id, now) {
+            let Some(conn) = self.conns.get_mut(token) else {
+                continue; // the connection is gone, and what was due with it
+            };
+            let result = self.responder.on_due(conn, due, now, &mut self.buf);
+            self.settle(token, result);
+        }
     }
 
     /// Accepts every waiting connection (unless paused).
@@ -199,7 +208,7 @@ impl Worker {
                 // triggering a spare writable edge is cheaper than a
                 // reregister syscall each time a write would block.
                 stream.register(poll.registry(), token).ok()?;
-                let mut conn = Conn::new(stream, token);
+                let mut conn = Conn::new(stream, token, responder.first_proto());
                 if tls.is_some() && responder.fault_hits(FaultMode::HandshakeStall) {
                     conn.fault = ConnFault::Stalled;
                 }
@@ -209,9 +218,11 @@ impl Worker {
         });
     }
 
-    /// `--restart-every`: down, the listener and every connection close
-    /// (as when a server process stops); up again, the listener is bound
-    /// again on the same address (see `outage.rs`).
+    /// `--restart-every`, at a change of the schedule: down, the listener
+    /// and every connection close (as when a server process stops); up
+    /// again, the listener is bound again on the same address (see
+    /// `outage.rs`). A brownout's edges change nothing here: its delay is
+    /// read as each response is made.
     fn follow_restarts(&mut self, now: Instant) {
         let down = self.restarts.schedule.now(now) == Phase::Down;
         if down == self.acceptor.is_none() {
@@ -219,7 +230,7 @@ impl Worker {
         }
         if down {
             self.acceptor = None;
-            self.conns.retain(|_| false);
+            self.conns.clear();
             return;
         }
         let listened = super::bind(self.restarts.addr, self.restarts.reuse_port, super::BACKLOG)
@@ -247,81 +258,6 @@ impl Worker {
             && let Some(conn) = self.conns.remove(token)
         {
             conn.end();
-        }
-    }
-
-    /// Sends the next byte of every trickled response that is due.
-    fn trickle_due(&mut self, now: Instant) {
-        while let Some(front) = self.responder.trickles.front() {
-            if front.due > now {
-                break;
-            }
-            let token = front.token;
-            self.responder.trickles.pop_front();
-            let Some(conn) = self.conns.get_mut(token) else {
-                continue; // the connection is gone
-            };
-            let result = self.responder.trickle(conn, now, &mut self.buf);
-            self.settle(token, result);
-        }
-    }
-
-    /// Sends every WebSocket push and ping burst that is due.
-    fn ws_due(&mut self, now: Instant) {
-        while let Some((token, tick, every, due)) = self.responder.ws.ticks.pop_due(now) {
-            let Some(conn) = self.conns.get_mut(token) else {
-                continue; // the socket is gone, and its ticks with it
-            };
-            let result = self
-                .responder
-                .ws
-                .tick(conn, tick, every, due, now, &mut self.responder.batch);
-            self.settle(token, result);
-        }
-    }
-
-    /// HTTP/2: sends the delayed responses that are due, then one turn's
-    /// share of every SETTINGS flood.
-    fn h2_due(&mut self, now: Instant) {
-        loop {
-            let Some(h2) = self.responder.h2.as_mut() else { return };
-            let Some((token, stream)) = h2.next_due(now) else { break };
-            let Some(conn) = self.conns.get_mut(token) else {
-                continue; // the connection is gone
-            };
-            let batch = &mut self.responder.batch;
-            h2.deliver(conn, stream, now, batch);
-            let mut result = conn.send(batch);
-            if result.is_ok() {
-                result = h2.settle(conn);
-            }
-            self.settle(token, result);
-        }
-        let Some(h2) = self.responder.h2.as_mut() else { return };
-        for token in h2.floods_now() {
-            let Some(h2) = self.responder.h2.as_mut() else { return };
-            let Some(conn) = self.conns.get_mut(token) else {
-                continue;
-            };
-            let result = h2.flood(conn);
-            self.settle(token, result);
-        }
-    }
-
-    /// Sends every delayed response that is due.
-    fn deliver_due(&mut self, now: Instant) {
-        while let Some(front) = self.responder.queue.front() {
-            if front.due > now {
-                break;
-            }
-            let token = front.token;
-            let Some(conn) = self.conns.get_mut(token) else {
-                // The connection is gone; its responses go with it.
-                self.responder.queue.pop_front();
-                continue;
-            };
-            let result = self.responder.deliver(conn, now, &mut self.buf);
-            self.settle(token, result);
         }
     }
 }

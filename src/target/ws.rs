@@ -26,10 +26,12 @@ use std::time::{Duration, Instant};
 
 use mio::Token;
 
-use super::conn::{Conn, Stop};
+use super::conn::{Conn, Proto, Stop};
+use super::fault::Every;
 use super::ws_socket::WsConn;
 pub(super) use super::ws_socket::WsRoute;
 use super::{FLUSH_AT, Fault, FaultMode};
+use crate::wire::request_head::RequestHead;
 use crate::wire::ws::{self as codec, Decoder, Event, MessageKind, Opcode, Role, UpgradeRefused};
 
 /// The largest message the echo takes (over it: close 1009). The echo
@@ -94,7 +96,7 @@ pub(super) enum Tick {
 pub(super) struct WsThread {
     fault: Option<Fault>,
     /// Upgraded sockets since a socket-level fault last hit.
-    sockets: u32,
+    sockets: Every,
     pub(super) ticks: Ticks,
     /// Input copied here to be unmasked in place (the read buffer is the
     /// HTTP parser's, borrowed shared); reused, never shrunk below a read.
@@ -112,7 +114,7 @@ impl WsThread {
         }
         WsThread {
             fault,
-            sockets: 0,
+            sockets: Every::default(),
             ticks: Ticks::default(),
             scratch: Vec::new(),
             oversize: oversize.into_boxed_slice(),
@@ -125,12 +127,7 @@ impl WsThread {
         let Some(fault) = self.fault.filter(|f| f.mode == mode) else {
             return false;
         };
-        self.sockets += 1;
-        if self.sockets < fault.every {
-            return false;
-        }
-        self.sockets = 0;
-        true
+        self.sockets.hit(fault.every)
     }
 
     /// Answers an upgrade request for `route` on `conn`: the 101 and the
@@ -138,12 +135,12 @@ impl WsThread {
     pub(super) fn upgrade(
         &mut self,
         conn: &mut Conn,
-        req: &httparse::Request<'_, '_>,
+        req: &RequestHead<'_, '_>,
         route: Result<WsRoute, String>,
         now: Instant,
         batch: &mut Vec<u8>,
-    ) {
-        let accepted = codec::accept_request(req.method.unwrap_or(""), req.headers);
+    ) -> bool {
+        let accepted = codec::accept_request(req.method, req.headers);
         let route = match (accepted, route) {
             (Ok(_), Err(why)) => return refuse(conn, batch, "400 Bad Request", &why),
             (Ok(_), Ok(WsRoute::Push(every))) if !self.ticks.has_room(every) => {
@@ -181,7 +178,7 @@ impl WsThread {
         if let WsRoute::Push(every) = route {
             self.ticks.schedule(every, now + every, conn.token, Tick::Push);
         }
-        conn.ws = Some(Box::new(WsConn {
+        conn.proto = Proto::Ws(Box::new(WsConn {
             decoder: Decoder::new(Role::Server, MAX_MESSAGE),
             route,
             messages: 0,
@@ -192,6 +189,7 @@ impl WsThread {
             close_sent: false,
             broken: false,
         }));
+        true
     }
 
     /// Handles the frames in `data` from an upgraded `conn`, answering into
@@ -209,7 +207,9 @@ impl WsThread {
             if conn.blocked() {
                 return Ok((pos, Stop::Blocked));
             }
-            let ws = conn.ws.as_deref_mut().expect("an upgraded connection");
+            let Proto::Ws(ws) = &mut conn.proto else {
+                unreachable!("frames are consumed on an upgraded connection")
+            };
             let (used, event) = match ws.decoder.decode_mut(&mut self.scratch[pos..]) {
                 Ok(step) => step,
                 Err(err) => {
@@ -300,7 +300,7 @@ impl WsThread {
         batch: &mut Vec<u8>,
     ) -> io::Result<()> {
         let output_blocked = conn.blocked();
-        let Some(ws) = conn.ws.as_deref_mut() else {
+        let Proto::Ws(ws) = &mut conn.proto else {
             return Ok(());
         };
         if conn.closing || ws.close_sent {
@@ -363,8 +363,9 @@ fn close(batch: &mut Vec<u8>, code: u16) {
     codec::encode_frame(batch, true, Opcode::Close, &code.to_be_bytes(), None);
 }
 
-/// Refuses an upgrade with `status` and a one-line `why`, closing.
-fn refuse(conn: &mut Conn, batch: &mut Vec<u8>, status: &str, why: &str) {
+/// Refuses an upgrade with `status` and a one-line `why`, closing (false:
+/// the connection was not upgraded).
+fn refuse(conn: &mut Conn, batch: &mut Vec<u8>, status: &str, why: &str) -> bool {
     let version = if status.starts_with("426") {
         "Sec-WebSocket-Version: 13\r\n"
     } else {
@@ -378,6 +379,7 @@ fn refuse(conn: &mut Conn, batch: &mut Vec<u8>, status: &str, why: &str) {
         .as_bytes(),
     );
     conn.closing = true;
+    false
 }
 
 /// The pushes and ping floods due: one FIFO per interval (every entry of

@@ -1,7 +1,7 @@
 //! HTTP on the wire (HTTP/2's frames and HPACK in [`h2`]).
 //!
 //! HTTP/1.1: request bytes rendered once, responses framed
-//! incrementally, and the one set of header helpers every part of soakd
+//! incrementally, request heads read for the two servers (`request_head`), and the one set of header helpers every part of soakd
 //! reads heads with; and WebSocket's frames and opening handshake
 //! (`ws`), which both the engine and the built-in target speak.
 //!
@@ -13,6 +13,7 @@ mod framer;
 pub mod h2;
 pub mod headers;
 mod request;
+pub mod request_head;
 
 pub use framer::{AtEof, Framed, Framer, Inspect, MAX_HEAD_BYTES, ProtocolError};
 pub use request::{RequestSpec, check_header, check_method, render_request};

@@ -129,6 +129,51 @@ pub fn test_python() -> Option<PathBuf> {
     None
 }
 
+/// A Python peer from `tests/peers/` run by the test venv's python
+/// ([`test_python`]): it listens on 127.0.0.1, port 0, and prints
+/// `port N` first. Killed on drop.
+pub struct PyPeer {
+    child: Child,
+    /// The port it printed.
+    pub port: u16,
+}
+
+impl PyPeer {
+    /// Starts `tests/peers/SCRIPT ARGS...`; `None` when the venv is not
+    /// there (see [`test_python`]).
+    pub fn start(script: &str, args: &[&dyn AsRef<std::ffi::OsStr>]) -> Option<PyPeer> {
+        use std::io::BufRead;
+        let python = test_python()?;
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/peers")
+            .join(script);
+        let mut child = Command::new(python)
+            .arg(path)
+            .args(args.iter().map(|a| a.as_ref()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start the peer {script}: {e}"));
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("a piped stdout"))
+            .read_line(&mut line)
+            .expect("the peer's first line");
+        let port = line
+            .trim()
+            .strip_prefix("port ")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("{script} printed {line:?}, not its port"));
+        Some(PyPeer { child, port })
+    }
+}
+
+impl Drop for PyPeer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// What a child started by [`spawn_soakd`] has written to stderr so far
 /// (it is still running; [`wait_output`] returns the whole of it at the
 /// end). Tests wait on it for a line soakd prints when a state is reached.

@@ -23,26 +23,20 @@ impl Worker {
         for cmd in cmds {
             match cmd {
                 Command::Stage(stage) => self.apply_stage(stage, now),
-                Command::Settings(wi, rt) => self.apply_settings(wi as usize, *rt, now),
+                Command::Settings(wi, rt, recycle) => self.apply_settings(wi as usize, *rt, recycle, now),
                 Command::Add(rt) => self.add_workload(*rt, now),
             }
         }
     }
 
-    /// New settings for a workload. Connections whose requests would mix
-    /// old and new bytes, or that go to a target that changed, are recycled
-    /// after their requests in flight (as churn); the others carry on.
-    pub(super) fn apply_settings(&mut self, wi: usize, mut rt: WorkloadRt, now: u64) {
+    /// New settings for a workload. With `recycle` (what the connections
+    /// send or how they connect changed: see `engine::reload`) they are
+    /// recycled after their requests in flight (as churn); otherwise they
+    /// carry on.
+    pub(super) fn apply_settings(&mut self, wi: usize, mut rt: WorkloadRt, recycle: bool, now: u64) {
         let old = &self.wl[wi];
-        let recycle = old.addr != rt.addr
-            || old.sources != rt.sources
-            || old.head != rt.head
-            || old.wire != rt.wire
-            || old.requests != rt.requests
-            || old.tls != rt.tls
-            || old.ws != rt.ws;
         // The pace stays (a `Stage` with the reloaded one follows), but its
-        // HTTP/2 step is derived again: `--streams` may have changed.
+        // lane step is derived again: `--streams` may have changed.
         rt.set_load(old.connections, old.model);
         let deeper = rt.depth() > self.max_pipeline;
         self.local[wi].set_requests(rt.requests.len());
@@ -141,7 +135,7 @@ impl Worker {
             mine += 1;
             c.next_due = 0;
             if c.state == State::Open {
-                if let Some(step) = self.wl[wi].step_ns(c.proto.is_h2()) {
+                if let Some(step) = c.proto.step(&self.wl[wi]) {
                     c.next_due = grid_due(c.slot, cmd.connections, step, now);
                 }
                 if self.pump(key, now) {

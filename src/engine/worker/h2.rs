@@ -2,47 +2,60 @@
 //! responses completing out of order, GOAWAY that loses nothing.
 //!
 //! The frames are `wire::h2`'s (the codec the built-in target's server
-//! shares); this file is the client's state machine over them. It is fed
-//! and drained by the loop like HTTP/1.1 (see `protocol.rs`):
+//! shares), and so are the flow-control windows and the peer's SETTINGS
+//! (`wire::h2::flow`); this file is the client's state machine over them.
+//! It is fed and drained by the loop like HTTP/1.1 (see `protocol.rs`):
 //!
-//! - **issue** takes a free stream slot (an in-flight entry); the request
-//!   is rendered into the output on the next [`H2::prepare`]: the
-//!   workload's pre-rendered HEADERS frames copied with their stream id
-//!   patched (no allocation: the output buffer keeps its capacity while
-//!   small), and a body as DATA frames only as far as both send windows
-//!   allow (a stalled body waits for WINDOW_UPDATE; its request timeout
-//!   still runs, so a server that never opens its window ends in
+//! - **issue** takes a free stream slot (an in-flight entry, from a free
+//!   list) and its stream id; the request is rendered into the output when
+//!   the loop asks for bytes: the workload's pre-rendered HEADERS frames
+//!   copied with the stream id patched (no allocation: the output is a
+//!   pooled buffer), and a body as DATA frames only as far as both send
+//!   windows allow (a stalled body waits for WINDOW_UPDATE; its request
+//!   timeout still runs, so a server that never opens its window ends in
 //!   `timeout`, with no spinning meanwhile).
 //! - **receive** decodes frames from the read buffer (only an incomplete
 //!   frame is ever carried, at most 9 + 16 KiB); SETTINGS are applied and
-//!   acknowledged, PINGs answered, received DATA is counted and returned
-//!   to the server with WINDOW_UPDATE once half a window is consumed.
-//! - **depth**: no request goes out before the server's SETTINGS are in,
+//!   acknowledged, PINGs answered, received DATA is counted and returned to
+//!   the server with WINDOW_UPDATE once half a window is consumed.
+//! - **capacity**: no request goes out before the server's SETTINGS are in,
 //!   and never more streams than its SETTINGS_MAX_CONCURRENT_STREAMS.
 //! - **GOAWAY**: streams at or below `last_stream_id` complete; the others
 //!   are handed back ([`Output::Retry`]), one per call, and the loop sends
 //!   them again on the next connection with their original due time; with
-//!   nothing left in flight the connection is [`Output::Done`]. A GOAWAY
-//!   with an error code hands back the unprocessed streams the same way,
-//!   then fails the rest as `goaway_error`. REFUSED_STREAM is retried; any
-//!   other RST_STREAM fails that stream only (`stream_reset`).
+//!   nothing left in flight the connection ends ([`Ending::SentAway`]). A
+//!   GOAWAY with an error code hands back the unprocessed streams the same
+//!   way, then fails the rest as `goaway_error`. REFUSED_STREAM is retried;
+//!   any other RST_STREAM fails that stream only (`stream_reset`). A
+//!   request handed back [`MAX_HANDBACKS`] times fails instead
+//!   (`h2_retries_exhausted`). A connection whose stream ids run out (2^30
+//!   requests) ends the same graceful way, and the slot reconnects.
+//!
+//! Every per-frame step is `O(1)`, whatever `--streams` (up to 1024): the
+//! streams are a table found by entry, by id and oldest first
+//! (`h2_streams.rs`), and the streams owed bytes are a queue in issue order
+//! whose finished entries are skipped when they come up.
 //!
 //! Control frames the server provokes (SETTINGS acks, PING replies) queue
 //! in the output; a server that provokes more than [`MAX_CONTROL_OWED`]
 //! bytes of them while not reading is a flood (`h2_protocol`), so the
 //! output cannot grow without bound. Received header blocks are capped by
-//! the frame decoder ([`MAX_HEADER_BLOCK`]) and the HPACK decoder
-//! (the header-list size soakd announces).
+//! the frame decoder ([`MAX_HEADER_BLOCK`]) and the HPACK decoder (the
+//! header-list size soakd announces). What only HTTP/2 counts (GOAWAYs and
+//! resets by code, retries, the server's stream limit) goes into the
+//! workload's HTTP/2 stats through the [`Tally`].
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
-use super::H2Rt;
-use super::exchange::{AtClose, Cx, Inflight, Output, Response};
-use crate::plan::CheckState;
+use super::exchange::{AtClose, Cx, Ending, Inflight, Issued, Output, Response, Tally};
+use super::h2_streams::{St, Streams};
+use crate::netio::pool;
 use crate::stats::ErrorKind;
 use crate::wire::h2::{
-    DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, Frame, FrameDecoder, HEADER_LEN, HeaderDecoder, MAX_WINDOW,
-    PREFACE, encode_ping, encode_settings, encode_window_update, set_stream_id, setting, write_header,
+    DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, Frame, FrameDecoder, H2Request, HEADER_LEN, HeaderDecoder,
+    PREFACE, PeerSettings, RecvWindow, SendWindow, encode_ping, encode_settings, encode_window_update, set_stream_id,
+    setting, write_header,
 };
 
 /// Largest header block (all fragments) accepted from the server.
@@ -50,159 +63,130 @@ pub(super) const MAX_HEADER_BLOCK: u32 = 64 * 1024;
 /// Largest decoded header list accepted (announced as
 /// SETTINGS_MAX_HEADER_LIST_SIZE).
 const MAX_HEADER_LIST: u32 = 64 * 1024;
-/// Bytes of control frames owed to a server that does not read them
-/// before its flood of SETTINGS or PINGs counts as an attack.
+/// Bytes owed to a server that does not read them before its flood of
+/// SETTINGS or PINGs counts as an attack.
 pub(super) const MAX_CONTROL_OWED: usize = 64 * 1024;
-/// Buffers (output, carried input, header block) are given back once they
-/// are empty and have grown past this: an idle connection keeps none.
-const KEEP_CAPACITY: usize = 4096;
+/// How often one request may be handed back unprocessed (GOAWAY,
+/// REFUSED_STREAM) and sent again; the next time it fails. Three retries
+/// ride out a graceful GOAWAY or a brief overload; a server that refuses
+/// every stream gets each request four times, not endlessly.
+const MAX_HANDBACKS: u8 = 3;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum St {
-    /// Not in use.
-    Free,
-    /// Issued; its HEADERS (or the rest of its body) are still owed.
-    Owed,
-    /// Written whole; the response is awaited.
-    Open,
-    /// To be handed back (not processed by the server).
-    Handback,
-}
-
-/// One stream slot (one in-flight entry).
-#[derive(Clone, Debug)]
-struct Stream {
-    st: St,
-    /// Its stream id once rendered (0 before).
-    id: u32,
-    /// The response's status (0 until its final head).
-    status: u16,
-    /// Body bytes still to send.
-    body_left: u32,
-    /// What soakd may still send on it.
-    send_window: i64,
-    /// Received DATA not yet returned with a WINDOW_UPDATE.
-    recv_unacked: u32,
-    /// Its response's checks.
-    check: CheckState,
-}
-
-impl Stream {
-    fn free() -> Stream {
-        Stream {
-            st: St::Free,
-            id: 0,
-            status: 0,
-            body_left: 0,
-            send_window: 0,
-            recv_unacked: 0,
-            check: CheckState::default(),
-        }
-    }
+/// A workload's HTTP/2 settings and requests, rendered once.
+#[derive(Debug, PartialEq)]
+pub struct H2Rt {
+    /// HTTP/2 is required (`--http 2`): a server that will not speak it is
+    /// an error; on `http://`, connections start with the h2c preface.
+    pub required: bool,
+    /// On `http://` (h2c with prior knowledge).
+    pub cleartext: bool,
+    /// Streams per connection (`--streams`).
+    pub streams: u16,
+    /// soakd's receive window (`--h2-window`).
+    pub window: u32,
+    /// Each request of the workload as HEADERS frames on stream 0.
+    pub requests: Box<[H2Request]>,
 }
 
 /// One connection's HTTP/2 state.
 pub(super) struct H2 {
-    rt: std::sync::Arc<H2Rt>,
+    rt: Arc<H2Rt>,
     dec: FrameDecoder,
     hpack: HeaderDecoder,
-    /// An incomplete frame carried to the next read.
-    carry: Vec<u8>,
-    /// Bytes owed to the server, from `out_off`.
-    out: Vec<u8>,
+    /// An incomplete frame carried to the next read (pooled; none between
+    /// frames).
+    carry: Option<pool::Buf>,
+    /// Bytes owed to the server, from `out_off` (pooled; none when all
+    /// is written).
+    out: Option<pool::Buf>,
     out_off: usize,
-    /// A header block assembled from CONTINUATION frames (rare).
-    block: Vec<u8>,
+    /// A header block assembled from CONTINUATION frames (rare; pooled).
+    block: Option<pool::Buf>,
     /// The stream and END_STREAM flag of the block being assembled.
     block_stream: u32,
     block_end: bool,
-    streams: Box<[Stream]>,
-    /// Entries with bytes owed, in issue order.
-    order: VecDeque<u16>,
-    next_id: u32,
-    in_flight: u16,
+    /// The streams: by entry, by id, oldest first (`h2_streams.rs`).
+    streams: Streams,
+    /// Entries with bytes owed, in issue order, with their `seq` (entries
+    /// that stopped being owed are skipped when they come up).
+    order: VecDeque<(u16, u32)>,
+    /// Entries to hand back after a GOAWAY.
+    handback: Vec<u16>,
     /// The server's SETTINGS arrived (requests may go out).
     settings_seen: bool,
-    peer_max_streams: u32,
-    peer_initial_window: i64,
-    peer_max_frame: u32,
-    /// The server's SETTINGS_MAX_HEADER_LIST_SIZE (`u32::MAX`: none).
-    peer_max_list: u32,
-    send_window: i64,
-    recv_unacked: u32,
+    peer: PeerSettings,
+    send: SendWindow,
+    recv: RecvWindow,
     /// GOAWAY received: its last stream and code.
     goaway: Option<(u32, ErrorCode)>,
+    /// Input changed what may go out (see [`Output::Ready`]).
+    ready: bool,
 }
 
 impl std::fmt::Debug for H2 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("H2")
-            .field("in_flight", &self.in_flight)
-            .field("next_id", &self.next_id)
+            .field("in_flight", &self.streams.in_flight())
             .field("goaway", &self.goaway)
             .finish_non_exhaustive()
     }
 }
 
 impl H2 {
-    /// The state of a new connection with `depth` entries; its preface and
-    /// SETTINGS are owed at once.
-    pub(super) fn new(rt: std::sync::Arc<H2Rt>, depth: usize) -> H2 {
+    /// The state of a new connection with `depth` entries.
+    pub(super) fn new(rt: Arc<H2Rt>, depth: usize) -> H2 {
         let mut h = H2 {
             dec: FrameDecoder::new(DEFAULT_MAX_FRAME_SIZE, MAX_HEADER_BLOCK),
             hpack: HeaderDecoder::new(0, MAX_HEADER_LIST as usize),
-            carry: Vec::new(),
-            out: Vec::new(),
+            carry: None,
+            out: None,
             out_off: 0,
-            block: Vec::new(),
+            block: None,
             block_stream: 0,
             block_end: false,
-            streams: vec![Stream::free(); depth].into_boxed_slice(),
+            streams: Streams::new(depth),
             order: VecDeque::with_capacity(depth),
-            next_id: 1,
-            in_flight: 0,
+            handback: Vec::new(),
             settings_seen: false,
-            peer_max_streams: u32::MAX,
-            peer_initial_window: DEFAULT_WINDOW as i64,
-            peer_max_frame: DEFAULT_MAX_FRAME_SIZE,
-            peer_max_list: u32::MAX,
-            send_window: DEFAULT_WINDOW as i64,
-            recv_unacked: 0,
+            peer: PeerSettings::default(),
+            send: SendWindow::new(i64::from(DEFAULT_WINDOW)),
+            recv: RecvWindow::new(rt.window),
             goaway: None,
+            ready: false,
             rt,
         };
         h.reset();
         h
     }
 
-    /// A fresh connection: nothing in flight, the preface owed.
+    /// Forgets the connection: nothing in flight, nothing owed or carried.
     pub(super) fn reset(&mut self) {
         self.dec.reset();
         self.hpack = HeaderDecoder::new(0, MAX_HEADER_LIST as usize);
-        self.carry = Vec::new();
-        self.block = Vec::new();
-        self.out.clear();
+        pool::release(&mut self.carry);
+        pool::release(&mut self.out);
+        pool::release(&mut self.block);
         self.out_off = 0;
-        for s in self.streams.iter_mut() {
-            *s = Stream::free();
-        }
+        self.streams.reset();
         self.order.clear();
-        self.next_id = 1;
-        self.in_flight = 0;
+        self.handback.clear();
         self.settings_seen = false;
-        self.peer_max_streams = u32::MAX;
-        self.peer_initial_window = DEFAULT_WINDOW as i64;
-        self.peer_max_frame = DEFAULT_MAX_FRAME_SIZE;
-        self.peer_max_list = u32::MAX;
-        self.send_window = DEFAULT_WINDOW as i64;
-        self.recv_unacked = 0;
+        self.peer = PeerSettings::default();
+        self.send = SendWindow::new(i64::from(DEFAULT_WINDOW));
+        self.recv = RecvWindow::new(self.rt.window);
         self.goaway = None;
-        // The preface, soakd's SETTINGS (no dynamic table for the server to
-        // fill, no push, the window), and the connection window opened to
-        // the same size (SETTINGS only set the streams').
-        self.out.extend_from_slice(PREFACE);
+        self.ready = false;
+    }
+
+    /// The connection is up: the preface, soakd's SETTINGS (no dynamic
+    /// table for the server to fill, no push, the window), and the
+    /// connection window opened to the same size (SETTINGS only set the
+    /// streams') are owed.
+    pub(super) fn open(&mut self) {
+        let out = pool::get(&mut self.out);
+        out.extend_from_slice(PREFACE);
         encode_settings(
-            &mut self.out,
+            out,
             false,
             &[
                 (setting::HEADER_TABLE_SIZE, 0),
@@ -212,209 +196,220 @@ impl H2 {
             ],
         );
         if self.rt.window > DEFAULT_WINDOW {
-            encode_window_update(&mut self.out, 0, self.rt.window - DEFAULT_WINDOW);
+            encode_window_update(out, 0, self.rt.window - DEFAULT_WINDOW);
         }
     }
 
     #[inline]
     pub(super) fn in_flight(&self) -> u16 {
-        self.in_flight
+        self.streams.in_flight()
     }
 
     /// How many requests may be in flight now.
     #[inline]
-    pub(super) fn depth(&self) -> u16 {
-        if !self.settings_seen || self.goaway.is_some() {
+    pub(super) fn capacity(&self) -> u16 {
+        if !self.settings_seen || self.goaway.is_some() || self.streams.exhausted() {
             return 0;
         }
         (self.rt.streams as u32)
-            .min(self.peer_max_streams)
+            .min(self.peer.max_streams)
             .min(self.streams.len() as u32) as u16
     }
 
-    /// The server's SETTINGS_MAX_CONCURRENT_STREAMS (0: none given, or not
-    /// yet seen).
-    pub(super) fn streams_limit(&self) -> u32 {
-        if self.peer_max_streams == u32::MAX {
-            0
-        } else {
-            self.peer_max_streams
-        }
-    }
-
-    /// The entry written first among those in flight: the one with the
-    /// lowest stream id (a stream not yet rendered is newer than any).
+    /// The entry written first among those in flight (its timeout runs
+    /// out first).
+    #[inline]
     pub(super) fn oldest(&self) -> Option<u16> {
-        let mut best: Option<(u32, u16)> = None;
-        for (i, s) in self.streams.iter().enumerate() {
-            if s.st == St::Free {
-                continue;
-            }
-            let id = if s.id == 0 { u32::MAX } else { s.id };
-            if best.is_none_or(|(b, _)| id < b) {
-                best = Some((id, i as u16));
-            }
+        self.streams.oldest()
+    }
+
+    /// Takes an entry and a stream id for request `req`, unless its header
+    /// list is larger than the server's SETTINGS_MAX_HEADER_LIST_SIZE (RFC
+    /// 9113 §6.5.2: a server may answer such a request with 431 or reset
+    /// it; it would be sent only to be refused).
+    #[inline]
+    pub(super) fn issue(&mut self, req: u8) -> Issued {
+        if self.rt.requests[req as usize].list_size > self.peer.max_header_list {
+            return Issued::Refused(ErrorKind::H2HeaderListTooLarge);
         }
-        best.map(|(_, i)| i)
-    }
-
-    /// Why request `req` must not be sent on this connection: its header
-    /// list is larger than the server's SETTINGS_MAX_HEADER_LIST_SIZE
-    /// (RFC 9113 §6.5.2; a server may answer such a request with 431 or
-    /// reset it, and it would be sent only to be refused).
-    #[inline]
-    pub(super) fn refuses(&self, req: usize) -> Option<ErrorKind> {
-        (self.rt.requests[req].list_size > self.peer_max_list).then_some(ErrorKind::H2HeaderListTooLarge)
-    }
-
-    #[inline]
-    pub(super) fn issue(&mut self) -> u16 {
-        let at = self
-            .streams
-            .iter()
-            .position(|s| s.st == St::Free)
-            .expect("issue is called below the depth");
-        self.streams[at].st = St::Owed;
-        self.order.push_back(at as u16);
-        self.in_flight += 1;
-        at as u16
+        let e = self.streams.open(self.peer.initial_window, self.rt.window);
+        self.order.push_back((e, self.streams[e as usize].seq));
+        Issued::Entry(e)
     }
 
     #[inline]
     pub(super) fn has_output(&self) -> bool {
-        self.out_off < self.out.len() || self.order.front().is_some_and(|&e| self.can_send(e))
+        self.out.as_ref().is_some_and(|o| self.out_off < o.len()) || self.owed_front().is_some_and(|e| self.can_send(e))
+    }
+
+    /// The first entry still owed bytes (stale queue entries aside).
+    fn owed_front(&self) -> Option<usize> {
+        self.order
+            .iter()
+            .find(|&&(e, q)| self.streams.is(e, q) && self.streams[e as usize].st == St::Owed)
+            .map(|&(e, _)| e as usize)
     }
 
     /// True when the owed entry `e` can make progress now.
-    fn can_send(&self, e: u16) -> bool {
-        let s = &self.streams[e as usize];
-        s.id == 0 || (self.send_window > 0 && s.send_window > 0)
+    fn can_send(&self, e: usize) -> bool {
+        let s = &self.streams[e];
+        !s.rendered || (self.send.room() > 0 && s.send.room() > 0)
     }
 
     /// Renders what the owed streams may send now into the output.
-    pub(super) fn prepare(&mut self, cx: &Cx<'_>) {
-        while let Some(&e) = self.order.front() {
-            let req = cx.entries[e as usize].req as usize;
+    fn prepare(&mut self, cx: &Cx<'_>) {
+        while let Some(&(e, q)) = self.order.front() {
+            if !self.streams.is(e, q) || self.streams[e as usize].st != St::Owed {
+                self.order.pop_front();
+                continue;
+            }
             let s = &mut self.streams[e as usize];
-            if s.id == 0 {
+            let req = cx.entries[e as usize].req as usize;
+            let out = self.out.get_or_insert_with(pool::take);
+            if !s.rendered {
                 let r = &self.rt.requests[req];
-                s.id = self.next_id;
-                self.next_id += 2;
-                s.send_window = self.peer_initial_window;
+                s.rendered = true;
                 s.body_left = (cx.w.requests[req].bytes.len() - r.body_at) as u32;
-                let at = self.out.len();
-                self.out.extend_from_slice(&r.frames);
+                let at = out.len();
+                out.extend_from_slice(&r.frames);
                 // Every frame header of the block gets the stream's id.
                 let mut f = at;
-                while f + HEADER_LEN <= self.out.len() {
-                    set_stream_id(&mut self.out[f..], s.id);
-                    let len = u32::from_be_bytes([0, self.out[f], self.out[f + 1], self.out[f + 2]]) as usize;
+                while f + HEADER_LEN <= out.len() {
+                    set_stream_id(&mut out[f..], s.id);
+                    let len = u32::from_be_bytes([0, out[f], out[f + 1], out[f + 2]]) as usize;
                     f += HEADER_LEN + len;
                 }
             }
             while s.body_left > 0 {
-                let room = self.send_window.min(s.send_window).min(self.peer_max_frame as i64);
-                if room <= 0 {
+                let room = self.send.room().min(s.send.room()).min(self.peer.max_frame);
+                if room == 0 {
                     return;
                 }
                 let bytes = &cx.w.requests[req].bytes;
                 let from = bytes.len() - s.body_left as usize;
-                let n = (s.body_left as i64).min(room) as usize;
-                let last = n == s.body_left as usize;
-                write_header(&mut self.out, n, crate::wire::h2::kind::DATA, u8::from(last), s.id);
-                self.out.extend_from_slice(&bytes[from..from + n]);
-                s.body_left -= n as u32;
-                s.send_window -= n as i64;
-                self.send_window -= n as i64;
+                let n = s.body_left.min(room);
+                let last = n == s.body_left;
+                write_header(out, n as usize, crate::wire::h2::kind::DATA, u8::from(last), s.id);
+                out.extend_from_slice(&bytes[from..from + n as usize]);
+                s.body_left -= n;
+                s.send.spend(n);
+                self.send.spend(n);
             }
             s.st = St::Open;
             self.order.pop_front();
         }
     }
 
+    /// The bytes owed now (rendering what the owed streams may send).
     #[inline]
-    pub(super) fn to_send(&self) -> &[u8] {
-        &self.out[self.out_off..]
+    pub(super) fn outgoing(&mut self, cx: &Cx<'_>) -> &[u8] {
+        if !self.order.is_empty() {
+            self.prepare(cx);
+        }
+        match &self.out {
+            Some(o) => &o[self.out_off..],
+            None => &[],
+        }
     }
 
     #[inline]
     pub(super) fn sent(&mut self, n: usize) {
         self.out_off += n;
-        if self.out_off == self.out.len() {
+        if self.out.as_ref().is_some_and(|o| self.out_off == o.len()) {
             self.out_off = 0;
-            if self.out.capacity() > KEEP_CAPACITY {
-                self.out = Vec::new();
-            } else {
-                self.out.clear();
-            }
+            pool::release(&mut self.out);
         }
     }
 
-    /// The next output owed without new bytes: a stream to hand back, or
-    /// the end after a GOAWAY.
-    fn pending(&mut self) -> Option<Output> {
-        let (_, code) = self.goaway?;
-        if let Some(e) = self.streams.iter().position(|s| s.st == St::Handback) {
-            self.free(e);
-            return Some(Output::Retry(e as u16));
+    /// The next output owed without new bytes: a stream to hand back, an
+    /// error after a GOAWAY with one, or the end.
+    fn pending(&mut self, cx: &Cx<'_>, t: &mut Tally<'_>) -> Option<Output> {
+        if let Some(e) = self.handback.pop() {
+            return Some(self.hand_back(cx, t, e as usize));
         }
+        let code = match self.goaway {
+            Some((_, code)) => code,
+            None if self.streams.exhausted() => ErrorCode::NoError,
+            None => return None,
+        };
         if code != ErrorCode::NoError {
             return Some(Output::Error(ErrorKind::GoawayError));
         }
-        (self.in_flight == 0).then_some(Output::Done)
+        (self.streams.in_flight() == 0).then_some(Output::End(Ending::SentAway))
     }
 
-    fn free(&mut self, e: usize) {
-        self.streams[e] = Stream::free();
-        self.in_flight -= 1;
-        self.order.retain(|&o| o as usize != e);
+    /// Entry `e` was not processed: sent again elsewhere, unless it was
+    /// handed back too often already.
+    fn hand_back(&mut self, cx: &Cx<'_>, t: &mut Tally<'_>, e: usize) -> Output {
+        self.streams.close(e);
+        if cx.entries[e].handed_back >= MAX_HANDBACKS {
+            return Output::Failed {
+                entry: e as u16,
+                kind: ErrorKind::H2RetriesExhausted,
+            };
+        }
+        t.st.h2_mut().retried += 1;
+        Output::Retry(e as u16)
     }
 
-    pub(super) fn receive(&mut self, cx: &Cx<'_>, fresh: &[u8]) -> (usize, Output) {
-        if let Some(out) = self.pending() {
+    pub(super) fn receive(&mut self, cx: &Cx<'_>, t: &mut Tally<'_>, fresh: &[u8]) -> (usize, Output) {
+        if let Some(out) = self.pending(cx, t) {
             return (0, out);
         }
-        if self.carry.is_empty() {
+        let Some(mut carry) = self.carry.take() else {
             let mut pos = 0;
             loop {
                 match self.dec.decode(&fresh[pos..]) {
                     Err(_) => return (fresh.len(), Output::Error(self.broken())),
                     Ok(None) => {
-                        self.carry.extend_from_slice(&fresh[pos..]);
-                        return (fresh.len(), Output::Taken);
+                        if pos < fresh.len() {
+                            pool::get(&mut self.carry).extend_from_slice(&fresh[pos..]);
+                        }
+                        return (fresh.len(), self.settled());
                     }
                     Ok(Some((f, n))) => {
                         pos += n;
-                        if let Some(out) = self.on_frame(cx, f) {
+                        if let Some(out) = self.on_frame(cx, t, f) {
                             return (pos, out);
                         }
                     }
                 }
             }
-        }
+        };
         // An incomplete frame was carried: add the read and go on from
         // the carried bytes (the loop calls again with nothing new after an
         // output, and the rest is taken from here).
-        let mut carry = std::mem::take(&mut self.carry);
         carry.extend_from_slice(fresh);
         let mut pos = 0;
         let out = loop {
             match self.dec.decode(&carry[pos..]) {
                 Err(_) => break Output::Error(self.broken()),
-                Ok(None) => break Output::Taken,
+                Ok(None) => break self.settled(),
                 Ok(Some((f, n))) => {
                     pos += n;
-                    if let Some(out) = self.on_frame(cx, f) {
+                    if let Some(out) = self.on_frame(cx, t, f) {
                         break out;
                     }
                 }
             }
         };
         carry.drain(..pos);
-        if !carry.is_empty() || carry.capacity() <= KEEP_CAPACITY {
-            self.carry = carry;
+        if carry.is_empty() {
+            pool::give(carry);
+        } else {
+            self.carry = Some(carry);
         }
         (fresh.len(), out)
+    }
+
+    /// All input is taken: [`Output::Ready`] when it changed what may go
+    /// out, else [`Output::Taken`].
+    fn settled(&mut self) -> Output {
+        if std::mem::take(&mut self.ready) {
+            Output::Ready
+        } else {
+            Output::Taken
+        }
     }
 
     /// The kind of a connection that broke HTTP/2's rules: before the
@@ -427,12 +422,7 @@ impl H2 {
         }
     }
 
-    /// The entry of stream `id`, if it is one of ours in flight.
-    fn entry_of(&self, id: u32) -> Option<usize> {
-        self.streams.iter().position(|s| s.id == id && s.st != St::Free)
-    }
-
-    fn on_frame(&mut self, cx: &Cx<'_>, f: Frame<'_>) -> Option<Output> {
+    fn on_frame(&mut self, cx: &Cx<'_>, t: &mut Tally<'_>, f: Frame<'_>) -> Option<Output> {
         if !self.settings_seen && !matches!(f, Frame::Settings { ack: false, .. }) {
             // The server's first frame must be its SETTINGS (RFC 9113
             // §3.4): anything else is not an HTTP/2 server.
@@ -441,20 +431,16 @@ impl H2 {
         match f {
             Frame::Settings { ack: true, .. } => None,
             Frame::Settings { ack: false, params } => {
-                for (id, v) in params.iter() {
-                    match id {
-                        setting::MAX_CONCURRENT_STREAMS => self.peer_max_streams = v,
-                        setting::INITIAL_WINDOW_SIZE => {
-                            let delta = v as i64 - self.peer_initial_window;
-                            self.peer_initial_window = v as i64;
-                            for s in self.streams.iter_mut().filter(|s| s.id != 0) {
-                                s.send_window += delta;
-                            }
-                        }
-                        setting::MAX_FRAME_SIZE => self.peer_max_frame = v,
-                        setting::MAX_HEADER_LIST_SIZE => self.peer_max_list = v,
-                        _ => {}
+                let shift = self.peer.apply(&params);
+                if shift != 0 {
+                    for (_, s) in self.streams.iter_mut().filter(|(_, s)| s.st != St::Free) {
+                        s.send.shift(shift);
                     }
+                }
+                let limit = self.peer.streams_limit();
+                if limit != 0 {
+                    let g = &mut t.g.h2_streams_limit;
+                    *g = if *g == 0 { limit } else { (*g).min(limit) };
                 }
                 self.settings_seen = true;
                 self.control(|out| encode_settings(out, true, &[]))
@@ -462,14 +448,20 @@ impl H2 {
             Frame::Ping { ack: false, data } => self.control(|out| encode_ping(out, true, data)),
             Frame::Ping { ack: true, .. } | Frame::Ignored { .. } => None,
             Frame::WindowUpdate { stream: 0, increment } => {
-                self.send_window += increment as i64;
-                (self.send_window > MAX_WINDOW as i64).then_some(Output::Error(ErrorKind::H2Protocol))
+                self.ready = true;
+                self.send
+                    .grow(increment)
+                    .err()
+                    .map(|_| Output::Error(ErrorKind::H2Protocol))
             }
             Frame::WindowUpdate { stream, increment } => {
-                let e = self.entry_of(stream)?;
-                let s = &mut self.streams[e];
-                s.send_window += increment as i64;
-                (s.send_window > MAX_WINDOW as i64).then_some(Output::Error(ErrorKind::H2Protocol))
+                let e = self.streams.entry_of(stream)?;
+                self.ready = true;
+                self.streams[e]
+                    .send
+                    .grow(increment)
+                    .err()
+                    .map(|_| Output::Error(ErrorKind::H2Protocol))
             }
             Frame::Headers {
                 stream,
@@ -480,8 +472,9 @@ impl H2 {
                 if end_headers {
                     return self.on_block(cx, stream, end_stream, fragment);
                 }
-                self.block.clear();
-                self.block.extend_from_slice(fragment);
+                let block = pool::get(&mut self.block);
+                block.clear();
+                block.extend_from_slice(fragment);
                 self.block_stream = stream;
                 self.block_end = end_stream;
                 None
@@ -489,16 +482,13 @@ impl H2 {
             Frame::Continuation {
                 end_headers, fragment, ..
             } => {
-                self.block.extend_from_slice(fragment);
+                pool::get(&mut self.block).extend_from_slice(fragment);
                 if !end_headers {
                     return None;
                 }
-                let block = std::mem::take(&mut self.block);
+                let block = self.block.take().expect("the block was just added to");
                 let out = self.on_block(cx, self.block_stream, self.block_end, &block);
-                if block.capacity() <= KEEP_CAPACITY {
-                    self.block = block;
-                    self.block.clear();
-                }
+                pool::give(block);
                 out
             }
             Frame::Data {
@@ -508,24 +498,31 @@ impl H2 {
                 flow_len,
             } => self.on_data(cx, stream, end_stream, data, flow_len),
             Frame::RstStream { stream, code } => {
-                let e = self.entry_of(stream)?;
-                self.free(e);
-                Some(Output::Reset {
+                let e = self.streams.entry_of(stream)?;
+                t.st.h2_mut().resets[code as usize] += 1;
+                if code == ErrorCode::RefusedStream {
+                    return Some(self.hand_back(cx, t, e));
+                }
+                self.streams.close(e);
+                Some(Output::Failed {
                     entry: e as u16,
-                    code,
-                    retry: code == ErrorCode::RefusedStream,
+                    kind: ErrorKind::StreamReset,
                 })
             }
             Frame::GoAway { last_stream, code, .. } => {
+                t.st.h2_mut().goaways[code as usize] += 1;
                 self.goaway = Some((last_stream, code));
-                for s in self.streams.iter_mut() {
-                    if s.st != St::Free && (s.id == 0 || s.id > last_stream) {
+                // Pushed from the last entry so that they come out first
+                // to last.
+                for (e, s) in self.streams.iter_mut().rev() {
+                    if s.st != St::Free && s.st != St::Handback && (!s.rendered || s.id > last_stream) {
                         s.st = St::Handback;
+                        self.handback.push(e as u16);
                     }
                 }
                 self.order.clear();
-                // Counted first; the handbacks follow on the next calls.
-                Some(Output::GoAway(code))
+                // The handbacks (or the end) follow on the next calls.
+                Some(Output::Ready)
             }
             // Push was disabled in soakd's SETTINGS.
             Frame::PushPromise { .. } => Some(Output::Error(ErrorKind::H2Protocol)),
@@ -535,8 +532,10 @@ impl H2 {
     /// Queues a control frame the server asked for; a server that keeps
     /// asking without reading is a flood.
     fn control(&mut self, write: impl FnOnce(&mut Vec<u8>)) -> Option<Output> {
-        write(&mut self.out);
-        (self.out.len() - self.out_off > MAX_CONTROL_OWED).then_some(Output::Error(ErrorKind::H2Protocol))
+        let out = pool::get(&mut self.out);
+        write(out);
+        self.ready = true;
+        (out.len() - self.out_off > MAX_CONTROL_OWED).then_some(Output::Error(ErrorKind::H2Protocol))
     }
 
     /// A whole header block on `stream`.
@@ -545,7 +544,7 @@ impl H2 {
     /// the header checks one field at a time): nothing of the block is
     /// copied or kept.
     fn on_block(&mut self, cx: &Cx<'_>, stream: u32, end_stream: bool, block: &[u8]) -> Option<Output> {
-        let e = self.entry_of(stream);
+        let e = self.streams.entry_of(stream);
         let checks = e
             .and_then(|e| cx.w.requests[cx.entries[e].req as usize].checks.as_deref())
             .filter(|c| c.wants_fields());
@@ -581,12 +580,15 @@ impl H2 {
 
     fn on_data(&mut self, cx: &Cx<'_>, stream: u32, end_stream: bool, data: &[u8], flow_len: u32) -> Option<Output> {
         // The connection's window counts every DATA frame, ours or not.
-        self.recv_unacked += flow_len;
-        if self.recv_unacked >= self.rt.window / 2 {
-            let n = std::mem::take(&mut self.recv_unacked);
-            encode_window_update(&mut self.out, 0, n);
+        if self.recv.take(flow_len).is_err() {
+            return Some(Output::Error(ErrorKind::H2Protocol));
         }
-        let e = self.entry_of(stream)?;
+        let half = self.rt.window / 2;
+        if let Some(n) = self.recv.credit(half) {
+            encode_window_update(pool::get(&mut self.out), 0, n);
+            self.ready = true;
+        }
+        let e = self.streams.entry_of(stream)?;
         if let Some(checks) = cx.w.requests[cx.entries[e].req as usize].checks.as_deref()
             && checks.wants_body()
             && !data.is_empty()
@@ -597,10 +599,12 @@ impl H2 {
             return Some(self.complete(cx, e));
         }
         let s = &mut self.streams[e];
-        s.recv_unacked += flow_len;
-        if s.recv_unacked >= self.rt.window / 2 {
-            let n = std::mem::take(&mut s.recv_unacked);
-            encode_window_update(&mut self.out, stream, n);
+        if s.recv.take(flow_len).is_err() {
+            return Some(Output::Error(ErrorKind::H2Protocol));
+        }
+        if let Some(n) = s.recv.credit(half) {
+            encode_window_update(pool::get(&mut self.out), stream, n);
+            self.ready = true;
         }
         None
     }
@@ -613,13 +617,9 @@ impl H2 {
             None => 0,
             Some(checks) => checks.finish(&mut self.streams[e].check, status),
         };
-        if self.streams[e].st == St::Owed {
-            // The server answered before the body was all sent (allowed):
-            // the rest is not owed any more.
-            self.order.retain(|&o| o as usize != e);
-        }
-        self.streams[e] = Stream::free();
-        self.in_flight -= 1;
+        // A response before the body was all sent (allowed): the rest is
+        // not owed any more (its queue entry is skipped once freed).
+        self.streams.close(e);
         Output::Response(Response {
             entry: e as u16,
             status,
@@ -634,7 +634,7 @@ impl H2 {
             // HTTP/1.1-only one closes on the h2c preface).
             return AtClose::Failed(ErrorKind::H2NotNegotiated);
         }
-        if self.in_flight == 0 {
+        if self.streams.in_flight() == 0 {
             AtClose::Idle
         } else {
             AtClose::Truncated
@@ -644,57 +644,104 @@ impl H2 {
     /// Entries keep their index in a deeper layout.
     pub(super) fn relayout(&mut self, old: &[Inflight], new: &mut [Inflight]) {
         new[..old.len()].copy_from_slice(old);
-        let mut streams = vec![Stream::free(); new.len()].into_boxed_slice();
-        streams[..self.streams.len()].clone_from_slice(&self.streams);
-        self.streams = streams;
+        self.streams.grow(new.len());
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::worker::WorkloadRt;
+    use crate::engine::worker::{ProtoRt, WorkloadRt};
+    use crate::stats::{Gauges, WorkloadStats};
     use crate::wire::h2::{self, encode_data, encode_goaway, encode_headers, encode_rst_stream};
-    use std::sync::Arc;
+
+    const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
 
     fn workload(streams: u16) -> WorkloadRt {
-        let req: Arc<[u8]> = Arc::from(&b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"[..]);
-        WorkloadRt {
-            addr: "127.0.0.1:1".parse().unwrap(),
-            sources: Vec::new(),
-            wire: req.clone(),
-            req_len: req.len(),
-            head: false,
-            requests: vec![crate::plan::Request {
-                name: "r".into(),
-                bytes: req.clone(),
-                head: false,
-                weight: 1,
-                checks: None,
-            }]
-            .into(),
-            cycle: None,
-            tls: None,
-            model: crate::plan::LoadModel::Closed,
-            interval_ns: None,
-            h2_step_ns: None,
-            connections: 1,
-            pipeline: 1,
-            max_requests: None,
-            close: false,
-            close_with_reset: false,
-            max_lifetime_ns: None,
-            connect_timeout_ns: 1,
-            request_timeout_ns: 1,
-            ramp: 1,
-            h2: Some(Arc::new(H2Rt {
+        WorkloadRt::test(
+            GET,
+            1,
+            ProtoRt::H2(Arc::new(H2Rt {
                 required: true,
                 cleartext: true,
                 streams,
                 window: 1 << 20,
-                requests: vec![h2::render_request(&req, false).unwrap()].into(),
+                requests: vec![h2::render_request(GET, false).unwrap()].into(),
             })),
-            ws: None,
+        )
+    }
+
+    fn rt(w: &WorkloadRt) -> Arc<H2Rt> {
+        match &w.proto {
+            ProtoRt::H2(h) => h.clone(),
+            _ => unreachable!("an HTTP/2 workload"),
+        }
+    }
+
+    /// A connection of `w` with its preface written and its counts.
+    struct Conn {
+        h: H2,
+        st: WorkloadStats,
+        g: Gauges,
+    }
+
+    impl Conn {
+        fn new(w: &WorkloadRt, depth: usize) -> Conn {
+            let mut h = H2::new(rt(w), depth);
+            h.open();
+            Conn {
+                h,
+                st: WorkloadStats::default(),
+                g: Gauges::default(),
+            }
+        }
+
+        /// Feeds `bytes` the way the loop does; every output until taken
+        /// (`Ready` only says to write: not listed).
+        fn feed(&mut self, cx: &Cx<'_>, bytes: &[u8]) -> Vec<Output> {
+            let mut outs = Vec::new();
+            let mut pos = 0;
+            loop {
+                let mut t = Tally {
+                    st: &mut self.st,
+                    g: &mut self.g,
+                    now: 0,
+                };
+                let (n, out) = self.h.receive(cx, &mut t, &bytes[pos..]);
+                pos += n;
+                match out {
+                    Output::Taken => return outs,
+                    Output::Ready => continue,
+                    Output::Error(_) | Output::End(_) => {
+                        outs.push(out);
+                        return outs;
+                    }
+                    out => outs.push(out),
+                }
+            }
+        }
+
+        fn issue(&mut self) -> u16 {
+            match self.h.issue(0) {
+                Issued::Entry(e) => e,
+                other => panic!("{other:?}"),
+            }
+        }
+
+        /// The stream ids written to the server, in order.
+        fn written_streams(&mut self, cx: &Cx<'_>) -> Vec<u32> {
+            let out = self.h.outgoing(cx).to_vec();
+            self.h.sent(out.len());
+            let mut at = if out.starts_with(PREFACE) { PREFACE.len() } else { 0 };
+            let mut ids = Vec::new();
+            let mut d = FrameDecoder::new(1 << 20, 1 << 20);
+            while let Some((f, n)) = d.decode(&out[at..]).unwrap() {
+                if let Frame::Headers { stream, .. } = f {
+                    ids.push(stream);
+                }
+                at += n;
+            }
+            ids
         }
     }
 
@@ -708,11 +755,11 @@ mod tests {
         use std::time::Duration;
         let mut w = workload(5);
         w.set_load(4, LoadModel::Interval(Duration::from_millis(100)));
-        assert_eq!(w.step_ns(false), Some(100_000_000));
-        assert_eq!(w.step_ns(true), Some(20_000_000));
+        assert_eq!(w.interval_ns, Some(100_000_000));
+        assert_eq!(w.lane_step_ns, Some(20_000_000));
         let mut due: Vec<u64> = (0..4u32)
             .flat_map(|slot| {
-                let first = grid_due(slot, 4, w.step_ns(true).unwrap(), 0);
+                let first = grid_due(slot, 4, w.lane_step_ns.unwrap(), 0);
                 (0..5u64).map(move |k| first + k * 20_000_000)
             })
             .collect();
@@ -722,28 +769,10 @@ mod tests {
         assert!(gaps.iter().all(|&g| g == 5_000_000), "{due:?}");
         // 100 req/s over 4 connections: 40 ms each, HTTP/2 or not.
         w.set_load(4, LoadModel::Rate(100.0));
-        assert_eq!(w.step_ns(true), Some(40_000_000));
-        assert_eq!(w.step_ns(false), Some(40_000_000));
+        assert_eq!(w.lane_step_ns, Some(40_000_000));
+        assert_eq!(w.interval_ns, Some(40_000_000));
         w.set_load(4, LoadModel::Closed);
-        assert_eq!(w.step_ns(true), None);
-    }
-
-    /// Feeds `bytes` the way the loop does; every output until taken.
-    fn feed(h: &mut H2, cx: &Cx<'_>, bytes: &[u8]) -> Vec<Output> {
-        let mut outs = Vec::new();
-        let mut pos = 0;
-        loop {
-            let (n, out) = h.receive(cx, &bytes[pos..]);
-            pos += n;
-            if out == Output::Taken {
-                return outs;
-            }
-            let end = matches!(out, Output::Error(_) | Output::Done);
-            outs.push(out);
-            if end {
-                return outs;
-            }
-        }
+        assert_eq!(w.lane_step_ns, None);
     }
 
     fn settings(max_streams: u32) -> Vec<u8> {
@@ -759,197 +788,213 @@ mod tests {
         b
     }
 
-    /// The stream ids written to the server, in order.
-    fn written_streams(h: &mut H2) -> Vec<u32> {
-        let out = h.to_send().to_vec();
-        h.sent(out.len());
-        let mut at = if out.starts_with(PREFACE) { PREFACE.len() } else { 0 };
-        let mut ids = Vec::new();
-        let mut d = FrameDecoder::new(1 << 20, 1 << 20);
-        while let Some((f, n)) = d.decode(&out[at..]).unwrap() {
-            if let Frame::Headers { stream, .. } = f {
-                ids.push(stream);
-            }
-            at += n;
-        }
-        ids
+    fn ok(entry: u16, status: u16) -> Output {
+        Output::Response(Response {
+            entry,
+            status,
+            keep_alive: true,
+            failed_checks: 0,
+        })
     }
 
     #[test]
     fn requests_wait_for_settings_and_respect_max_streams() {
         let w = workload(10);
         let entries = vec![Inflight::default(); 10];
-        let cx = Cx {
-            w: &w,
-            entries: &entries,
-        };
-        let mut h = H2::new(w.h2.clone().unwrap(), 10);
-        assert!(h.has_output(), "the preface is owed");
-        assert_eq!(h.depth(), 0, "nothing before the server's SETTINGS");
-        assert!(feed(&mut h, &cx, &settings(3)).is_empty());
-        assert_eq!(h.depth(), 3);
+        let cx = Cx::of(&w, &entries, 0, entries.len());
+        let mut c = Conn::new(&w, 10);
+        assert!(c.h.has_output(), "the preface is owed");
+        assert_eq!(c.h.capacity(), 0, "nothing before the server's SETTINGS");
+        assert!(c.feed(&cx, &settings(3)).is_empty());
+        assert_eq!(c.h.capacity(), 3);
+        assert_eq!(c.g.h2_streams_limit, 3);
         for _ in 0..3 {
-            h.issue();
+            c.issue();
         }
-        h.prepare(&cx);
-        assert_eq!(written_streams(&mut h), [1, 3, 5]);
+        assert_eq!(c.written_streams(&cx), [1, 3, 5]);
         // Out of order: stream 3 completes first, then 1.
-        let outs = feed(&mut h, &cx, &[response(3, 0x88), response(1, 0x8d)].concat());
-        assert_eq!(
-            outs,
-            [
-                Output::Response(Response {
-                    entry: 1,
-                    status: 200,
-                    keep_alive: true,
-                    failed_checks: 0
-                }),
-                Output::Response(Response {
-                    entry: 0,
-                    status: 404,
-                    keep_alive: true,
-                    failed_checks: 0
-                }),
-            ]
-        );
-        assert_eq!(h.in_flight(), 1);
-        assert_eq!(h.oldest(), Some(2));
+        let outs = c.feed(&cx, &[response(3, 0x88), response(1, 0x8d)].concat());
+        assert_eq!(outs, [ok(1, 200), ok(0, 404)]);
+        assert_eq!(c.h.in_flight(), 1);
+        assert_eq!(c.h.oldest(), Some(2));
     }
 
     #[test]
     fn goaway_completes_below_last_and_hands_back_above() {
         let w = workload(4);
         let entries = vec![Inflight::default(); 4];
-        let cx = Cx {
-            w: &w,
-            entries: &entries,
-        };
-        let mut h = H2::new(w.h2.clone().unwrap(), 4);
-        feed(&mut h, &cx, &settings(100));
+        let cx = Cx::of(&w, &entries, 0, entries.len());
+        let mut c = Conn::new(&w, 4);
+        c.feed(&cx, &settings(100));
         for _ in 0..4 {
-            h.issue();
+            c.issue();
         }
-        h.prepare(&cx);
-        assert_eq!(written_streams(&mut h), [1, 3, 5, 7]);
+        assert_eq!(c.written_streams(&cx), [1, 3, 5, 7]);
         let mut b = Vec::new();
         encode_goaway(&mut b, 3, ErrorCode::NoError, b"");
-        let outs = feed(&mut h, &cx, &b);
-        assert_eq!(
-            outs,
-            [Output::GoAway(ErrorCode::NoError), Output::Retry(2), Output::Retry(3)]
-        );
-        assert_eq!(h.depth(), 0, "no new stream after GOAWAY");
-        let outs = feed(&mut h, &cx, &[response(1, 0x88), response(3, 0x88)].concat());
-        assert_eq!(outs.len(), 3);
-        assert_eq!(outs[2], Output::Done);
+        let outs = c.feed(&cx, &b);
+        assert_eq!(outs, [Output::Retry(2), Output::Retry(3)]);
+        let h2 = c.st.h2.as_deref().unwrap();
+        assert_eq!((h2.goaways[ErrorCode::NoError as usize], h2.retried), (1, 2));
+        assert_eq!(c.h.capacity(), 0, "no new stream after GOAWAY");
+        let outs = c.feed(&cx, &[response(1, 0x88), response(3, 0x88)].concat());
+        assert_eq!(outs, [ok(0, 200), ok(1, 200), Output::End(Ending::SentAway)]);
     }
 
     #[test]
     fn refused_is_retried_and_a_reset_fails_its_stream_only() {
         let w = workload(2);
-        let entries = vec![Inflight::default(); 2];
-        let cx = Cx {
-            w: &w,
-            entries: &entries,
-        };
-        let mut h = H2::new(w.h2.clone().unwrap(), 2);
-        feed(&mut h, &cx, &settings(100));
-        h.issue();
-        h.issue();
-        h.prepare(&cx);
-        written_streams(&mut h);
+        let mut entries = vec![Inflight::default(); 2];
+        let cx = Cx::of(&w, &entries, 0, entries.len());
+        let mut c = Conn::new(&w, 2);
+        c.feed(&cx, &settings(100));
+        c.issue();
+        c.issue();
+        c.written_streams(&cx);
         let mut b = Vec::new();
         encode_rst_stream(&mut b, 1, ErrorCode::RefusedStream);
         encode_rst_stream(&mut b, 3, ErrorCode::Cancel);
-        let outs = feed(&mut h, &cx, &b);
+        let outs = c.feed(&cx, &b);
         assert_eq!(
             outs,
             [
-                Output::Reset {
-                    entry: 0,
-                    code: ErrorCode::RefusedStream,
-                    retry: true
-                },
-                Output::Reset {
+                Output::Retry(0),
+                Output::Failed {
                     entry: 1,
-                    code: ErrorCode::Cancel,
-                    retry: false
+                    kind: ErrorKind::StreamReset
                 },
             ]
         );
-        assert_eq!(h.in_flight(), 0);
+        assert_eq!(c.h.in_flight(), 0);
+        // A request handed back three times already fails instead.
+        entries.iter_mut().for_each(|e| e.handed_back = MAX_HANDBACKS);
+        let cx = Cx::of(&w, &entries, 0, entries.len());
+        let e = c.issue();
+        c.written_streams(&cx);
+        let mut b = Vec::new();
+        encode_rst_stream(&mut b, 5, ErrorCode::RefusedStream);
+        assert_eq!(
+            c.feed(&cx, &b),
+            [Output::Failed {
+                entry: e,
+                kind: ErrorKind::H2RetriesExhausted
+            }]
+        );
+        let h2 = c.st.h2.as_deref().unwrap();
+        assert_eq!((h2.resets[ErrorCode::RefusedStream as usize], h2.retried), (2, 1));
     }
 
     #[test]
     fn pings_and_settings_are_answered_and_a_flood_is_an_error() {
         let w = workload(1);
         let entries = vec![Inflight::default(); 1];
-        let cx = Cx {
-            w: &w,
-            entries: &entries,
-        };
-        let mut h = H2::new(w.h2.clone().unwrap(), 1);
-        let preface = h.to_send().len();
-        h.sent(preface);
+        let cx = Cx::of(&w, &entries, 0, entries.len());
+        let mut c = Conn::new(&w, 1);
+        let preface = c.h.outgoing(&cx).len();
+        c.h.sent(preface);
         let mut b = settings(1);
         h2::encode_ping(&mut b, false, *b"abcdefgh");
-        assert!(feed(&mut h, &cx, &b).is_empty());
+        assert!(c.feed(&cx, &b).is_empty());
         let mut want = Vec::new();
         h2::encode_settings(&mut want, true, &[]);
         h2::encode_ping(&mut want, true, *b"abcdefgh");
-        assert_eq!(h.to_send(), &want[..]);
+        assert_eq!(c.h.outgoing(&cx), &want[..]);
         let mut flood = Vec::new();
         for _ in 0..5000 {
             h2::encode_ping(&mut flood, false, [0; 8]);
         }
-        assert_eq!(feed(&mut h, &cx, &flood), [Output::Error(ErrorKind::H2Protocol)]);
+        assert_eq!(c.feed(&cx, &flood), [Output::Error(ErrorKind::H2Protocol)]);
     }
 
     #[test]
     fn a_server_that_is_not_http2_is_not_negotiated() {
         let w = workload(1);
         let entries = vec![Inflight::default(); 1];
-        let cx = Cx {
-            w: &w,
-            entries: &entries,
-        };
-        let mut h = H2::new(w.h2.clone().unwrap(), 1);
-        let outs = feed(&mut h, &cx, b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        let cx = Cx::of(&w, &entries, 0, entries.len());
+        let mut c = Conn::new(&w, 1);
+        let outs = c.feed(&cx, b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
         assert_eq!(outs, [Output::Error(ErrorKind::H2NotNegotiated)]);
         // A server that closes without a word is not one either; after its
         // SETTINGS, a close with nothing owed is just a close.
-        let mut h = H2::new(w.h2.clone().unwrap(), 1);
-        assert_eq!(h.at_close(), AtClose::Failed(ErrorKind::H2NotNegotiated));
-        feed(&mut h, &cx, &settings(1));
-        assert_eq!(h.at_close(), AtClose::Idle);
+        let mut c = Conn::new(&w, 1);
+        assert_eq!(c.h.at_close(), AtClose::Failed(ErrorKind::H2NotNegotiated));
+        c.feed(&cx, &settings(1));
+        assert_eq!(c.h.at_close(), AtClose::Idle);
     }
 
     #[test]
     fn split_frames_are_carried_and_the_window_is_returned() {
         let w = workload(1);
         let entries = vec![Inflight::default(); 1];
-        let cx = Cx {
-            w: &w,
-            entries: &entries,
-        };
-        let mut h = H2::new(w.h2.clone().unwrap(), 1);
-        feed(&mut h, &cx, &settings(1));
-        h.issue();
-        h.prepare(&cx);
-        written_streams(&mut h);
+        let cx = Cx::of(&w, &entries, 0, entries.len());
+        let mut c = Conn::new(&w, 1);
+        c.feed(&cx, &settings(1));
+        c.issue();
+        c.written_streams(&cx);
         let mut b = Vec::new();
         encode_headers(&mut b, 1, &[0x88], false, 16_384);
         // 600 KiB of DATA in 16 KiB frames: more than half the 1 MiB window.
         encode_data(&mut b, 1, &vec![b'x'; 600 * 1024], true, 16_384);
         let mut outs = Vec::new();
         for chunk in b.chunks(1000) {
-            outs.extend(feed(&mut h, &cx, chunk));
+            outs.extend(c.feed(&cx, chunk));
         }
-        assert_eq!(outs.len(), 1);
-        assert!(matches!(outs[0], Output::Response(r) if r.status == 200));
-        assert!(h.carry.is_empty());
+        assert_eq!(outs, [ok(0, 200)]);
+        assert!(c.h.carry.is_none());
         let mut d = FrameDecoder::new(1 << 20, 1 << 20);
-        let (f, _) = d.decode(h.to_send()).unwrap().unwrap();
+        let (f, _) = d.decode(c.h.outgoing(&cx)).unwrap().unwrap();
         assert!(matches!(f, Frame::WindowUpdate { stream: 0, .. }), "{f:?}");
+    }
+
+    /// A stream that lives while many others come and go keeps its place
+    /// in the id ring: the id that would take it is skipped, every
+    /// response still finds its entry, the oldest stays the long-lived
+    /// one, and the issue-order queue stays bounded.
+    #[test]
+    fn a_long_lived_stream_keeps_its_place_and_lookups_stay_exact() {
+        let w = workload(2);
+        let entries = vec![Inflight::default(); 2];
+        let cx = Cx::of(&w, &entries, 0, entries.len());
+        let mut c = Conn::new(&w, 2);
+        assert_eq!(c.h.streams.index.len(), 4);
+        c.feed(&cx, &settings(100));
+        assert_eq!(c.issue(), 0);
+        let mut ids = c.written_streams(&cx);
+        for _ in 0..1000 {
+            let e = c.issue();
+            assert_eq!(e, 1);
+            let id = c.written_streams(&cx)[0];
+            ids.push(id);
+            assert_eq!(c.feed(&cx, &response(id, 0x88)), [ok(1, 200)]);
+            assert_eq!(c.h.oldest(), Some(0), "stream 1 is still the oldest");
+            assert!(c.h.streams.by_seq.len() <= 5, "{}", c.h.streams.by_seq.len());
+        }
+        assert_eq!(&ids[..6], [1, 3, 5, 7, 11, 13], "9 would sit where 1 lives");
+        assert!(ids.windows(2).all(|p| p[1] > p[0]));
+        assert!(ids.iter().all(|id| (id >> 1) & 3 != 0 || *id == 1));
+        assert_eq!(c.feed(&cx, &response(1, 0x88)), [ok(0, 200)]);
+        assert_eq!((c.h.oldest(), c.h.in_flight()), (None, 0));
+    }
+
+    /// Stream ids run out after 2^30 requests on one connection: no new
+    /// stream is opened past the limit, and once the streams in flight are
+    /// answered the connection ends gracefully, to be opened anew.
+    #[test]
+    fn a_connection_whose_ids_run_out_ends_gracefully() {
+        let w = workload(2);
+        let entries = vec![Inflight::default(); 2];
+        let cx = Cx::of(&w, &entries, 0, entries.len());
+        let mut c = Conn::new(&w, 2);
+        c.feed(&cx, &settings(100));
+        c.h.streams.id_limit = 5;
+        c.issue();
+        c.issue();
+        assert_eq!(c.written_streams(&cx), [1, 3]);
+        assert_eq!(c.h.capacity(), 0, "id 5 is past the limit");
+        assert_eq!(c.feed(&cx, &response(3, 0x88)), [ok(1, 200)]);
+        assert_eq!(
+            c.feed(&cx, &response(1, 0x88)),
+            [ok(0, 200), Output::End(Ending::SentAway)]
+        );
     }
 }

@@ -15,6 +15,7 @@
 //! of the 64 KiB read behind it.
 
 use super::exchange::{AtClose, Cx, Inflight, Output, Response};
+use crate::netio::pool;
 use crate::plan::{CheckState, Judge};
 use crate::stats::ErrorKind;
 use crate::wire::{AtEof, Framed, Framer};
@@ -34,12 +35,11 @@ pub(super) struct Http1 {
     unsent: u16,
     /// Offset of the next byte to write within the first unsent request.
     write_off: u32,
-    /// An incomplete response head carried over to the next read; `None`
-    /// otherwise. Boxed: a split head is rare, and the slot pays 8 bytes
-    /// for it instead of a `Vec`'s 24 (the second allocation is paid only
-    /// when a head is split).
-    #[allow(clippy::box_collection)]
-    partial: Option<Box<Vec<u8>>>,
+    /// An incomplete response head carried over to the next read, in a
+    /// buffer borrowed from the thread's pool (`netio::pool`); `None`
+    /// otherwise, so the slot pays 8 bytes for it and a split head costs
+    /// no allocation.
+    partial: Option<pool::Buf>,
 }
 
 /// `i` wrapped into a ring of `depth` entries, for `i < 2 * depth`.
@@ -68,7 +68,7 @@ impl Http1 {
         self.head = 0;
         self.unsent = 0;
         self.write_off = 0;
-        self.partial = None;
+        pool::release(&mut self.partial);
     }
 
     #[inline]
@@ -115,7 +115,7 @@ impl Http1 {
     }
 
     #[inline]
-    pub(super) fn to_send<'a>(&'a self, cx: &Cx<'a>) -> &'a [u8] {
+    pub(super) fn outgoing<'a>(&'a self, cx: &Cx<'a>) -> &'a [u8] {
         if self.unsent == 0 {
             return &[];
         }
@@ -138,7 +138,7 @@ impl Http1 {
             if out == Output::Taken && used < fresh.len() {
                 // An incomplete head: the one thing ever carried (capped by
                 // the framer at 64 KiB).
-                self.partial = Some(Box::new(fresh[used..].to_vec()));
+                pool::get(&mut self.partial).extend_from_slice(&fresh[used..]);
                 return (fresh.len(), Output::Taken);
             }
             return (used, out);
@@ -176,11 +176,13 @@ impl Http1 {
                 // end of `fresh`: it is given back, not carried.
                 Output::Taken if taken < fresh.len() => {
                     // The head is in and its body goes on in `fresh`.
+                    pool::give(carried);
                     let (more, out) = self.receive(cx, &fresh[taken..]);
                     return (taken + more, out);
                 }
                 out => {
                     let left = (carried.len() - used).min(take);
+                    pool::give(carried);
                     return (taken - left, out);
                 }
             }
@@ -285,42 +287,10 @@ fn head_end(carried: &[u8], fresh: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::worker::WorkloadRt;
-    use std::sync::Arc;
+    use crate::engine::worker::{ProtoRt, WorkloadRt};
 
     fn workload(pipeline: u16) -> WorkloadRt {
-        let req: Arc<[u8]> = Arc::from(&b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"[..]);
-        WorkloadRt {
-            addr: "127.0.0.1:1".parse().unwrap(),
-            sources: Vec::new(),
-            wire: req.repeat(pipeline as usize).into(),
-            req_len: req.len(),
-            head: false,
-            requests: vec![crate::plan::Request {
-                name: "r".into(),
-                bytes: req,
-                head: false,
-                weight: 1,
-                checks: None,
-            }]
-            .into(),
-            cycle: None,
-            tls: None,
-            model: crate::plan::LoadModel::Closed,
-            interval_ns: None,
-            h2_step_ns: None,
-            connections: 1,
-            pipeline,
-            max_requests: None,
-            close: false,
-            close_with_reset: false,
-            max_lifetime_ns: None,
-            connect_timeout_ns: 1,
-            request_timeout_ns: 1,
-            ramp: 1,
-            h2: None,
-            ws: None,
-        }
+        WorkloadRt::test(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", pipeline, ProtoRt::Http1)
     }
 
     /// Feeds `stream` cut at `cuts` the way the loop does, with `n`
@@ -328,10 +298,7 @@ mod tests {
     fn drive(stream: &[u8], cuts: &[usize], n: u16) -> (Vec<(u16, u16)>, Option<ErrorKind>) {
         let w = workload(n);
         let entries = vec![Inflight::default(); n as usize];
-        let cx = Cx {
-            w: &w,
-            entries: &entries,
-        };
+        let cx = Cx::of(&w, &entries, 0, entries.len());
         let mut h = Http1::new(false);
         for _ in 0..n {
             h.issue(entries.len());
@@ -350,7 +317,6 @@ mod tests {
                     Output::Taken => break,
                     Output::Response(r) => got.push((r.entry, r.status)),
                     Output::Error(kind) => return (got, Some(kind)),
-                    Output::Ws(_) => unreachable!("HTTP/1.1 says nothing of WebSocket"),
                     other => panic!("HTTP/1.1 gave {other:?}"),
                 }
             }
@@ -377,10 +343,7 @@ mod tests {
         assert_eq!((got, err), (vec![(0, 204), (1, 204), (2, 204)], None));
         let w = workload(2);
         let entries = vec![Inflight::default(); 2];
-        let cx = Cx {
-            w: &w,
-            entries: &entries,
-        };
+        let cx = Cx::of(&w, &entries, 0, entries.len());
         let mut h = Http1::new(false);
         let mut seen = Vec::new();
         for _ in 0..5 {
@@ -415,10 +378,7 @@ mod tests {
     fn a_carried_head_takes_only_its_own_bytes() {
         let w = workload(2);
         let entries = vec![Inflight::default(); 2];
-        let cx = Cx {
-            w: &w,
-            entries: &entries,
-        };
+        let cx = Cx::of(&w, &entries, 0, entries.len());
         let mut h = Http1::new(false);
         h.issue(2);
         h.issue(2);

@@ -2,44 +2,43 @@
 //! counted.
 //!
 //! Everything a request costs happens here or in the connection's protocol
-//! (`protocol.rs`, the seam; `http1.rs` today): issuing due requests and
-//! writing the bytes owed (`pump`, `write_out`), reading until the socket
-//! is drained (`on_readable`), handing the bytes to the protocol
-//! (`on_bytes`) and accounting each response it completes (`on_response`).
-//! No allocation, lock or shared atomic per request: counters are plain
-//! fields of the worker, the bytes written are one shared buffer, and only
-//! a split response head is ever copied (into the slot, capped by the
-//! framer).
+//! (`protocol.rs`, the seam): issuing due requests and writing the bytes
+//! owed (`pump`, `write_out`), reading until the socket is drained
+//! (`on_readable`), handing the bytes to the protocol (`on_bytes`) and
+//! acting on what it answers (`settle`): accounting each response
+//! (`on_response`), failing one request or the connection, sending a
+//! request again elsewhere (`hand_back`), ending the connection gracefully
+//! (`end`). No allocation, lock or shared atomic per request: counters are
+//! plain fields of the worker, the bytes written are one shared buffer (or
+//! a pooled one the protocol keeps), and only a split response head or
+//! frame is ever carried (in a pooled buffer, capped by the protocol).
 //!
 //! Per response the clock is read once, after the read that brought it in
 //! (that time ends its latency and starts the next request's timeout). A
 //! read stops at the first one that leaves the socket drained, TLS
 //! included (`Transport::drained`), so a response costs one read, not a
-//! second that only says `WouldBlock`.
+//! second that only says `WouldBlock`. What a read made owed (an
+//! acknowledgement, a pong, a window) is written once the read is handled,
+//! not once per frame.
 //!
 //! A workload of one request pays nothing for mixes and checks beyond a
 //! branch on `cycle` and one on the request's `checks`. A mix picks its
 //! next request by stepping a per-slot index through a precomputed cycle
-//! and writes that request's own bytes; checks are fed by the framer as it
-//! walks the response (body bytes only when a check needs them) and judged
-//! when the response completes.
+//! and writes that request's own bytes; checks are fed by the protocol as
+//! it walks the response (body bytes only when a check needs them) and
+//! judged when the response completes.
 
 use std::io;
 
 use super::conn::{Inflight, State, tick_ceil};
-use super::protocol::{AtClose, Cx, Output, Response};
-use super::{PHASE_RUN, Worker, socket};
+use super::exchange::Ending;
+use super::protocol::{AtClose, Cx, Issued, Output, Protocol, Response, Tally};
+use super::{HEALTHY_NS, PHASE_RUN, Worker, socket};
 use crate::stats::{self, CloseReason, ErrorKind};
 
-/// Refused requests (never sent, see `Protocol::refuses`) one closed-loop
+/// Refused requests (never sent, see [`Issued::Refused`]) one closed-loop
 /// pump may count before the slot backs off instead of spinning.
 const MAX_REFUSED_PER_PUMP: usize = 64;
-
-/// How often one HTTP/2 request may be handed back unprocessed (GOAWAY,
-/// REFUSED_STREAM) and sent again; the next time it fails. Three retries
-/// ride out a graceful GOAWAY or a brief overload; a server that refuses
-/// every stream gets each request four times, not endlessly.
-const MAX_HANDBACKS: u8 = 3;
 
 impl Worker {
     pub(super) fn on_event(&mut self, ev: &mio::event::Event) {
@@ -122,58 +121,69 @@ impl Worker {
         }
     }
 
-    /// Issues every request the load model allows now and writes them.
-    /// A request the protocol refuses (see `Protocol::refuses`) is counted
-    /// missed instead.
+    /// Issues every request the load model allows now and writes what is
+    /// owed. A request the protocol refuses is counted missed instead.
     /// Returns false when the connection failed while writing.
     pub(super) fn pump(&mut self, key: usize, now: u64) -> bool {
         let Worker {
             conns,
             wl,
             local,
+            gauges,
             inflight,
             max_pipeline,
             budget_left,
             has_budget,
             phase,
-            retries,
+            handed_back,
             ..
         } = self;
         let c = &mut conns[key];
-        let w = &wl[c.workload as usize];
-        let st = &mut local[c.workload as usize];
+        let wi = c.workload as usize;
+        let w = &wl[wi];
+        let mut t = Tally {
+            st: &mut local[wi],
+            g: &mut gauges[wi],
+            now,
+        };
         let depth = *max_pipeline;
         let base = key * depth;
         if inflight.len() < base + depth {
             inflight.resize(base + depth, Inflight::default());
         }
-        // Requests a GOAWAY or REFUSED_STREAM handed back go first, with
-        // their original due time (already counted as sent and budgeted).
+        // Requests a server handed back go first, with their original due
+        // time (already counted as sent and budgeted).
         let mut reissued = 0u64;
-        while !retries.is_empty() && c.proto.in_flight() < c.proto.depth(w) && *phase == PHASE_RUN {
-            let Some(i) = retries.iter().position(|r| r.0 == key as u32) else {
+        let mut lost = 0u64;
+        while !handed_back.is_empty() && c.proto.in_flight() < c.proto.capacity(w) && *phase == PHASE_RUN {
+            let Some(i) = handed_back.iter().position(|r| r.0 == key as u32) else {
                 break;
             };
-            let (_, e) = retries.swap_remove(i);
-            let at = c.proto.issue(depth);
-            inflight[base + at as usize] = Inflight { written: now, ..e };
-            reissued += 1;
+            let (_, e) = handed_back.swap_remove(i);
+            match c.proto.issue(&mut t, e.req, depth) {
+                Issued::Entry(at) => {
+                    inflight[base + at as usize] = Inflight { written: now, ..e };
+                    reissued += 1;
+                }
+                // Sent once already: refused here, it fails.
+                Issued::Refused(kind) => {
+                    t.st.counters.error(kind, 1);
+                    t.st.counters.failed += 1;
+                    lost += 1;
+                }
+                Issued::Untimed => {}
+            }
         }
-        // `--ws-reply none`: messages go out on the schedule untimed (the
-        // plan refuses it in closed loop, where this loop would not stop).
-        let untimed = w.ws.as_ref().is_some_and(|p| !p.reply);
-        let mut issued = 0u64;
         let mut timed = 0u64;
         let mut refused = 0usize;
         let mut refused_out = None;
-        while c.proto.in_flight() < c.proto.depth(w)
-            && c.proto.may_issue()
+        while c.proto.in_flight() < c.proto.capacity(w)
             && !c.draining
             && *phase == PHASE_RUN
             && *budget_left > 0
             && c.reqs_left > 0
         {
-            let due = match w.step_ns(c.proto.is_h2()) {
+            let due = match c.proto.step(w) {
                 None => now,
                 Some(iv) => {
                     if c.next_due > now {
@@ -181,7 +191,7 @@ impl Worker {
                     }
                     let d = c.next_due;
                     c.next_due += iv;
-                    stats::record_ns(&mut st.lag, now - d);
+                    stats::record_ns(&mut t.st.lag, now - d);
                     d
                 }
             };
@@ -202,105 +212,115 @@ impl Worker {
             if c.reqs_left != u32::MAX {
                 c.reqs_left -= 1;
             }
-            if let Some(kind) = c.proto.refuses(req as usize) {
-                // Never sent (a header list over the server's limit): due
-                // and missed, with the kind as the reason; its turn is
-                // taken and the next request of the mix may go.
-                st.counters.missed += 1;
-                st.counters.error(kind, 1);
-                refused += 1;
-                if refused >= MAX_REFUSED_PER_PUMP && c.proto.in_flight() == 0 && w.interval_ns.is_none() {
-                    // Closed loop and nothing this connection may send:
-                    // rather than spin, the slot backs off and tries a
-                    // new connection (the server's limit may change).
-                    refused_out = Some(kind);
-                    break;
+            match c.proto.issue(&mut t, req, depth) {
+                Issued::Entry(at) => {
+                    inflight[base + at as usize] = Inflight {
+                        due,
+                        written: now,
+                        req,
+                        handed_back: 0,
+                    };
+                    timed += 1;
                 }
-                continue;
-            }
-            if untimed {
-                if let Some(ws) = c.proto.ws_mut() {
-                    ws.send_untimed();
+                // Not a request owed an answer: the request counters (sent
+                // = completed + failed + in flight) do not see it.
+                Issued::Untimed => {}
+                Issued::Refused(kind) => {
+                    // Never sent: due and missed, with the kind as the
+                    // reason; its turn is taken and the next request of the
+                    // mix may go.
+                    t.st.counters.missed += 1;
+                    t.st.counters.error(kind, 1);
+                    refused += 1;
+                    if refused >= MAX_REFUSED_PER_PUMP && c.proto.in_flight() == 0 && w.interval_ns.is_none() {
+                        // Closed loop and nothing this connection may send:
+                        // rather than spin, the slot backs off and tries a
+                        // new connection (the server's limit may change).
+                        refused_out = Some(kind);
+                        break;
+                    }
                 }
-            } else {
-                let at = c.proto.issue(depth);
-                inflight[base + at as usize] = Inflight {
-                    due,
-                    written: now,
-                    req,
-                    handed_back: 0,
-                };
-                timed += 1;
             }
-            issued += 1;
+        }
+        t.st.counters.sent += timed;
+        t.g.in_flight += timed;
+        let owed = c.proto.has_output();
+        // A handed-back request never left the in-flight gauge (see
+        // `hand_back`).
+        self.inflight_total += timed + reissued;
+        if lost > 0 {
+            self.lose(wi, lost);
         }
         if let Some(kind) = refused_out {
             self.fail(key, kind, now);
             return false;
         }
-        if issued + reissued == 0 {
-            // HTTP/2 may owe bytes of its own (the preface, acks, window
-            // updates, a body a window held back).
-            return !(c.proto.is_h2() && c.proto.has_output()) || self.write_out(key);
-        }
-        // An untimed message is a WebSocket message sent, not a request
-        // owed an answer: the request counters (sent = completed + failed
-        // + in flight) do not see it.
-        st.counters.sent += timed;
-        if w.ws.is_some() {
-            st.ws.sent += issued;
-        }
-        self.inflight_total += timed + reissued;
-        // A handed-back request never left the in-flight gauge (see
-        // `hand_back`).
-        self.gauges[self.conns[key].workload as usize].in_flight += timed;
-        self.write_out(key)
+        !owed || self.write_out(key)
     }
 
     /// Writes the bytes the connection owes until done or the socket is
-    /// full. Returns false when the connection failed.
+    /// full (the one write loop, `netio::until_blocked`). Returns false
+    /// when the connection failed.
     pub(super) fn write_out(&mut self, key: usize) -> bool {
         let c = &mut self.conns[key];
-        let base = key * self.max_pipeline;
-        let cx = Cx {
-            w: &self.wl[c.workload as usize],
-            entries: &self.inflight[base..base + self.max_pipeline],
-        };
-        c.proto.prepare(&cx);
+        let cx = Cx::of(&self.wl[c.workload as usize], &self.inflight, key, self.max_pipeline);
         let Some(stream) = c.stream.as_mut() else { return false };
+        let proto = &mut c.proto;
         let mut written = 0u64;
-        let mut failure = None;
-        loop {
-            let bytes = c.proto.to_send(&cx);
+        let done = crate::netio::until_blocked(|| {
+            let bytes = proto.outgoing(&cx);
             if bytes.is_empty() {
-                break;
+                return None;
             }
-            match stream.write(bytes) {
-                Ok(0) => {
-                    failure = Some(ErrorKind::Reset);
-                    break;
-                }
-                Ok(n) => {
-                    written += n as u64;
-                    c.proto.sent(&cx, n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    failure = Some(socket::classify_established(&e));
-                    break;
-                }
+            let n = stream.write(bytes);
+            if let Ok(n) = n {
+                written += n as u64;
+                proto.sent(&cx, n);
             }
-        }
+            Some(n)
+        });
         self.local[c.workload as usize].counters.bytes_sent += written;
-        match failure {
-            Some(kind) => {
+        match done {
+            Ok(_) => true,
+            Err(e) => {
+                let kind = if e.kind() == io::ErrorKind::WriteZero {
+                    ErrorKind::Reset
+                } else {
+                    socket::classify_established(&e)
+                };
                 let now = self.now();
                 self.fail(key, kind, now);
                 false
             }
-            None => true,
         }
+    }
+
+    /// Writes what is owed once, best effort, on a connection about to end
+    /// (a close frame that says why); whatever happens, the caller closes
+    /// it.
+    pub(super) fn farewell(&mut self, key: usize) {
+        let c = &mut self.conns[key];
+        if !c.proto.farewell() {
+            return;
+        }
+        let cx = Cx::of(&self.wl[c.workload as usize], &self.inflight, key, self.max_pipeline);
+        let Some(stream) = c.stream.as_mut() else { return };
+        let proto = &mut c.proto;
+        // A few writes at most: a peer that does not read gets no more.
+        let mut left = 4;
+        let _ = crate::netio::until_blocked(|| {
+            left -= 1;
+            let bytes = proto.outgoing(&cx);
+            if left == 0 || bytes.is_empty() {
+                return None;
+            }
+            let n = stream.write(bytes);
+            if let Ok(n) = n {
+                proto.sent(&cx, n);
+            }
+            Some(n)
+        });
+        let _ = stream.flush();
     }
 
     /// Reads until the socket is drained (or the connection is gone). Each
@@ -343,80 +363,68 @@ impl Worker {
     /// replaced while handling them.
     pub(super) fn on_bytes(&mut self, key: usize, fresh: &[u8], now: u64) -> bool {
         let mut pos = 0;
+        // Something became owed or sendable: issue and write once the read
+        // is handled, not once per frame (a flood of pings costs one write).
+        let mut ready = false;
         loop {
-            let c = &mut self.conns[key];
-            let base = key * self.max_pipeline;
-            let cx = Cx {
-                w: &self.wl[c.workload as usize],
-                entries: &self.inflight[base..base + self.max_pipeline],
-            };
-            let (used, out) = c.proto.receive(&cx, &fresh[pos..]);
+            let (used, out) = self.with_proto(key, now, |p, cx, t| p.receive(cx, t, &fresh[pos..]));
             pos += used;
             match out {
-                Output::Taken if self.conns[key].proto.is_h2() => {
-                    // Input may have let requests go out (SETTINGS, a
-                    // window) or owe replies: issue, write, re-arm.
-                    let limit = self.conns[key].proto.streams_limit();
-                    if limit != 0 {
-                        let g = &mut self.gauges[self.conns[key].workload as usize];
-                        g.h2_streams_limit = if g.h2_streams_limit == 0 {
-                            limit
-                        } else {
-                            g.h2_streams_limit.min(limit)
-                        };
-                    }
-                    if !self.pump(key, now) {
+                Output::Taken => return !ready || self.settle(key, Output::Ready, now),
+                Output::Ready => ready = true,
+                // A request freed or handed back: its place may take the
+                // next one.
+                Output::Failed { .. } | Output::Retry(_) => {
+                    ready = true;
+                    self.settle(key, out, now);
+                }
+                out => {
+                    if !self.settle(key, out, now) {
                         return false;
                     }
+                }
+            }
+        }
+    }
+
+    /// Acts on one answer of the connection's protocol (to bytes, or to
+    /// its timer). Returns false when the connection is gone afterwards.
+    pub(super) fn settle(&mut self, key: usize, out: Output, now: u64) -> bool {
+        match out {
+            Output::Taken => true,
+            Output::Ready => {
+                if self.pump(key, now) {
                     self.arm(key);
-                    return true;
+                    true
+                } else {
+                    false
                 }
-                Output::Taken => return true,
-                Output::Retry(entry) => self.hand_back(key, entry),
-                Output::Reset { entry, code, retry } => {
-                    let wi = self.conns[key].workload as usize;
-                    let st = &mut self.local[wi];
-                    st.h2_mut().resets[code as usize] += 1;
-                    if retry {
-                        self.hand_back(key, entry);
-                    } else {
-                        st.counters.error(ErrorKind::StreamReset, 1);
-                        st.counters.failed += 1;
-                        self.lose(wi, 1);
-                    }
-                }
-                Output::GoAway(code) => {
-                    let wi = self.conns[key].workload as usize;
-                    self.local[wi].h2_mut().goaways[code as usize] += 1;
-                }
-                Output::Done => {
-                    self.goaway_done(key, now);
-                    return false;
-                }
-                Output::Response(r) => {
-                    let wi = self.conns[key].workload as usize;
-                    if self.wl[wi].ws.is_some() {
-                        let ws = &mut self.local[wi].ws;
-                        ws.received += 1;
-                        ws.replies += 1;
-                    }
-                    if !self.on_response(key, r, now) {
-                        return false;
-                    }
-                }
-                Output::Ws(note) => {
-                    if !self.on_ws(key, note, now) {
-                        return false;
-                    }
-                }
-                Output::Error(kind) => {
-                    // A WebSocket owes the close frame that says why.
-                    if self.conns[key].proto.ws_mut().is_some() {
-                        self.flush_best_effort(key);
-                    }
-                    self.fail(key, kind, now);
-                    return false;
-                }
+            }
+            Output::Opened => {
+                self.conns[key].answered = true;
+                self.settle(key, Output::Ready, now)
+            }
+            Output::Response(r) => self.on_response(key, r, now),
+            Output::Failed { kind, .. } => {
+                let wi = self.conns[key].workload as usize;
+                let st = &mut self.local[wi].counters;
+                st.error(kind, 1);
+                st.failed += 1;
+                self.lose(wi, 1);
+                true
+            }
+            Output::Retry(entry) => {
+                self.hand_back(key, entry);
+                true
+            }
+            Output::Error(kind) => {
+                self.farewell(key);
+                self.fail(key, kind, now);
+                false
+            }
+            Output::End(ending) => {
+                self.end(key, ending, now);
+                false
             }
         }
     }
@@ -464,9 +472,10 @@ impl Worker {
         }
     }
 
-    /// An HTTP/2 request the server did not process leaves its connection:
-    /// it waits for the slot's next connection (see `pump`), keeping its
-    /// due time, so its latency still counts from then.
+    /// A request the server did not process leaves its connection: it
+    /// waits for the slot's next connection (see `pump`), keeping its due
+    /// time, so its latency still counts from then. (The protocol decides
+    /// when a request was handed back too often: it fails it instead.)
     ///
     /// The request stays in the workload's in-flight gauge until it is
     /// answered on another connection: it was sent and is still owed, so a
@@ -475,38 +484,36 @@ impl Worker {
     /// in_flight_at_end` holds). Only the worker's own count, which decides
     /// when a draining worker is idle, lets it go: it cannot be sent again
     /// once the run stops.
-    ///
-    /// A request handed back [`MAX_HANDBACKS`] times fails instead, as
-    /// `h2_retries_exhausted`: a server that refuses every stream must not
-    /// get the same requests again and again at the speed of its refusals,
-    /// nor keep a `--requests` run from ending.
     fn hand_back(&mut self, key: usize, entry: u16) {
         let mut e = self.inflight[key * self.max_pipeline + entry as usize];
-        let wi = self.conns[key].workload as usize;
-        if e.handed_back >= MAX_HANDBACKS {
-            let st = &mut self.local[wi];
-            st.counters.error(ErrorKind::H2RetriesExhausted, 1);
-            st.counters.failed += 1;
-            self.lose(wi, 1);
-            return;
-        }
-        e.handed_back += 1;
-        self.retries.push((key as u32, e));
-        self.local[wi].h2_mut().retried += 1;
+        e.handed_back = e.handed_back.saturating_add(1);
+        self.handed_back.push((key as u32, e));
         self.inflight_total -= 1;
     }
 
-    pub(super) fn on_eof(&mut self, key: usize, now: u64) {
-        if self.ws_eof(key, now) {
-            return;
+    /// The connection ends gracefully, nothing lost (see [`Ending`]).
+    fn end(&mut self, key: usize, ending: Ending, now: u64) {
+        self.farewell(key);
+        match ending {
+            Ending::Stopped => self.close(key, CloseReason::Shutdown, now),
+            Ending::SentAway => self.sent_away(key, now),
+            Ending::Closed if self.phase != PHASE_RUN => self.close(key, CloseReason::Shutdown, now),
+            Ending::Closed => {
+                let healthy = now.saturating_sub(self.conns[key].since) >= HEALTHY_NS;
+                self.close(key, CloseReason::ServerClose, now);
+                if self.conns[key].retiring {
+                    self.remove_slot(key);
+                } else {
+                    self.back_off(key, healthy, now);
+                }
+            }
         }
-        let c = &mut self.conns[key];
-        let base = key * self.max_pipeline;
-        let cx = Cx {
-            w: &self.wl[c.workload as usize],
-            entries: &self.inflight[base..base + self.max_pipeline],
-        };
-        match c.proto.at_close(&cx) {
+    }
+
+    pub(super) fn on_eof(&mut self, key: usize, now: u64) {
+        let at_close = self.with_proto(key, now, |p, cx, t| p.at_close(cx, t));
+        let c = &self.conns[key];
+        match at_close {
             AtClose::Complete(r) => {
                 // The close ends the body: a complete response, and then a
                 // server close (handled by `on_response`).
@@ -529,7 +536,28 @@ impl Worker {
             }
             AtClose::Idle | AtClose::Truncated => self.fail(key, ErrorKind::Eof, now),
             AtClose::Failed(kind) => self.fail(key, kind, now),
+            AtClose::Stopped => self.close(key, CloseReason::Shutdown, now),
         }
+    }
+
+    /// Calls slot `key`'s protocol with what it is lent: the workload and
+    /// the slot's in-flight entries, and the workload's counters at `now`.
+    #[inline]
+    pub(super) fn with_proto<R>(
+        &mut self,
+        key: usize,
+        now: u64,
+        f: impl FnOnce(&mut Protocol, &Cx<'_>, &mut Tally<'_>) -> R,
+    ) -> R {
+        let c = &mut self.conns[key];
+        let wi = c.workload as usize;
+        let cx = Cx::of(&self.wl[wi], &self.inflight, key, self.max_pipeline);
+        let mut t = Tally {
+            st: &mut self.local[wi],
+            g: &mut self.gauges[wi],
+            now,
+        };
+        f(&mut c.proto, &cx, &mut t)
     }
 
     /// Arms the open connection's timer for its earliest deadline. Exact
@@ -553,7 +581,7 @@ impl Worker {
         if !c.draining {
             deadline = deadline.min(c.lifetime_end);
             if let Some(_iv) = w.interval_ns
-                && c.proto.in_flight() < c.proto.depth(w)
+                && c.proto.in_flight() < c.proto.capacity(w)
                 && c.reqs_left > 0
                 && self.phase == PHASE_RUN
             {

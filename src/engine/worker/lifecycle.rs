@@ -9,25 +9,35 @@ use std::time::Duration;
 
 use super::conn::{State, grid_due, jitter, tick_ceil};
 use super::probe;
-use super::protocol::Protocol;
+use super::protocol::{Output, Protocol, Tally};
 use super::socket::{self, Connecting};
 use super::transport::Transport;
-use super::{BACKOFF_FIRST_MS, BACKOFF_MAX_MS, HEALTHY_NS, PHASE_RUN, TICK_NS, Worker};
+use super::{BACKOFF_FIRST_MS, BACKOFF_MAX_MS, HEALTHY_NS, PHASE_RUN, TICK_NS, WALK_INTERVAL, Worker};
 use crate::netio::token;
+use crate::plan::defaults;
 use crate::stats::{self, CloseReason, ErrorKind};
 
 impl Worker {
     pub(super) fn set_state(&mut self, key: usize, to: State) {
         let c = &mut self.conns[key];
         let g = &mut self.gauges[c.workload as usize];
+        // By the HTTP version spoken: a connection's protocol is settled
+        // before it opens and stays until it is closed.
+        let version = usize::from(c.proto.version() == 20);
         match c.state {
-            State::Open => g.open -= 1,
+            State::Open => {
+                g.open -= 1;
+                g.http_open[version] -= 1;
+            }
             State::Connecting | State::Handshaking => g.connecting -= 1,
             State::Waiting | State::Backoff => g.backoff -= 1,
             State::Idle => {}
         }
         match to {
-            State::Open => g.open += 1,
+            State::Open => {
+                g.open += 1;
+                g.http_open[version] += 1;
+            }
             State::Connecting | State::Handshaking => g.connecting += 1,
             State::Waiting | State::Backoff => g.backoff += 1,
             State::Idle => {}
@@ -102,11 +112,10 @@ impl Worker {
                 let g = &mut self.gauges[wi];
                 g.tls_version = session.version;
                 g.tls_suite = session.suite;
-                let w = &self.wl[wi];
-                if w.h2.as_ref().is_some_and(|h| h.required) && !session.h2 {
-                    return self.fail(key, ErrorKind::H2NotNegotiated, now);
+                match Protocol::negotiated(&self.wl[wi], session.h2) {
+                    Ok(proto) => self.conns[key].proto = proto,
+                    Err(kind) => return self.fail(key, kind, now),
                 }
-                self.conns[key].proto = Protocol::negotiated(w, session.h2);
                 self.on_connected(key, now);
             }
             Err(kind) => self.fail(key, kind, now),
@@ -127,7 +136,7 @@ impl Worker {
         st.counters.opened += 1;
         c.since = now;
         c.proto.reset();
-        self.gauges[wi].http_version = if c.proto.is_h2() { 20 } else { 11 };
+        self.gauges[wi].http_version = c.proto.version();
         c.proto.open(now + w.connect_timeout_ns);
         c.lifetime_end = w.max_lifetime_ns.map_or(u64::MAX, |l| now + jitter(&mut self.rng, l));
         c.reqs_left = match w.max_requests {
@@ -135,10 +144,11 @@ impl Worker {
             Some(_) if w.close => 1,
             Some(n) => jitter(&mut self.rng, n as u64).min(u32::MAX as u64) as u32,
         };
-        // An HTTP/2 connection with `-i` steps by interval/streams: on the
-        // grid with that step, the C × streams slots of the workload are due
-        // evenly spread, as C connections are over HTTP/1.1.
-        if let Some(iv) = w.step_ns(c.proto.is_h2()) {
+        // A connection of several lanes (HTTP/2's streams) with `-i` steps
+        // by interval/lanes: on the grid with that step, the C × lanes
+        // slots of the workload are due evenly spread, as C connections
+        // are over HTTP/1.1.
+        if let Some(iv) = c.proto.step(w) {
             if c.next_due == 0 {
                 c.next_due = grid_due(c.slot, w.connections, iv, now);
             } else if c.next_due + w.request_timeout_ns < now {
@@ -155,9 +165,9 @@ impl Worker {
         if self.full_at[wi].is_none() && g.open == g.desired {
             self.full_at[wi] = Some(Duration::from_nanos(now));
         }
-        // A protocol's own handshake (a WebSocket upgrade) is owed even
-        // when no request is.
-        if self.pump(key, now) && (!self.conns[key].proto.has_output() || self.write_out(key)) {
+        // What the protocol says first (a preface, an upgrade) is owed even
+        // when no request is: `pump` writes it.
+        if self.pump(key, now) {
             self.arm(key);
         }
     }
@@ -165,7 +175,7 @@ impl Worker {
     /// Closes an established connection. Requests still in flight cannot be
     /// answered any more: they count as failed with `eof`.
     pub(super) fn close(&mut self, key: usize, reason: CloseReason, now: u64) {
-        self.ws_closed(key, now);
+        self.proto_closed(key, now);
         let c = &mut self.conns[key];
         let wi = c.workload as usize;
         if let Some(mut s) = c.stream.take() {
@@ -215,10 +225,10 @@ impl Worker {
         }
     }
 
-    /// An HTTP/2 connection the server sent away (GOAWAY) with nothing left
-    /// in flight: closed gracefully, and the slot reconnects through the
-    /// ramp, so a fleet told to go at once does not reconnect at once.
-    pub(super) fn goaway_done(&mut self, key: usize, now: u64) {
+    /// A connection the server sent away (an HTTP/2 GOAWAY) with nothing
+    /// left in flight: closed gracefully, and the slot reconnects through
+    /// the ramp, so a fleet told to go at once does not reconnect at once.
+    pub(super) fn sent_away(&mut self, key: usize, now: u64) {
         self.close(key, CloseReason::ServerClose, now);
         if self.conns[key].retiring {
             return self.remove_slot(key);
@@ -240,17 +250,16 @@ impl Worker {
         let wi = self.conns[key].workload as usize;
         self.gauges[wi].desired -= 1;
         self.conns.remove(key);
-        self.rehome_retries(key, wi);
+        self.rehome_handed_back(key, wi);
     }
 
-    /// Requests a GOAWAY or REFUSED_STREAM handed back to a slot that is
-    /// now gone (a reload shrank `-c`) go to another slot of the same
-    /// workload; with none left on this worker they stay what they are,
-    /// sent and unanswered: counted in flight, shown at the end as in
-    /// flight. Never left under a key a new slot (of any workload) could
-    /// take over.
-    fn rehome_retries(&mut self, key: usize, wi: usize) {
-        if !self.retries.iter().any(|r| r.0 == key as u32) {
+    /// Requests a server handed back to a slot that is now gone (a reload
+    /// shrank `-c`) go to another slot of the same workload; with none
+    /// left on this worker they stay what they are, sent and unanswered:
+    /// counted in flight, shown at the end as in flight. Never left under a
+    /// key a new slot (of any workload) could take over.
+    fn rehome_handed_back(&mut self, key: usize, wi: usize) {
+        if !self.handed_back.iter().any(|r| r.0 == key as u32) {
             return;
         }
         let heir = self
@@ -260,11 +269,11 @@ impl Worker {
             .map(|(k, _)| k as u32);
         match heir {
             Some(h) => self
-                .retries
+                .handed_back
                 .iter_mut()
                 .filter(|r| r.0 == key as u32)
                 .for_each(|r| r.0 = h),
-            None => self.retries.retain(|r| r.0 != key as u32),
+            None => self.handed_back.retain(|r| r.0 != key as u32),
         }
     }
 
@@ -295,10 +304,10 @@ impl Worker {
         let healthy = was_open && c.answered && now.saturating_sub(c.since) >= HEALTHY_NS;
         let lost = c.proto.in_flight() as u64;
         if was_open {
-            // Counted here, not again by `close`; a WebSocket's last
-            // figures (its closing handshake, its silence) before the
-            // reset wipes them.
-            self.ws_closed(key, now);
+            // Counted here, not again by `close`; the protocol's last
+            // figures (a closing handshake, a silence) before the reset
+            // wipes them.
+            self.proto_closed(key, now);
             self.conns[key].proto.reset();
             self.close(key, CloseReason::Error, now);
         } else if let Some(mut s) = c.stream.take() {
@@ -383,8 +392,16 @@ impl Worker {
                 }
             }
             State::Open => {
-                if c.proto.deadline().is_some_and(|d| now >= d) && !self.ws_on_time(key, now) {
-                    return;
+                if c.proto.deadline().is_some_and(|d| now >= d) {
+                    // Bytes it made owed (a ping) go out with the pump below.
+                    match self.with_proto(key, now, |p, _, t| p.on_time(t)) {
+                        Output::Taken | Output::Ready => {}
+                        out => {
+                            if !self.settle(key, out, now) {
+                                return;
+                            }
+                        }
+                    }
                 }
                 let c = &mut self.conns[key];
                 let w = &self.wl[c.workload as usize];
@@ -434,6 +451,61 @@ impl Worker {
                     self.start_connect(key as usize, now);
                 }
             }
+        }
+    }
+
+    /// Before a connection closes at `now` (before its protocol state is
+    /// reset): the protocol records its last figures, and a closing
+    /// handshake the drain waited for is over. Called again after the reset
+    /// it does nothing.
+    pub(super) fn proto_closed(&mut self, key: usize, now: u64) {
+        if self.with_proto(key, now, |p, _, t| p.closed(t)) {
+            self.closing -= 1;
+        }
+    }
+
+    /// The run is stopping: every open connection whose protocol has a
+    /// closing handshake (a WebSocket close 1000) starts it, and the drain
+    /// waits for the answers at most [`defaults::WS_CLOSE_WAIT`].
+    pub(super) fn start_closing(&mut self, now: u64) {
+        let deadline = now + defaults::WS_CLOSE_WAIT.as_nanos() as u64;
+        let keys: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.state == State::Open)
+            .map(|(k, _)| k)
+            .collect();
+        for key in keys {
+            if self.conns[key].proto.start_close(now, deadline) {
+                self.closing += 1;
+                if self.pump(key, now) {
+                    self.arm(key);
+                }
+            }
+        }
+    }
+
+    /// Once per [`WALK_INTERVAL`]: each open connection's figure of the
+    /// interval (see `ProtoRt::walks`: WebSocket subscribe silences). A
+    /// walk over the slots, because a silence still running has no event
+    /// of its own; only a worker with such a workload walks, once a second
+    /// (15,000 sockets in about 0.5 ms, ~32 ns each on the shared VM:
+    /// 0.05% of a core; `ws.rs`'s walk test).
+    pub(super) fn walk(&mut self, now: u64) {
+        self.next_walk = now - now % WALK_INTERVAL + WALK_INTERVAL;
+        if !self.wl.iter().any(|w| w.proto.walks()) {
+            return;
+        }
+        for (_, c) in self.conns.iter_mut() {
+            if c.state != State::Open {
+                continue;
+            }
+            let wi = c.workload as usize;
+            c.proto.walk(&mut Tally {
+                st: &mut self.local[wi],
+                g: &mut self.gauges[wi],
+                now,
+            });
         }
     }
 }

@@ -9,7 +9,7 @@
 //! and a stop leaves every slot `Idle`.
 //!
 //! What a connection speaks lives behind one seam, [`protocol::Protocol`]
-//! (HTTP/1.1 today): the loop hands it due requests, write room and bytes
+//! (HTTP/1.1, HTTP/2, WebSocket): the loop hands it due requests, write room and bytes
 //! that arrived, and it answers with bytes to send and responses that name
 //! the in-flight entry they complete. The loop keeps the socket, the
 //! schedule, the timer wheel and the counters, so a new protocol touches
@@ -26,7 +26,10 @@
 mod commands;
 mod conn;
 mod exchange;
+#[doc(hidden)]
+pub mod fuzzing;
 mod h2;
+mod h2_streams;
 mod http1;
 mod io;
 mod lifecycle;
@@ -35,7 +38,6 @@ mod protocol;
 pub(super) mod socket;
 mod transport;
 mod ws;
-mod ws_io;
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
@@ -51,6 +53,8 @@ use crate::timer::Wheel;
 use conn::{Conn, Inflight, Ramp, State};
 use socket::PortPicker;
 use transport::TlsClient;
+
+pub use protocol::ProtoRt;
 
 /// Workers run normally.
 pub const PHASE_RUN: u8 = 0;
@@ -68,10 +72,11 @@ const TIMER: Token = Token(usize::MAX - 1);
 /// this long for its tick; the timerfd wakes the loop at that tick.
 const TICK_NS: u64 = 100_000;
 const FLUSH_EVERY_NS: u64 = 250_000_000;
-/// WebSocket subscribe mode: the interval whose longest silence per socket
-/// is recorded; the timeline's first interval, so a point's silences are
-/// its own (a walk runs at the first flush after each boundary).
-const SILENCE_INTERVAL: u64 = crate::stats::BASE_INTERVAL.as_nanos() as u64;
+/// The interval of a protocol's per-interval figures (WebSocket subscribe
+/// silences, see `ProtoRt::walks`); the timeline's first interval, so a
+/// point's figures are its own (a walk runs at the first flush after each
+/// boundary).
+const WALK_INTERVAL: u64 = crate::stats::BASE_INTERVAL.as_nanos() as u64;
 const BACKSTOP: Duration = Duration::from_secs(1);
 const BACKOFF_FIRST_MS: u32 = 100;
 const BACKOFF_MAX_MS: u32 = 10_000;
@@ -138,13 +143,14 @@ pub struct WorkloadRt {
     /// derives the two steps below from it).
     pub model: crate::plan::LoadModel,
     /// Per-connection schedule interval (paced / open loop), ns: the step
-    /// of an HTTP/1.1 or WebSocket connection's schedule.
+    /// of a connection's schedule.
     pub interval_ns: Option<u64>,
-    /// The step of a connection that speaks HTTP/2, ns. With `-i` each of
-    /// its `--streams` slots is paced as a connection is, so the connection
-    /// steps by interval/streams; with `-r` the rate is the workload's
-    /// total and streams only let more requests be in flight.
-    pub h2_step_ns: Option<u64>,
+    /// The step of a connection that carries several lanes (an HTTP/2
+    /// connection's `--streams`), ns. With `-i` each lane is paced as a
+    /// connection is, so the connection steps by interval/lanes; with `-r`
+    /// the rate is the workload's total and lanes only let more requests be
+    /// in flight.
+    pub lane_step_ns: Option<u64>,
     /// Connections of the workload (for schedule phases).
     pub connections: u32,
     /// Requests in flight per connection.
@@ -163,35 +169,15 @@ pub struct WorkloadRt {
     pub request_timeout_ns: u64,
     /// New connections per second for the whole workload (`--ramp`).
     pub ramp: u32,
-    /// HTTP/2: how connections speak it; `None` when they never do.
-    pub h2: Option<Arc<H2Rt>>,
-    /// `ws://`/`wss://`: what each connection does once upgraded.
-    pub ws: Option<Arc<crate::plan::WsPlan>>,
-}
-
-// HTTP/2
-/// A workload's HTTP/2 settings and requests, rendered once.
-#[derive(Debug)]
-pub struct H2Rt {
-    /// HTTP/2 is required (`--http 2`): a server that will not speak it is
-    /// an error; on `http://`, connections start with the h2c preface.
-    pub required: bool,
-    /// On `http://` (h2c with prior knowledge).
-    pub cleartext: bool,
-    /// Streams per connection (`--streams`).
-    pub streams: u16,
-    /// soakd's receive window (`--h2-window`).
-    pub window: u32,
-    /// Each request of the workload as HEADERS frames on stream 0.
-    pub requests: Box<[crate::wire::h2::H2Request]>,
+    /// What the connections speak (see `protocol.rs`).
+    pub proto: ProtoRt,
 }
 
 impl WorkloadRt {
     /// In-flight entries a slot of this workload may need: the pipeline
-    /// depth (HTTP/1.1) or the streams (HTTP/2), whichever is deeper.
+    /// depth or the protocol's (HTTP/2's streams), whichever is deeper.
     pub fn depth(&self) -> usize {
-        let streams = self.h2.as_ref().map_or(1, |h| h.streams);
-        self.pipeline.max(streams) as usize
+        self.pipeline.max(self.proto.depth()) as usize
     }
 
     /// Sets the workload's connections and pace, and the schedule steps
@@ -200,18 +186,49 @@ impl WorkloadRt {
         self.connections = connections;
         self.model = model;
         self.interval_ns = model.per_connection_interval(connections).map(|d| d.as_nanos() as u64);
-        let streams = match model {
-            crate::plan::LoadModel::Interval(_) => self.h2.as_ref().map_or(1, |h| h.streams.max(1)),
+        let lanes = match model {
+            crate::plan::LoadModel::Interval(_) => self.proto.lanes(),
             _ => 1,
         };
-        self.h2_step_ns = self.interval_ns.map(|iv| (iv / streams as u64).max(1));
+        self.lane_step_ns = self.interval_ns.map(|iv| (iv / lanes as u64).max(1));
     }
+}
 
-    /// The schedule step of one of the workload's connections (`None` in
-    /// closed loop): see [`WorkloadRt::h2_step_ns`].
-    #[inline]
-    pub(super) fn step_ns(&self, h2: bool) -> Option<u64> {
-        if h2 { self.h2_step_ns } else { self.interval_ns }
+impl WorkloadRt {
+    /// A workload of one request `req` (closed loop, one connection) for
+    /// the protocols' unit tests and the fuzzer (`fuzzing.rs`).
+    pub(super) fn test(req: &[u8], pipeline: u16, proto: ProtoRt) -> WorkloadRt {
+        let bytes: Arc<[u8]> = Arc::from(req);
+        WorkloadRt {
+            addr: "127.0.0.1:1".parse().expect("an address"),
+            sources: Vec::new(),
+            wire: bytes.repeat(pipeline.max(1) as usize).into(),
+            req_len: bytes.len(),
+            head: false,
+            requests: vec![crate::plan::Request {
+                name: "r".into(),
+                bytes,
+                head: false,
+                weight: 1,
+                checks: None,
+            }]
+            .into(),
+            cycle: None,
+            tls: None,
+            model: crate::plan::LoadModel::Closed,
+            interval_ns: None,
+            lane_step_ns: None,
+            connections: 1,
+            pipeline,
+            max_requests: None,
+            close: false,
+            close_with_reset: false,
+            max_lifetime_ns: None,
+            connect_timeout_ns: 1,
+            request_timeout_ns: 1,
+            ramp: 1,
+            proto,
+        }
     }
 }
 
@@ -227,10 +244,10 @@ impl WorkloadRt {
     pub fn of(w: &crate::plan::Workload) -> WorkloadRt {
         let req = &w.target.requests[0].bytes;
         let weights: Vec<u32> = w.target.requests.iter().map(|r| r.weight).collect();
-        let copies = (WIRE_COPIES_BYTES / req.len().max(1)).clamp(1, w.pipeline.max(1) as usize);
+        let copies = (WIRE_COPIES_BYTES / req.len().max(1)).clamp(1, w.conn.pipeline.max(1) as usize);
         let mut rt = WorkloadRt {
             addr: w.target.addr,
-            sources: w.source_addrs.clone(),
+            sources: w.conn.source_addrs.clone(),
             wire: if copies == 1 {
                 req.clone()
             } else {
@@ -246,34 +263,21 @@ impl WorkloadRt {
             }),
             model: w.model,
             interval_ns: None,
-            h2_step_ns: None,
+            lane_step_ns: None,
             connections: w.connections,
-            pipeline: w.pipeline,
-            max_requests: if w.close { Some(1) } else { w.max_requests_per_conn },
-            close: w.close,
-            close_with_reset: w.close_with_reset,
-            max_lifetime_ns: w.max_conn_lifetime.map(|d| d.as_nanos() as u64),
-            connect_timeout_ns: w.connect_timeout.as_nanos() as u64,
-            request_timeout_ns: w.request_timeout.as_nanos() as u64,
+            pipeline: w.conn.pipeline,
+            max_requests: if w.conn.close {
+                Some(1)
+            } else {
+                w.conn.max_requests_per_conn
+            },
+            close: w.conn.close,
+            close_with_reset: w.conn.close_with_reset,
+            max_lifetime_ns: w.conn.max_conn_lifetime.map(|d| d.as_nanos() as u64),
+            connect_timeout_ns: w.conn.connect_timeout.as_nanos() as u64,
+            request_timeout_ns: w.conn.request_timeout.as_nanos() as u64,
             ramp: w.ramp,
-            h2: (w.ws.is_none() && w.http.may_be_h2(w.target.tls.is_some())).then(|| {
-                Arc::new(H2Rt {
-                    required: w.http == crate::plan::HttpVersion::Http2,
-                    cleartext: w.target.tls.is_none(),
-                    streams: w.streams,
-                    window: w.h2_window,
-                    requests: w
-                        .target
-                        .requests
-                        .iter()
-                        .map(|r| {
-                            crate::wire::h2::render_request(&r.bytes, w.target.tls.is_some())
-                                .expect("soakd's own HTTP/1.1 rendering parses")
-                        })
-                        .collect(),
-                })
-            }),
-            ws: w.ws.clone(),
+            proto: ProtoRt::of(w),
         };
         rt.set_load(w.connections, w.model);
         rt
@@ -286,8 +290,10 @@ pub enum Command {
     /// A workload's connections or pace change (a stage, or a reload).
     Stage(StageCmd),
     /// A reload changed a workload's other settings (request, timeouts,
-    /// churn, target). Its connections and pace follow in a `Stage`.
-    Settings(u16, Box<WorkloadRt>),
+    /// churn, target), and whether the change recycles its connections
+    /// (`engine::reload`: derived from each setting's declared class). Its
+    /// connections and pace follow in a `Stage`.
+    Settings(u16, Box<WorkloadRt>, bool),
     /// A reload added a workload; it gets the next index.
     Add(Box<WorkloadRt>),
 }
@@ -364,15 +370,15 @@ pub struct Worker {
     /// The deadline the timerfd is armed for (ns), `u64::MAX` when not armed.
     timer_armed: u64,
     ports: Option<PortPicker>,
-    /// HTTP/2 requests handed back by a GOAWAY or REFUSED_STREAM, by slot
-    /// key, waiting for the slot's next connection (rare: empty but for
-    /// the moment after a GOAWAY).
-    retries: Vec<(u32, Inflight)>,
-    /// WebSocket connections whose closing handshake (at the stop) waits
-    /// for the server's close: the drain waits for them as for responses.
-    ws_closing: u64,
-    /// When subscribe sockets' silences are next recorded (ns).
-    next_silence: u64,
+    /// Requests a server handed back unprocessed (an HTTP/2 GOAWAY or
+    /// REFUSED_STREAM), by slot key, waiting for the slot's next connection
+    /// (rare: empty but for the moment after a GOAWAY).
+    handed_back: Vec<(u32, Inflight)>,
+    /// Connections whose closing handshake (at the stop) waits for the
+    /// server's answer: the drain waits for them as for responses.
+    closing: u64,
+    /// When the per-interval walk is next due (ns; see `ProtoRt::walks`).
+    next_walk: u64,
     /// The control thread's outage mask as last seen (see `probe.rs`).
     outage: u64,
     /// Workloads whose waiting slots a probe's connection woke in this
@@ -418,7 +424,7 @@ impl Worker {
             shard: spec.shard,
             commands_seen: 0,
             ports: spec.ports,
-            retries: Vec::new(),
+            handed_back: Vec::new(),
             timerfd,
             timer_armed: u64::MAX,
             index: spec.index,
@@ -445,8 +451,8 @@ impl Worker {
             next_flush: 0,
             heartbeat: 0,
             told_idle: false,
-            ws_closing: 0,
-            next_silence: SILENCE_INTERVAL,
+            closing: 0,
+            next_walk: WALK_INTERVAL,
             outage: 0,
             probe_woken: 0,
             shared,
@@ -512,15 +518,15 @@ impl Worker {
             self.expire_timers(now);
             self.run_ramp(now);
             if now >= self.next_flush {
-                if now >= self.next_silence {
-                    self.silence_scan(now);
+                if now >= self.next_walk {
+                    self.walk(now);
                 }
                 self.flush(now);
             }
             // Draining and nothing left in flight: hand that over now and
             // wake the control thread, so the drain ends when the last
             // response is in rather than at its next look.
-            if self.phase == PHASE_DRAIN && self.inflight_total == 0 && self.ws_closing == 0 && !self.told_idle {
+            if self.phase == PHASE_DRAIN && self.inflight_total == 0 && self.closing == 0 && !self.told_idle {
                 self.told_idle = true;
                 self.flush(now);
                 let _ = self.shared.control.wake();
@@ -570,7 +576,7 @@ impl Worker {
                 State::Open | State::Idle => {}
             }
         }
-        self.ws_drain(now);
+        self.start_closing(now);
         self.flush(now);
     }
 
@@ -600,11 +606,11 @@ impl Worker {
 
     fn flush(&mut self, now: u64) {
         self.next_flush = now + FLUSH_EVERY_NS;
-        let idle = self.phase != PHASE_RUN && self.inflight_total == 0 && self.ws_closing == 0;
-        // Requests a GOAWAY handed back are out of `inflight_total` but still
-        // owed: the budget is done only once they were sent again and answered.
+        let idle = self.phase != PHASE_RUN && self.inflight_total == 0 && self.closing == 0;
+        // Requests handed back are out of `inflight_total` but still owed:
+        // the budget is done only once they were sent again and answered.
         let budget_done =
-            self.has_budget && self.budget_left == 0 && self.inflight_total == 0 && self.retries.is_empty();
+            self.has_budget && self.budget_left == 0 && self.inflight_total == 0 && self.handed_back.is_empty();
         let mut mb = self.shared.mailboxes[self.index]
             .lock()
             .unwrap_or_else(|p| p.into_inner());

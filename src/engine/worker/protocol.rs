@@ -1,5 +1,5 @@
-//! The protocol seam: what a connection speaks, behind one type the hot
-//! path calls, so the loop never knows HTTP/1.1 from what comes next.
+//! The protocol seam: what a connection speaks, behind one type the loop
+//! calls, so the loop never knows HTTP/1.1 from HTTP/2 or WebSocket.
 //!
 //! The loop (`io.rs`, `lifecycle.rs`) owns the socket, the schedule (when
 //! a request is due and which one of a mix), the timer wheel, the counters
@@ -7,61 +7,109 @@
 //! [`Inflight`] entries per slot, in one per-worker vector). A
 //! [`Protocol`] owns everything about how requests and responses map onto
 //! the byte stream, and is driven sans I/O (quiche's `Connection` driven
-//! from mio is the model): the loop tells it
+//! from mio is the model). The loop tells it:
 //!
-//! - **due request**: [`Protocol::issue`] picks the in-flight entry the
-//!   request takes (the loop fills in its due time and request);
-//! - **may write**: [`Protocol::to_send`] / [`Protocol::sent`] hand out the
+//! - **up**: [`Protocol::open`] — the connection is established (TLS
+//!   included); what the protocol says first (an HTTP/2 preface, a
+//!   WebSocket upgrade) is owed from now on;
+//! - **due request**: [`Protocol::issue`] answers which in-flight entry the
+//!   request takes (or that it goes out untimed, or must not be sent here);
+//!   [`Protocol::capacity`] says how many may be in flight now;
+//! - **may write**: [`Protocol::outgoing`] / [`Protocol::sent`] hand out the
 //!   bytes owed, from the workload's pre-rendered buffers or the protocol's
 //!   own, until the socket is full;
-//! - **bytes arrived**: [`Protocol::receive`] takes what was read and
-//!   answers with one [`Output`] at a time: a completed [`Response`] naming
-//!   the entry it completes (status, checks failed, whether the connection
-//!   stays), an error kind, or "all taken";
-//! - **closed**: [`Protocol::at_close`] says whether the peer's close ended
-//!   a response, cut one short, or came between responses.
+//! - **bytes arrived**: [`Protocol::receive`] answers one [`Output`] at a
+//!   time (a response naming its entry, one request failed or handed back,
+//!   the connection broken or ending, or "all taken");
+//! - **its own time**: [`Protocol::deadline`] / [`Protocol::on_time`] (an
+//!   upgrade's deadline, a ping, a closing handshake's wait);
+//! - **closed**: [`Protocol::at_close`] says what the peer's close meant;
+//!   [`Protocol::closed`] lets it record its last figures;
+//! - **stopping**: [`Protocol::start_close`] starts a closing handshake the
+//!   drain waits for (a WebSocket close), [`Protocol::farewell`] says bytes
+//!   are owed that must go out before the socket closes (a close frame).
 //!
-//! The loop asks back only [`Protocol::in_flight`], [`Protocol::oldest`]
-//! (the entry whose request timeout runs out first) and
-//! [`Protocol::has_output`] (bytes owed: the write side wants WRITABLE).
+//! What one protocol alone counts (HTTP/2's GOAWAY codes and retries,
+//! WebSocket's pongs and close codes, a refused upgrade's status) it counts
+//! itself, through the [`Tally`] it is lent, into its own section of the
+//! workload's stats: the loop's accounting is the same for every protocol.
 //!
-//! HTTP/1.1 ([`Http1`]) and WebSocket ([`Ws`], `ws.rs`) are the protocols
-//! today. HTTP/1.1's entries are a FIFO ring, its output the requests in
-//! order, its input the response framer. WebSocket adds three calls the
-//! loop makes for any protocol: [`Protocol::open`] (the connection is up:
-//! start the upgrade), [`Protocol::may_issue`] (messages only once
-//! upgraded, in request mode) and [`Protocol::deadline`] (its own timer:
-//! the upgrade's deadline, the next ping, the close wait); what else it
-//! sees comes back as `Output::Ws` notes the loop accounts (`ws_io.rs`).
-//! What the seam leaves room for, without touching schedule, wheel, stats or
-//! observers:
-//!
-//! - HTTP/2: [`Protocol::issue`] takes a free stream slot, not the ring's
-//!   tail, and [`Response::entry`] names the stream's slot, so responses
-//!   complete out of order; SETTINGS acks and PING replies are bytes
-//!   [`Protocol::to_send`] hands out with no request behind them (the
-//!   protocol buffers them; [`Protocol::has_output`] turns true); flow
-//!   control only withholds bytes from `to_send`; a GOAWAY adds an
-//!   [`Output`] variant that hands back an entry never processed, which the
-//!   loop re-issues on the next connection with its original due time; a
-//!   stream reset is an [`Output::Error`] of a new kind for that entry only.
-//!   [`Protocol::oldest`] becomes the entry written first, a walk over at
-//!   most `pipeline` entries.
-//! - WebSocket: the upgrade handshake is a state before requests flow (like
-//!   the TLS handshake, after connect); a message is a request, its echo or
-//!   answer the response; pongs and the close handshake are protocol-owned
-//!   output like HTTP/2's control frames; close code 1000 is
-//!   [`AtClose::Idle`], not an error.
-//!
-//! A new protocol is one more variant of [`Protocol`] and one module like
-//! `http1.rs`: dispatch is a `match` per event, no trait object, and
-//! nothing is allocated per request.
+//! A new protocol is one more variant of [`Protocol`] (and of [`ProtoRt`],
+//! its per-workload settings) and one module like `http1.rs`: dispatch is a
+//! `match` per call, no trait object, and nothing is allocated per request.
+
+use std::sync::Arc;
 
 use super::WorkloadRt;
-pub(super) use super::exchange::{AtClose, Cx, Inflight, Output, Response};
-use super::h2::H2;
+pub(super) use super::exchange::{AtClose, Cx, Inflight, Issued, Output, Response, Tally};
+use super::h2::{H2, H2Rt};
 use super::http1::Http1;
 use super::ws::Ws;
+use crate::plan::{HttpVersion, WsMode, WsPlan};
+use crate::stats::ErrorKind;
+
+/// What a workload's connections speak, as the workers use it: decided
+/// from the plan once, compared on a reload (a change recycles the
+/// workload's connections, see `commands.rs`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ProtoRt {
+    /// HTTP/1.1.
+    Http1,
+    /// HTTP/2 when the connection speaks it: h2c with prior knowledge on
+    /// `http://`, h2 when ALPN picks it on `https://` (else HTTP/1.1,
+    /// unless HTTP/2 is required).
+    H2(Arc<H2Rt>),
+    /// WebSocket: the upgrade, then messages.
+    Ws(Arc<WsPlan>),
+}
+
+impl ProtoRt {
+    /// The protocol of plan workload `w`.
+    pub fn of(w: &crate::plan::Workload) -> ProtoRt {
+        let tls = w.target.tls.is_some();
+        if let Some(plan) = &w.target.ws {
+            return ProtoRt::Ws(plan.clone());
+        }
+        if !w.http.may_be_h2(tls) {
+            return ProtoRt::Http1;
+        }
+        ProtoRt::H2(Arc::new(H2Rt {
+            required: w.http == HttpVersion::Http2,
+            cleartext: !tls,
+            streams: w.streams,
+            window: w.h2_window,
+            requests: w
+                .target
+                .requests
+                .iter()
+                .map(|r| crate::wire::h2::render_request(&r.bytes, tls).expect("soakd's own HTTP/1.1 rendering parses"))
+                .collect(),
+        }))
+    }
+
+    /// Lanes a connection carries, each paced as a connection is under
+    /// `-i`: an HTTP/2 connection's stream slots, else one.
+    pub(super) fn lanes(&self) -> u16 {
+        match self {
+            ProtoRt::H2(h) => h.streams.max(1),
+            ProtoRt::Http1 | ProtoRt::Ws(_) => 1,
+        }
+    }
+
+    /// In-flight entries a slot may need besides the pipeline depth.
+    pub(super) fn depth(&self) -> u16 {
+        match self {
+            ProtoRt::H2(h) => h.streams,
+            ProtoRt::Http1 | ProtoRt::Ws(_) => 1,
+        }
+    }
+
+    /// True when the workload's connections keep a per-interval figure
+    /// that a walk over the slots records (WebSocket subscribe silences).
+    pub(super) fn walks(&self) -> bool {
+        matches!(self, ProtoRt::Ws(p) if p.mode == WsMode::Subscribe)
+    }
+}
 
 /// A connection's protocol state; one per slot, reset for each connection.
 #[derive(Debug)]
@@ -71,95 +119,75 @@ pub(super) enum Protocol {
     /// HTTP/2: streams on one connection (boxed: its state is larger than
     /// HTTP/1.1's, and a slot pays one pointer for it).
     H2(Box<H2>),
-    /// WebSocket: the upgrade, then messages (see `ws.rs`).
-    Ws(Ws),
+    /// WebSocket: the upgrade, then messages (boxed, like HTTP/2's, so an
+    /// HTTP/1.1 slot does not pay for it).
+    Ws(Box<Ws>),
 }
 
 impl Protocol {
-    /// The state for a new connection of workload `w`.
+    /// The state for a new connection of workload `w`: what it speaks from
+    /// its first byte (h2c with prior knowledge, or HTTP/1.1 until a TLS
+    /// handshake says otherwise).
     pub(super) fn new(w: &WorkloadRt) -> Protocol {
-        match (&w.ws, &w.h2) {
-            (Some(plan), _) => Protocol::Ws(Ws::new(plan)),
-            // h2c with prior knowledge: HTTP/2 from the first byte.
-            (None, Some(h)) if h.cleartext => Protocol::H2(Box::new(H2::new(h.clone(), w.depth()))),
-            _ => Protocol::Http1(Http1::new(w.head)),
+        match &w.proto {
+            ProtoRt::Ws(plan) => Protocol::Ws(Box::new(Ws::new(plan))),
+            ProtoRt::H2(h) if h.cleartext => Protocol::H2(Box::new(H2::new(h.clone(), w.depth()))),
+            ProtoRt::H2(_) | ProtoRt::Http1 => Protocol::Http1(Http1::new(w.head)),
         }
     }
 
-    /// The state for a TLS connection whose handshake picked HTTP/2
-    /// (ALPN `h2`) or not.
-    pub(super) fn negotiated(w: &WorkloadRt, h2: bool) -> Protocol {
-        if let Some(plan) = &w.ws {
-            return Protocol::Ws(Ws::new(plan));
-        }
-        match &w.h2 {
-            Some(h) if h2 => Protocol::H2(Box::new(H2::new(h.clone(), w.depth()))),
-            _ => Protocol::Http1(Http1::new(w.head)),
-        }
+    /// The state for a TLS connection whose handshake picked HTTP/2 (ALPN
+    /// `h2`) or not; an error when the workload requires what the server
+    /// did not pick.
+    pub(super) fn negotiated(w: &WorkloadRt, h2: bool) -> Result<Protocol, ErrorKind> {
+        Ok(match &w.proto {
+            ProtoRt::Ws(plan) => Protocol::Ws(Box::new(Ws::new(plan))),
+            ProtoRt::H2(h) if h2 => Protocol::H2(Box::new(H2::new(h.clone(), w.depth()))),
+            ProtoRt::H2(h) if h.required => return Err(ErrorKind::H2NotNegotiated),
+            ProtoRt::H2(_) | ProtoRt::Http1 => Protocol::Http1(Http1::new(w.head)),
+        })
     }
 
-    /// True for HTTP/2, whose input may let requests go out (SETTINGS, a
-    /// window opened) and provoke output of its own (acks, replies).
-    #[inline]
-    pub(super) fn is_h2(&self) -> bool {
-        matches!(self, Protocol::H2(_))
-    }
-
-    /// Requests that may be in flight at once now: the pipeline depth, or
-    /// the streams the server allows (none before its SETTINGS or after a
-    /// GOAWAY).
-    #[inline]
-    pub(super) fn depth(&self, w: &WorkloadRt) -> u16 {
+    /// The HTTP version the connection speaks, as the gauge shows it: 11
+    /// or 20.
+    pub(super) fn version(&self) -> u8 {
         match self {
-            Protocol::Http1(_) | Protocol::Ws(_) => w.pipeline,
-            Protocol::H2(h) => h.depth(),
+            Protocol::H2(_) => 20,
+            Protocol::Http1(_) | Protocol::Ws(_) => 11,
         }
     }
 
-    /// HTTP/2: the server's stream limit (0: none seen, or HTTP/1.1).
-    pub(super) fn streams_limit(&self) -> u32 {
-        match self {
-            Protocol::Http1(_) | Protocol::Ws(_) => 0,
-            Protocol::H2(h) => h.streams_limit(),
-        }
-    }
-
-    /// Renders what the requests issued may send now into the output
-    /// (HTTP/2 copies frames with their stream ids; HTTP/1.1 writes from
-    /// the shared buffers and needs nothing).
+    /// The step of this connection's schedule (`None` in closed loop): a
+    /// connection's interval, or a lane's when it carries several (see
+    /// [`ProtoRt::lanes`]).
     #[inline]
-    pub(super) fn prepare(&mut self, cx: &Cx<'_>) {
+    pub(super) fn step(&self, w: &WorkloadRt) -> Option<u64> {
         match self {
-            Protocol::Http1(_) | Protocol::Ws(_) => {}
-            Protocol::H2(h) => h.prepare(cx),
+            Protocol::H2(_) => w.lane_step_ns,
+            Protocol::Http1(_) | Protocol::Ws(_) => w.interval_ns,
         }
     }
 
-    /// The WebSocket state, for a WebSocket connection.
+    /// Requests that may be in flight at once now: the pipeline depth, the
+    /// streams the server allows (none before its SETTINGS or after a
+    /// GOAWAY), none before a WebSocket is upgraded or when it only holds
+    /// or subscribes.
     #[inline]
-    pub(super) fn ws_mut(&mut self) -> Option<&mut Ws> {
+    pub(super) fn capacity(&self, w: &WorkloadRt) -> u16 {
         match self {
-            Protocol::Ws(w) => Some(w),
-            _ => None,
+            Protocol::Http1(_) => w.pipeline,
+            Protocol::H2(h) => h.capacity(),
+            Protocol::Ws(s) => s.capacity(w.pipeline),
         }
     }
 
-    /// The connection is up (after TLS): a protocol with a handshake of its
-    /// own starts it, to be done by `deadline` (ns).
-    #[inline]
+    /// The connection is up (after TLS): what the protocol says first is
+    /// owed from now on; a handshake of its own must be done by `deadline`.
     pub(super) fn open(&mut self, deadline: u64) {
-        if let Protocol::Ws(w) = self {
-            w.open(deadline);
-        }
-    }
-
-    /// Requests may be issued now (a WebSocket only once upgraded, and only
-    /// in request mode).
-    #[inline]
-    pub(super) fn may_issue(&self) -> bool {
         match self {
-            Protocol::Ws(w) => w.may_issue(),
-            _ => true,
+            Protocol::Http1(_) => {}
+            Protocol::H2(h) => h.open(),
+            Protocol::Ws(s) => s.open(deadline),
         }
     }
 
@@ -168,8 +196,17 @@ impl Protocol {
     #[inline]
     pub(super) fn deadline(&self) -> Option<u64> {
         match self {
-            Protocol::Ws(w) => w.deadline(),
-            _ => None,
+            Protocol::Ws(s) => s.deadline(),
+            Protocol::Http1(_) | Protocol::H2(_) => None,
+        }
+    }
+
+    /// The protocol's timer is due: [`Output::Taken`] (nothing to do),
+    /// [`Output::Ready`] (bytes owed), an error, or an end.
+    pub(super) fn on_time(&mut self, t: &mut Tally<'_>) -> Output {
+        match self {
+            Protocol::Ws(s) => s.on_time(t),
+            Protocol::Http1(_) | Protocol::H2(_) => Output::Taken,
         }
     }
 
@@ -181,7 +218,7 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.reset(),
             Protocol::H2(h) => h.reset(),
-            Protocol::Ws(w) => w.reset(),
+            Protocol::Ws(s) => s.reset(),
         }
     }
 
@@ -191,7 +228,7 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.in_flight(),
             Protocol::H2(h) => h.in_flight(),
-            Protocol::Ws(w) => w.in_flight(),
+            Protocol::Ws(s) => s.in_flight(),
         }
     }
 
@@ -202,30 +239,19 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.oldest(),
             Protocol::H2(h) => h.oldest(),
-            Protocol::Ws(w) => w.oldest(),
+            Protocol::Ws(s) => s.oldest(),
         }
     }
 
-    /// Why request `req` (an index into the workload's requests) must not
-    /// be sent on this connection, if it must not (HTTP/2: a header list
-    /// over the server's limit).
+    /// Takes request `req` (an index into the workload's requests), due
+    /// now; the caller has checked the [`Protocol::capacity`]; `depth` is
+    /// the slot's storage.
     #[inline]
-    pub(super) fn refuses(&self, req: usize) -> Option<crate::stats::ErrorKind> {
+    pub(super) fn issue(&mut self, t: &mut Tally<'_>, req: u8, depth: usize) -> Issued {
         match self {
-            Protocol::H2(h) => h.refuses(req),
-            _ => None,
-        }
-    }
-
-    /// Takes an entry for a request that is due; the caller has checked
-    /// that fewer than its pipeline depth are in flight, `depth` is the
-    /// slot's capacity. The request's bytes are owed from now on.
-    #[inline]
-    pub(super) fn issue(&mut self, depth: usize) -> u16 {
-        match self {
-            Protocol::Http1(h) => h.issue(depth),
-            Protocol::H2(h) => h.issue(),
-            Protocol::Ws(w) => w.issue(depth),
+            Protocol::Http1(h) => Issued::Entry(h.issue(depth)),
+            Protocol::H2(h) => h.issue(req),
+            Protocol::Ws(s) => s.issue(t, depth),
         }
     }
 
@@ -235,49 +261,85 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.has_output(),
             Protocol::H2(h) => h.has_output(),
-            Protocol::Ws(w) => w.has_output(),
+            Protocol::Ws(s) => s.has_output(),
         }
     }
 
     /// The next bytes owed (empty when none); report what the socket took
     /// with [`Protocol::sent`].
     #[inline]
-    pub(super) fn to_send<'a>(&'a self, cx: &Cx<'a>) -> &'a [u8] {
+    pub(super) fn outgoing<'a>(&'a mut self, cx: &Cx<'a>) -> &'a [u8] {
         match self {
-            Protocol::Http1(h) => h.to_send(cx),
-            Protocol::H2(h) => h.to_send(),
-            Protocol::Ws(w) => w.to_send(cx),
+            Protocol::Http1(h) => h.outgoing(cx),
+            Protocol::H2(h) => h.outgoing(cx),
+            Protocol::Ws(s) => s.outgoing(),
         }
     }
 
-    /// The socket took `n` bytes of what [`Protocol::to_send`] gave.
+    /// The socket took `n` bytes of what [`Protocol::outgoing`] gave.
     #[inline]
     pub(super) fn sent(&mut self, cx: &Cx<'_>, n: usize) {
         match self {
             Protocol::Http1(h) => h.sent(cx, n),
             Protocol::H2(h) => h.sent(n),
-            Protocol::Ws(w) => w.sent(cx, n),
+            Protocol::Ws(s) => s.sent(n),
         }
     }
 
     /// Feeds bytes that arrived. Returns how many of `fresh` were used and
-    /// what they made; after a [`Output::Response`], call again with the
-    /// rest (the loop may have closed the connection instead).
+    /// what they made; after anything but [`Output::Taken`], call again
+    /// with the rest (unless the loop closed the connection).
     #[inline]
-    pub(super) fn receive(&mut self, cx: &Cx<'_>, fresh: &[u8]) -> (usize, Output) {
+    pub(super) fn receive(&mut self, cx: &Cx<'_>, t: &mut Tally<'_>, fresh: &[u8]) -> (usize, Output) {
         match self {
             Protocol::Http1(h) => h.receive(cx, fresh),
-            Protocol::H2(h) => h.receive(cx, fresh),
-            Protocol::Ws(w) => w.receive(cx, fresh),
+            Protocol::H2(h) => h.receive(cx, t, fresh),
+            Protocol::Ws(s) => s.receive(cx, t, fresh),
         }
     }
 
     /// The peer closed the connection.
-    pub(super) fn at_close(&mut self, cx: &Cx<'_>) -> AtClose {
+    pub(super) fn at_close(&mut self, cx: &Cx<'_>, t: &mut Tally<'_>) -> AtClose {
         match self {
             Protocol::Http1(h) => h.at_close(cx),
             Protocol::H2(h) => h.at_close(),
-            Protocol::Ws(w) => w.at_close(cx),
+            Protocol::Ws(s) => s.at_close(t),
+        }
+    }
+
+    /// The connection closes now (whoever closed it), before its state is
+    /// reset: the protocol records its last figures. True when it was in a
+    /// closing handshake the drain waits for. Does nothing once reset.
+    pub(super) fn closed(&mut self, t: &mut Tally<'_>) -> bool {
+        match self {
+            Protocol::Ws(s) => s.closed(t),
+            Protocol::Http1(_) | Protocol::H2(_) => false,
+        }
+    }
+
+    /// The run is stopping: a protocol with a closing handshake starts it,
+    /// to be answered by `deadline`. True when the drain must wait for it.
+    pub(super) fn start_close(&mut self, now: u64, deadline: u64) -> bool {
+        match self {
+            Protocol::Ws(s) => s.start_close(now, deadline),
+            Protocol::Http1(_) | Protocol::H2(_) => false,
+        }
+    }
+
+    /// Bytes are owed that say why the connection ends (a close frame):
+    /// written once, best effort, before the socket closes.
+    pub(super) fn farewell(&self) -> bool {
+        match self {
+            Protocol::Ws(s) => s.has_output(),
+            Protocol::Http1(_) | Protocol::H2(_) => false,
+        }
+    }
+
+    /// The once-an-interval walk (see [`ProtoRt::walks`]): the
+    /// connection's figure of the interval that ended at `t.now`.
+    pub(super) fn walk(&mut self, t: &mut Tally<'_>) {
+        if let Protocol::Ws(s) = self {
+            s.walk(t);
         }
     }
 
@@ -287,7 +349,7 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.relayout(old, new),
             Protocol::H2(h) => h.relayout(old, new),
-            Protocol::Ws(w) => w.relayout(old, new),
+            Protocol::Ws(s) => s.relayout(old, new),
         }
     }
 }

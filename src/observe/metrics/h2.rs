@@ -61,4 +61,16 @@ pub(super) const FAMILIES: &[Family] = &[
             }
         }),
     },
+    Family {
+        name: "soakd_http_connections_open",
+        help: "Established connections by the HTTP version they speak (WebSocket counts as 1.1).",
+        kind: MetricType::GAUGE,
+        labels: &["target", "version"],
+        fill: Fill::Target(|x, out| {
+            for (i, name) in ["1.1", "2"].into_iter().enumerate() {
+                let n = x.w.gauges.http_open[i] as f64;
+                out.push(value(x.kind, &[("target", x.t), ("version", name)], n));
+            }
+        }),
+    },
 ];

@@ -4,7 +4,8 @@
 //! server use this one codec, as they share the HTTP/1 framer: it turns
 //! bytes into [`Frame`]s and frames into bytes, and knows nothing of
 //! sockets, streams' state or timers (see `frame.rs` for the limits it
-//! enforces while decoding, `hpack.rs` for how header blocks are coded).
+//! enforces while decoding, `hpack.rs` for how header blocks are coded,
+//! `flow.rs` for the flow-control windows and SETTINGS both sides keep).
 //!
 //! Why a codec in the tree and not the `h2` crate: `h2` is driven through
 //! its async I/O traits and a waker, owns its buffers per connection and
@@ -23,10 +24,12 @@
 //! building a `HashMap` per string, which cost tens of microseconds per
 //! response from a server that Huffman-codes its headers (docs/http2.md).
 
+mod flow;
 mod frame;
 mod hpack;
 mod request;
 
+pub use flow::{PeerSettings, RecvWindow, SendWindow};
 pub use frame::{
     DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, Frame, FrameDecoder, FrameError, FrameHeader, HEADER_LEN,
     MAX_CONTINUATIONS, MAX_MAX_FRAME_SIZE, MAX_WINDOW, PREFACE, Settings, encode_data, encode_goaway, encode_headers,
