@@ -44,7 +44,9 @@
 //!   and the next second's too, is worse,
 //!   by the same tolerance rule, than the minute before's p99 once soakd's
 //!   own schedule lag is taken out of it (so a starved generator is not
-//!   blamed on the server, as `compare` does not); it ends when the
+//!   blamed on the server, as `compare` does not; a second in which soakd
+//!   did not run at all, its slice stretched by half a second or more, is
+//!   no evidence either way, `excursion::STALLED`); it ends when the
 //!   median stayed back for the settle, and has a time to recover like an
 //!   outage.
 //!
@@ -1046,6 +1048,28 @@ mod tests {
         );
         sim.run(20.0, OK);
         assert!(sim.o.excursions().is_empty(), "{:?}", sim.o.excursions());
+        // soakd not running for 3 s (its next drain that late, the slice
+        // stretched to 3.25 s), responses read after the stall 2.5 s late,
+        // and the next second as slow: one slow second that counts, not
+        // two. Without the stall the same two seconds are an excursion.
+        let late = D {
+            latency_us: 2_500_000,
+            ..OK
+        };
+        for stall in [3, 0] {
+            let mut sim = Sim::new(true);
+            sim.run(60.0, OK);
+            sim.t += Duration::from_secs(stall);
+            sim.run(if stall > 0 { 0.25 } else { 1.0 }, late);
+            sim.run(1.0, late);
+            sim.run(20.0, OK);
+            assert_eq!(
+                sim.o.excursions().len(),
+                usize::from(stall == 0),
+                "{:?}",
+                sim.o.excursions()
+            );
+        }
     }
 
     #[test]

@@ -1,14 +1,26 @@
 //! Latency excursions: a target that slowed down without failing (a
 //! brownout), judged while no outage is on (see the parent module's doc).
 
+use std::time::Duration;
+
 use super::records::{Excursion, max_secs};
 use super::slice::Closed;
-use super::{Aftermath, MINUTE, Outages, recover};
+use super::{Aftermath, BASE_INTERVAL, MINUTE, Outages, recover};
 
 /// Fewest responses a second needs for its median to start an excursion:
 /// half of them beyond it is `soakd compare`'s 10 samples past a quantile
 /// (its `MIN_TAIL`), below which a quantile is a handful of events.
 pub(super) const MIN_RESPONSES: u64 = 20;
+
+/// A slice this much longer than its second says soakd itself did not run
+/// (its drains, every 250 ms, came that late): responses read after such
+/// a stall carry soakd's own time, which the schedule lag does not see
+/// (it ends at the write). bench/outages.sh measured one on a machine
+/// busy with others' builds: slices of 1.6 s and 3.2 s, nothing sent for
+/// 1.5 s, then a median of 2.5 s. Such a slice is no evidence about the
+/// target: it neither starts nor prolongs an excursion, nor joins the
+/// minute before.
+pub(super) const STALLED: Duration = Duration::from_millis(500);
 
 /// A slow second waiting for the next one: an excursion is two slow
 /// seconds in a row or more. One alone is what a busy machine does to a
@@ -38,6 +50,9 @@ impl Outages {
     /// Latency excursions, while no outage is on.
     pub(super) fn excursion(&mut self, wi: usize, c: &Closed, p99: Option<u64>) {
         let Some(rules) = self.rules else { return };
+        if c.end.saturating_sub(c.start) > BASE_INTERVAL + STALLED {
+            return;
+        }
         let w = &mut self.watches[wi];
         let p50 = c.latency.quantile_us(0.5);
         // The target's share of the median: latency counts from the due
