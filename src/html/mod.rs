@@ -23,6 +23,7 @@
 //! histograms (`workloads[].histograms.latency`, merged), or the report's
 //! few percentiles.
 
+mod disruptions;
 pub mod svg;
 mod trends;
 
@@ -229,6 +230,8 @@ fn time_chart(title: &str, y_unit: Unit, series: Vec<Series>) -> Chart {
         log_y: y_unit == Unit::Seconds,
         series,
         gaps: Vec::new(),
+        bands: Vec::new(),
+        marks: Vec::new(),
     }
 }
 
@@ -282,6 +285,8 @@ fn charts(i: &Inputs<'_>, r: &Report) -> Vec<(Chart, String)> {
             log_y: true,
             series,
             gaps: Vec::new(),
+            bands: Vec::new(),
+            marks: Vec::new(),
         },
         format!("The whole run's latency distribution, {note}."),
     ));
@@ -342,9 +347,12 @@ fn charts(i: &Inputs<'_>, r: &Report) -> Vec<(Chart, String)> {
     ));
     out.extend(trends::charts(r, base));
     let gaps = gaps(r);
+    let (bands, marks) = (disruptions::bands(r), disruptions::marks(r));
     for (c, _) in &mut out {
         if c.x_unit == Unit::Count {
             c.gaps.clone_from(&gaps);
+            c.bands.clone_from(&bands);
+            c.marks.clone_from(&marks);
         }
     }
     out
@@ -504,6 +512,7 @@ pub fn render(i: &Inputs<'_>) -> String {
         let _ = write!(s, "<pre>{}</pre>", esc(&r.plan));
     }
     summary(&mut s, r, i.baseline);
+    disruptions::tables(&mut s, r);
     thresholds(&mut s, &r.thresholds);
     trends::table(&mut s, r);
     verdicts(&mut s, i.verdicts, i.baseline.is_some());

@@ -7,6 +7,8 @@
 //! about stops, reloads and the end, and it fans that out. Nothing in here
 //! runs on a worker thread or touches a connection.
 
+mod event_socket;
+mod events;
 pub mod exporter;
 mod hdrlog;
 pub mod metrics;
@@ -26,6 +28,7 @@ use crate::plan::{Plan, Workload};
 use crate::report::Report;
 use crate::state::{Loaded, Snapshot, Writer};
 use crate::stats::Totals;
+use events::Events;
 use exporter::{Exporter, Handler, Reply};
 use hdrlog::HdrLog;
 pub(crate) use hdrlog::{header_comment, stated_interval, tag_of};
@@ -57,6 +60,8 @@ pub struct Observers {
     /// The run ended on its own (not by a signal or a failure): its last
     /// checkpoint says it is finished.
     complete: bool,
+    /// The run's events: commands to run, marks from outside.
+    events: Events,
 }
 
 /// The plan's target PIDs, each once, in the order given.
@@ -102,6 +107,7 @@ impl Observers {
                     t.restore(l.totals.clone(), l.checkpoint_at, l.now);
                     m.update(&mut t);
                 }
+                m.plan_events(plan.events.events.iter().map(|e| e.name.clone()).collect());
                 // Every threshold's gauge exists (passing) from the first
                 // scrape.
                 if let Some(w) = &thresholds {
@@ -139,6 +145,7 @@ impl Observers {
             target_pids: target_pids(&plan.workloads),
             checkpoint: Writer::start(plan, from.unwrap_or_default())?,
             complete: false,
+            events: Events::start(plan)?,
         })
     }
 
@@ -193,6 +200,9 @@ impl Sink for Observers {
     }
 
     fn tick(&mut self, totals: &mut Totals, elapsed: Duration) {
+        for n in self.events.tick(totals, elapsed) {
+            self.status.note(&n);
+        }
         if totals.timeline.wants_sample() {
             totals.timeline.sample(metrics::sample_resources(&self.target_pids));
         }
@@ -256,7 +266,12 @@ impl Sink for Observers {
         }
     }
 
+    fn marked(&mut self) {
+        self.events.signalled();
+    }
+
     fn finish(&mut self, totals: &mut Totals, elapsed: Duration) -> Duration {
+        self.events.finish(totals, elapsed);
         if let Some(m) = self.metrics.as_mut() {
             m.update(totals);
         }

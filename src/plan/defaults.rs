@@ -71,6 +71,25 @@ pub const MIN_ERROR_RATE_CHANGE: f64 = 0.001;
 /// per-interval samples.
 pub const SIGNIFICANCE: f64 = 0.01;
 
+// Outages and events
+/// A second is part of an outage when errors exceed this share of its
+/// attempts (`--outage-errors`): a few errors a second are noise, a twentieth
+/// of everything failing is not.
+pub const OUTAGE_ERRORS: f64 = 0.05;
+/// ... or when open connections fall below this share of those desired
+/// (`--outage-open`): a tenth lost at once is no churn.
+pub const OUTAGE_OPEN: f64 = 0.90;
+/// How long errors and connections must stay back for an outage to end
+/// (`--outage-settle`): a server that flaps for a minute is one outage,
+/// not twelve.
+pub const OUTAGE_SETTLE: Duration = Duration::from_secs(5);
+/// An outage starting this close to an event is attributed to it
+/// (`--event-window`): a deploy's effect shows within a couple of minutes.
+pub const EVENT_WINDOW: Duration = Duration::from_secs(120);
+/// How long an event's command may run before it is killed (`timeout`
+/// of an `[[event]]`).
+pub const EVENT_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// Longest default warmup: however long the soak, ten minutes is enough
 /// for caches, JITs and pools to settle.
 pub const MAX_WARMUP: Duration = Duration::from_secs(600);

@@ -16,6 +16,8 @@ pub use by_name::{ByName, CheckFailures, Closes, Errors, Responses};
 use by_name::{no_check_failures, no_errors, no_responses};
 mod http;
 pub use http::HttpFigures;
+mod outages;
+pub use outages::measure_outages;
 mod read;
 mod text;
 mod trend;
@@ -29,7 +31,9 @@ pub use trend::trend_settings;
 use crate::plan::{Metric, Plan, Threshold};
 pub use crate::stats::Restart;
 use crate::stats::trends::{Judged, Trends};
-use crate::stats::{CheckKind, CloseReason, ErrorKind, Gauges, StatusClass, TimelineJson, Totals, WorkloadStats};
+use crate::stats::{
+    CheckKind, CloseReason, Disruptions, ErrorKind, Gauges, StatusClass, TimelineJson, Totals, WorkloadStats,
+};
 
 /// Percentiles of one histogram, in seconds.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -425,6 +429,13 @@ pub struct Report {
     /// timeline flags it as a `gap`). Absent for a run in one piece.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resumed: Vec<Restart>,
+    /// `outages` (in the order they began: when, what they cost, the
+    /// reconnect and recovery times, the event each is attributed to),
+    /// `excursions` (the target slowed down without failing) and `events`
+    /// (commands soakd ran, marks from outside); see `stats::outage` and
+    /// docs/report.md.
+    #[serde(flatten)]
+    pub disruptions: Disruptions,
 }
 
 /// One threshold's verdict.
@@ -521,6 +532,8 @@ pub fn measure(metric: Metric, stats: &WorkloadStats, secs: f64, open_min: Optio
         | Metric::P50Drift
         | Metric::P99Drift
         | Metric::ErrorRateDrift => None,
+        // Outages come from the outage watch (`measure_outages`).
+        Metric::Outages | Metric::OutageMax | Metric::RecoveryMax | Metric::Downtime => None,
     }
 }
 
@@ -656,12 +669,23 @@ impl Report {
             &trend_settings(plan.duration, plan.warmup(), ramp, ran),
             &t.names,
         );
+        let mut disruptions = t.disruptions();
+        disruptions.attribute(plan.events.window.as_secs_f64());
+        let outages = &disruptions.outages;
         let thresholds = plan
             .all_thresholds()
             .into_iter()
             .map(|(wi, th)| match wi {
                 _ if th.metric.is_trend() => {
                     ThresholdResult::of_trend(th, wi.map(|wi| plan.workloads[wi].name.as_str()), &trends)
+                }
+                _ if th.metric.is_outage() => {
+                    let name = wi.map(|wi| plan.workloads[wi].name.as_str());
+                    let (measured, note) = measure_outages(th.metric, outages, name, secs);
+                    ThresholdResult {
+                        note,
+                        ..ThresholdResult::of(th, name, measured)
+                    }
                 }
                 Some(wi) => ThresholdResult::of(
                     th,
@@ -687,6 +711,7 @@ impl Report {
             timeline,
             trends,
             resumed: t.resumed.clone(),
+            disruptions,
         }
     }
 

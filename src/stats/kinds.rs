@@ -81,6 +81,12 @@ name_table! {
 }
 
 impl ErrorKind {
+    /// The kinds that are limits of soakd's own host (ports exhausted,
+    /// descriptors exhausted), not the target's failures: `soakd compare`
+    /// leaves them out of the error rate it judges, and an outage is not
+    /// made of them.
+    pub const HOST: [ErrorKind; 2] = [ErrorKind::AddrUnavailable, ErrorKind::FdLimit];
+
     /// True for failures to establish a connection.
     pub fn is_connect(self) -> bool {
         matches!(

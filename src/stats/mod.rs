@@ -14,8 +14,10 @@
 //! week-long run can never fail to record; counts are `u64`, so a bucket
 //! cannot saturate in any run shorter than centuries.
 
+pub mod events;
 mod h2;
 mod kinds;
+pub mod outage;
 mod point_counts;
 pub mod rank;
 mod resources;
@@ -35,8 +37,10 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+pub use events::{Disruptions, EventRecord};
 pub use h2::H2Stats;
 pub use kinds::{CheckKind, CloseReason, ErrorKind, StatusClass};
+pub use outage::{Excursion, Outage, Outages};
 pub use timeline::{ProcSample, Resources, Timeline};
 pub use timeline_json::{PointJson, TimelineJson};
 pub use ws::WsStats;

@@ -139,6 +139,18 @@ impl Sparse {
         self.index.last().map(|b| mid(*b))
     }
 
+    /// Samples whose bucket lies wholly above `us` µs (a bucket is 2.2%
+    /// wide: samples within that much of `us` are not counted).
+    pub(super) fn count_above_us(&self, us: u64) -> u64 {
+        let above = bucket_of(us.saturating_add(1));
+        self.index
+            .iter()
+            .zip(&self.counts)
+            .filter(|(b, _)| **b > above)
+            .map(|(_, c)| u64::from(*c))
+            .sum()
+    }
+
     /// Heap bytes held.
     pub(super) fn heap_bytes(&self) -> usize {
         self.index.capacity() * 2 + self.counts.capacity() * 4
