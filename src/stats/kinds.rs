@@ -170,7 +170,7 @@ name_table! {
 /// Reads a count per kind (`[u64; N]`) from a `--state` checkpoint that an
 /// older soakd wrote: it knew fewer kinds (`send_stalled` came with issue
 /// 28, more come with later protocols). Kinds are only ever appended to
-/// their table (a test below holds the first ones in place), so a shorter
+/// their table (`stats::tests::names_are_the_contract` holds the order), so a shorter
 /// array is the older build's counts, and the kinds it did not have start
 /// at 0. A soak that outlives an upgrade continues; a longer array (a
 /// newer soakd's checkpoint) is refused.
@@ -194,38 +194,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The kinds a `--state` checkpoint of format 2 counted before issue
-    /// 28, in their order: new kinds go after them, never between
-    /// ([`counts_from_older`] reads the old arrays as a prefix).
-    #[test]
-    fn kinds_are_only_appended() {
-        let before_28 = [
-            "connect_refused",
-            "connect_timeout",
-            "connect_other",
-            "addr_unavailable",
-            "fd_limit",
-            "reset",
-            "eof",
-            "timeout",
-            "protocol",
-            "tls_certificate",
-            "tls_handshake",
-            "stream_reset",
-            "goaway_error",
-            "h2_protocol",
-            "h2_not_negotiated",
-            "ws_handshake",
-            "ws_protocol",
-            "ws_closed",
-            "ws_ping_timeout",
-            "h2_header_list_too_large",
-            "h2_retries_exhausted",
-        ];
-        let now: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
-        assert_eq!(now[..before_28.len()], before_28);
-    }
 
     #[test]
     fn an_older_count_array_reads_as_a_prefix() {

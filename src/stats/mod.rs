@@ -493,6 +493,9 @@ pub type Mailbox = Mutex<Delta>;
 mod tests {
     use super::*;
 
+    /// The names and their order: a new kind goes at the end, never
+    /// between (`kinds::counts_from_older` reads an older `--state`'s
+    /// shorter count arrays as a prefix).
     #[test]
     fn names_are_the_contract() {
         let names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
