@@ -95,6 +95,11 @@ CONFIG = {
     # GOAWAYs are the weather (load balancers send them routinely); one with
     # an error code means the server gave up on the connection.
     'goaway_error_for': '1m',
+    # Outages (issue 30). SoakdOutage: soakd found the target in an outage
+    # (soakd_outage_active; its own rules: --outage-errors, --outage-open,
+    # --outage-settle) for this long. SoakdEventFailed: an event's command
+    # (a deploy soakd ran) did not exit 0.
+    'outage_for': '1m',
 }
 
 
@@ -647,7 +652,7 @@ def panels():
            about one per connection held; growth with connections flat is a
            descriptor leak (soakd's own are in the soakd process row).""",
            w=6),
-    ] + baseline_panels() + websocket_panels() + h2_panels()
+    ] + baseline_panels() + outage_panels() + websocket_panels() + h2_panels()
 
 
 # soakd run --baseline
@@ -707,6 +712,50 @@ def baseline_panels():
            thresholds=[('green', 1)],
            mappings=[value_map((1, 'same load', 'green'),
                                (0, 'loads differ', 'red'))]),
+    ]
+
+
+# Outages and events
+def outage_panels():
+    """The row of outages soakd found and the events of the run (which
+    the dashboard also draws as annotations)."""
+    return [
+        row('Outages and events'),
+        timeseries('In an outage', 'short', [
+            ('max by (target) (%s)' % sel('soakd_outage_active'), '{{target}}'),
+        ], """1 while soakd finds the target in an outage: more than
+           --outage-errors of its attempts failing in a second, or open
+           connections under --outage-open of those desired, until both
+           stayed back for --outage-settle. For %(outage_for_words)s:
+           SoakdOutage. The run's report lists each one (start, duration,
+           requests failed and late, reconnect and recovery times, the event
+           it is attributed to).""", w=8, overrides=[
+               by_query('A', prop('custom.drawStyle', 'bars'),
+                        prop('custom.fillOpacity', 80), color('red'))]),
+        timeseries('Last outage: duration, reconnect, recovery', 's', [
+            ('max by (target) (%s)' % sel('soakd_outage_last_duration_seconds'),
+             '{{target}} duration'),
+            ('max by (target) (%s)' % sel('soakd_outage_last_reconnect_seconds'),
+             '{{target}} reconnect'),
+            ('max by (target) (%s)' % sel('soakd_outage_last_recovery_seconds'),
+             '{{target}} recovery'),
+        ], """The last outage that ended: how long it lasted, how long
+           after it every desired connection was open again (reconnect) and
+           how long until a second's p99 was back within tolerance of the
+           minute before it (recovery; empty until then).""", w=8),
+        timeseries('Events', 'short', [
+            ('sum by (name) (increase(%s[$__rate_interval])) > 0'
+             % sel('soakd_events_total', 'job=~"$job"'), '{{name}}'),
+            ('sum by (name) (increase(%s[$__rate_interval])) > 0'
+             % sel('soakd_event_failures_total', 'job=~"$job"'),
+             '{{name}} failed'),
+        ], """Events per interval, by name: commands soakd ran at a time of
+           the run (a deploy, a fail-over) and marks from outside (SIGUSR2,
+           --event-socket); the annotations mark each on every panel.
+           Failed: a command that did not exit 0 (SoakdEventFailed).""",
+           w=8, overrides=[by_query('A', prop('custom.drawStyle', 'bars'),
+                                    prop('custom.fillOpacity', 80)),
+                           by_name('.* failed', color('red'))]),
     ]
 
 
@@ -838,6 +887,14 @@ def dashboard():
              'step': '1m', 'titleFormat': '{{alertname}}',
              'textFormat': '{{target}}{{instance}}',
              'useValueForTime': False},
+            # The run's events (soakd_events_total moved): commands soakd
+            # ran, marks from a CI job; one mark a minute per name.
+            {'datasource': DS, 'enable': True, 'hide': False,
+             'iconColor': 'purple', 'name': 'soakd events',
+             'expr': 'sum by (name) (changes(%s[1m])) > 0'
+                     % sel('soakd_events_total', 'job=~"$job"'),
+             'step': '1m', 'titleFormat': '{{name}}',
+             'textFormat': 'soakd event', 'useValueForTime': False},
         ]},
         'templating': {'list': [
             {'name': 'datasource', 'label': 'Data source',
@@ -1245,6 +1302,30 @@ ALERT_GROUPS = [
             or no close frame a proxy or load balancer timing idle sockets out (compare
             its idle timeout with --ws-ping); message_too_big a limit lower than the
             messages sent."""),
+        # Outages
+        alert('SoakdOutage', """
+            max by (job, target) (soakd_outage_active) == 1
+        """, '%(outage_for)s', 'critical',
+            'soakd: {{ $labels.target }} is in an outage', """
+            soakd finds {{ $labels.target }} (job {{ $labels.job }}) in an outage, for
+            %(outage_for_words)s at least: in every second more than --outage-errors of
+            its requests and connects fail, or fewer than --outage-open of the desired
+            connections are open (soakd's rules, default 5 %% and 90 %%). soakd keeps a few
+            connections probing, so the outage ends within a second of the server
+            answering again. The report lists each outage with what it cost and the
+            event it is attributed to (a deploy soakd ran, or one marked by SIGUSR2 or
+            --event-socket): check the dashboard's events annotations and the server's
+            logs from that moment."""),
+        alert('SoakdEventFailed', """
+            sum by (job, name) (increase(soakd_event_failures_total[5m])) > 0
+        """, '0m', 'warning',
+            'soakd: the event {{ $labels.name }} failed', """
+            An event command soakd ran (job {{ $labels.job }}, [[event]] or --event
+            {{ $labels.name }}) did not exit 0 in the last 5 minutes: a non-zero exit, a
+            signal, its time limit, or it could not start. The soak goes on, but the
+            disruption it was to cause may not have happened as planned: the command's
+            output is in soakd's event log (--event-log), its status in the report's
+            events."""),
         # HTTP/2
         alert('SoakdH2GoawayError', """
             sum by (job, target, code) (increase(soakd_h2_goaways_total{code!="NO_ERROR"}[5m])) > 0

@@ -237,7 +237,8 @@ pub struct RunArgs {
     /// A pass/fail condition on the run's figures, e.g. "p99<50ms",
     /// "error_rate<=0.1%", "rps>=900", "open_min>=1000" (repeatable). Any
     /// failed threshold makes the exit code 3. Metrics: p50 p90 p99 p999
-    /// max mean lag_p99 tls_handshake_p99 error_rate errors rps open_min.
+    /// max mean lag_p99 tls_handshake_p99 error_rate errors rps open_min,
+    /// and on the run's outages outages outage_max recovery_max downtime.
     #[arg(long = "threshold", value_name = "EXPR", value_parser = threshold, allow_hyphen_values = true)]
     pub thresholds: Vec<Threshold>,
     /// The live threshold gauges (soakd_threshold_passing) and
@@ -286,6 +287,10 @@ pub struct RunArgs {
     /// and start a new soak.
     #[arg(long)]
     pub fresh: bool,
+    /// Outages and events: how outages are found, commands run at a time
+    /// of the run, events marked from outside.
+    #[command(flatten)]
+    pub disruptions: crate::config::DisruptionArgs,
 }
 
 /// `--shard` and `--shard-sources`, shared by `run` and `check`.
@@ -362,6 +367,7 @@ impl RunArgs {
             "url" => String::new(),
             other => format!("--{}", crate::config::settings::flag_of(other)),
         })?;
+        let (outages, events) = self.disruptions.plans(self.duration)?;
         let plan = Plan {
             workloads: vec![workload],
             threads: self.threads.map_or_else(defaults::threads, |t| t as usize),
@@ -380,6 +386,8 @@ impl RunArgs {
             state: plan::StateFile::of(self.state.clone(), self.checkpoint_interval, self.fresh)?,
             shard: plan::Shard::WHOLE,
             shard_sources: false,
+            outages,
+            events,
         };
         let (shard, from) = self.shard.resolve()?.unwrap_or((plan::Shard::WHOLE, "--shard".into()));
         let plan = plan::shard::apply(plan, shard, self.shard.shard_sources, &from)?;
@@ -434,6 +442,7 @@ impl RunArgs {
             state: self.state.clone(),
             checkpoint_interval: self.checkpoint_interval,
             fresh: self.fresh,
+            disruptions: self.disruptions.clone(),
         };
         let plan = crate::config::load(&path, over.clone())?;
         let reload: Reload = Arc::new(move || crate::config::load(&path, over.clone()));
@@ -487,6 +496,44 @@ pub struct TargetArgs {
     /// before. Needed by the HTTP/2 faults.
     #[arg(long)]
     pub h2: bool,
+    /// Restarts and brownouts on a schedule, for outage tests and demos.
+    #[command(flatten)]
+    pub outage: TargetOutageArgs,
+}
+
+/// `soakd target`'s scheduled disruptions (see `target::OutageSchedule`).
+#[derive(Debug, Args)]
+pub struct TargetOutageArgs {
+    /// Every DUR (first after DUR), close the listener and every
+    /// connection, as a stopped server does, for --down-for.
+    #[arg(long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub restart_every: Option<Duration>,
+    /// How long each restart stays down.
+    #[arg(long, value_name = "DUR", default_value = "0s", value_parser = duration, allow_hyphen_values = true)]
+    pub down_for: Duration,
+    /// Every DUR (first after DUR), delay every HTTP/1.1 response by
+    /// --brownout-delay more, for --brownout-for.
+    #[arg(long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub brownout_every: Option<Duration>,
+    /// How long each brownout lasts.
+    #[arg(long, value_name = "DUR", default_value = "0s", value_parser = duration, allow_hyphen_values = true)]
+    pub brownout_for: Duration,
+    /// The extra delay of each response during a brownout.
+    #[arg(long, value_name = "DUR", default_value = "0s", value_parser = duration, allow_hyphen_values = true)]
+    pub brownout_delay: Duration,
+}
+
+impl TargetOutageArgs {
+    fn schedule(&self) -> target::OutageSchedule {
+        target::OutageSchedule {
+            restart_every: self.restart_every,
+            down_for: self.down_for,
+            brownout_every: self.brownout_every,
+            brownout_for: self.brownout_for,
+            brownout_delay: self.brownout_delay,
+            epoch: None,
+        }
+    }
 }
 
 /// Flags of `soakd demo`.
@@ -673,6 +720,7 @@ fn serve_target(args: TargetArgs) -> Result<(), Error> {
         fault: args.fault,
         tls: tls.as_ref().map(|t| t.config.clone()),
         h2: args.h2,
+        outage: args.outage.schedule(),
         degrade: target::Degrade {
             leak_bytes_per_s: args.leak.unwrap_or(0.0),
             fds_per_s: args.fd_leak.unwrap_or(0.0),
@@ -702,6 +750,7 @@ fn demo(args: DemoArgs) -> Result<(), Error> {
         tls: tls.as_ref().map(|t| t.config.clone()),
         h2: args.h2,
         degrade: target::Degrade::default(),
+        outage: target::OutageSchedule::default(),
     })?;
     let (scheme, path) = match (tls.is_some(), args.ws) {
         (false, false) => ("http", "/"),

@@ -408,7 +408,10 @@ fn history_names_the_first_worse_run() {
     );
     let page = std::fs::read_to_string(&html).unwrap();
     assert_eq!(page.matches("<svg").count(), 5);
-    assert!(page.contains("class=\"band\""));
+    assert!(
+        page.contains("class=\"worse\"") && page.contains("class=\"better\""),
+        "run 5 worse, run 6 better"
+    );
     // The newest worse: exit 3, in JSON too.
     let out = soakd(&[
         "history",

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::Locator;
+use super::events::{FileEvent, FileKeys, ShareRaw};
 use super::kinds::FileCx;
 use super::settings::FileWorkload;
 use crate::Error;
@@ -40,6 +41,16 @@ pub(super) struct FileGlobals {
     // --state
     state: Option<PathBuf>,
     checkpoint_interval: Option<Spanned<String>>,
+    // Outages and events (config/events.rs)
+    outage_errors: Option<Spanned<ShareRaw>>,
+    outage_open: Option<Spanned<ShareRaw>>,
+    outage_settle: Option<Spanned<String>>,
+    #[serde(default)]
+    event: Vec<Spanned<FileEvent>>,
+    event_window: Option<Spanned<String>>,
+    event_log: Option<PathBuf>,
+    event_name_file: Option<PathBuf>,
+    event_socket: Option<PathBuf>,
     #[serde(default)]
     pub(super) workload: Vec<Spanned<FileWorkload>>,
 }
@@ -90,6 +101,8 @@ pub struct Overrides {
     pub checkpoint_interval: Option<Duration>,
     /// `--fresh` (command line only).
     pub fresh: bool,
+    /// `--outage-*` and `--event*`.
+    pub disruptions: super::DisruptionArgs,
 }
 
 /// The plan of `workloads` under the file's globals, each replaced by its
@@ -110,10 +123,27 @@ pub(super) fn plan(
         path => ReportDest::File(cx.path(path.as_ref())),
     });
     let (shard, shard_from) = shard(over.shard, &file.shard, loc)?;
+    let duration = or_file(over.duration, &file.duration, "duration")?;
+    let (outages, events) = super::events::plans(
+        &over.disruptions,
+        FileKeys {
+            outage_errors: file.outage_errors.as_ref(),
+            outage_open: file.outage_open.as_ref(),
+            outage_settle: file.outage_settle.as_ref(),
+            events: &file.event,
+            event_window: file.event_window.as_ref(),
+            event_log: file.event_log.as_ref(),
+            event_name_file: file.event_name_file.as_ref(),
+            event_socket: file.event_socket.as_ref(),
+        },
+        duration,
+        loc,
+        cx,
+    )?;
     let plan = Plan {
         workloads,
         threads: threads(over.threads, &file.threads, loc)?,
-        duration: or_file(over.duration, &file.duration, "duration")?,
+        duration,
         max_requests: requests(over.requests, &file.requests, loc)?,
         report: over.report.as_deref().map(ReportDest::parse).or(report),
         metrics_listen: metrics_listen(over.metrics_listen, &file.metrics_listen, loc)?,
@@ -154,6 +184,8 @@ pub(super) fn plan(
         )?,
         shard: plan::Shard::WHOLE,
         shard_sources: false,
+        outages,
+        events,
     };
     let where_ = file
         .thresholds

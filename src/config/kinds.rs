@@ -397,6 +397,39 @@ fn ping_duration(v: &str, read: impl Fn(&str) -> Result<Duration, String>) -> Re
     Ok(Some(d))
 }
 
+/// A TCP keepalive idle time: whole seconds, at least
+/// [`defaults::MIN_TCP_KEEPALIVE`] (the kernel's unit; a fraction would be
+/// silently dropped, so it is refused).
+pub struct KeepIdle;
+impl Kind for KeepIdle {
+    type One = Duration;
+    type Value = Duration;
+    type Raw = String;
+    const NAME: Option<&'static str> = Some("DUR");
+    const HYPHEN: bool = true;
+    fn parser() -> ValueParser {
+        ValueParser::new(|v: &str| keep_idle(duration(v)?))
+    }
+    fn file(raw: String, _: &FileCx<'_>) -> Result<Duration, String> {
+        keep_idle(file_duration(&raw, true)?).map_err(|e| format!("= {raw:?}: {e}"))
+    }
+    fn show(v: &Duration) -> String {
+        humantime::format_duration(*v).to_string()
+    }
+}
+
+/// `d` when the kernel can hold it as a keepalive idle time.
+fn keep_idle(d: Duration) -> Result<Duration, String> {
+    if d < defaults::MIN_TCP_KEEPALIVE || d.subsec_nanos() != 0 {
+        return Err(format!(
+            "{} is not a whole number of seconds of at least {}: the kernel counts keepalive idle time in seconds; give e.g. 60s",
+            humantime::format_duration(d),
+            humantime::format_duration(defaults::MIN_TCP_KEEPALIVE)
+        ));
+    }
+    Ok(d)
+}
+
 /// An HTTP/2 receive window in bytes, from the RFC's initial window to
 /// its largest ([`defaults::MIN_H2_WINDOW`] ..= [`defaults::MAX_H2_WINDOW`]).
 pub struct Window;

@@ -31,6 +31,7 @@
 //! interval = "1s"
 //! ```
 
+mod events;
 mod globals;
 pub mod kinds;
 mod request;
@@ -44,6 +45,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 
+pub use events::DisruptionArgs;
 pub use globals::Overrides;
 
 use crate::Error;

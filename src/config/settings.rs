@@ -41,7 +41,7 @@ use toml::Spanned;
 
 use super::Locator;
 use super::kinds::{self, Count, Depth, Dur, File, FileCx, Files, Headers, Ips, Kind, Method, OnOff, Pids, Rate, Slot};
-use super::kinds::{Http, OrOff, PingDur, Switch, Text, Version, Window};
+use super::kinds::{Http, KeepIdle, OrOff, PingDur, Switch, Text, Version, Window};
 use super::request::FileRequest;
 use super::stages::FileStage;
 use crate::Error;
@@ -269,6 +269,11 @@ workload_settings! {
     max_requests_per_conn: Option<u32> as Count, flag "max-requests-per-conn", within conn;
     /// Planned churn: close a connection after about DUR (±10%).
     max_conn_lifetime: Option<std::time::Duration> as Dur, flag "max-conn-lifetime", within conn;
+    /// TCP keepalive: probe a connection idle this long (whole seconds),
+    /// then every third of it; three unanswered probes end it as `timeout`.
+    /// Finds a dead path under a held idle connection, and keeps NAT and
+    /// load-balancer entries alive [default: off].
+    tcp_keepalive: Option<std::time::Duration> as KeepIdle, flag "tcp-keepalive", within conn, reload recycle;
     /// Leave this long after the ramp out of the trends (slopes and
     /// drifts), so a server filling its caches does not read as a leak
     /// [default: 10% of the run, at most 10m]

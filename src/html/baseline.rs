@@ -30,17 +30,26 @@ pub fn bands(r: &Report) -> Vec<Band> {
                 .filter(|x| x.verdict == Verdict::Better)
                 .map(|x| describe(x))
                 .collect();
-            let (fill, what) = if !worse.is_empty() {
-                ("#fbe3d6", format!("worse than the baseline: {}", worse.join(", ")))
+            let (class, color, what) = if !worse.is_empty() {
+                (
+                    "worse",
+                    "#fbe3d6",
+                    format!("worse than the baseline: {}", worse.join(", ")),
+                )
             } else if !better.is_empty() {
-                ("#dff0d8", format!("better than the baseline: {}", better.join(", ")))
+                (
+                    "better",
+                    "#dff0d8",
+                    format!("better than the baseline: {}", better.join(", ")),
+                )
             } else {
                 return None;
             };
             Some(Band {
                 from: w.t,
                 to: w.t + w.seconds,
-                fill,
+                class,
+                color,
                 title: format!("{} {:.0}-{:.0} s: {what}", w.workload, w.t, w.t + w.seconds),
             })
         })

@@ -48,24 +48,19 @@ pub fn render(h: &History) -> String {
                 .iter()
                 .filter_map(|w| w.cells.get(mi)?.vs_previous.map(|j| j.verdict))
                 .collect();
-            let fill = if verdicts.contains(&Verdict::Worse) {
-                "#fbe3d6"
+            let (class, color) = if verdicts.contains(&Verdict::Worse) {
+                ("worse", "#fbe3d6")
             } else if verdicts.contains(&Verdict::Better) {
-                "#dff0d8"
+                ("better", "#dff0d8")
             } else {
                 continue;
             };
             bands.push(Band {
                 from: r.run as f64 - 0.5,
                 to: r.run as f64 + 0.5,
-                fill,
-                title: format!(
-                    "run {} ({}): {} than run {}",
-                    r.run,
-                    r.report,
-                    if fill == "#fbe3d6" { "worse" } else { "better" },
-                    r.run - 1
-                ),
+                class,
+                color,
+                title: format!("run {} ({}): {} than run {}", r.run, r.report, class, r.run - 1),
             });
         }
         let series = names
@@ -102,6 +97,7 @@ pub fn render(h: &History) -> String {
             series,
             gaps: Vec::new(),
             bands,
+            marks: Vec::new(),
         };
         let _ = write!(
             s,

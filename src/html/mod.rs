@@ -24,6 +24,7 @@
 //! few percentiles.
 
 mod baseline;
+mod disruptions;
 pub mod history;
 pub mod svg;
 mod trends;
@@ -232,6 +233,7 @@ fn time_chart(title: &str, y_unit: Unit, series: Vec<Series>) -> Chart {
         series,
         gaps: Vec::new(),
         bands: Vec::new(),
+        marks: Vec::new(),
     }
 }
 
@@ -298,6 +300,7 @@ fn charts(i: &Inputs<'_>, r: &Report) -> Vec<(Chart, String)> {
             series,
             gaps: Vec::new(),
             bands: Vec::new(),
+            marks: Vec::new(),
         },
         format!("The whole run's latency distribution, {note}."),
     ));
@@ -358,9 +361,13 @@ fn charts(i: &Inputs<'_>, r: &Report) -> Vec<(Chart, String)> {
     ));
     out.extend(trends::charts(r, base));
     let gaps = gaps(r);
+    let (bands, marks) = (disruptions::bands(r), disruptions::marks(r));
     for (c, _) in &mut out {
         if c.x_unit == Unit::Count {
             c.gaps.clone_from(&gaps);
+            // After the baseline's windows, where the latency chart has them.
+            c.bands.extend(bands.iter().cloned());
+            c.marks.clone_from(&marks);
         }
     }
     out
@@ -520,6 +527,7 @@ pub fn render(i: &Inputs<'_>) -> String {
         let _ = write!(s, "<pre>{}</pre>", esc(&r.plan));
     }
     summary(&mut s, r, i.baseline);
+    disruptions::tables(&mut s, r);
     thresholds(&mut s, &r.thresholds);
     trends::table(&mut s, r);
     verdicts(&mut s, i.verdicts, i.baseline.is_some());

@@ -8,6 +8,8 @@
 //! runs on a worker thread or touches a connection.
 
 pub mod baseline;
+mod event_socket;
+mod events;
 pub mod exporter;
 mod hdrlog;
 pub mod metrics;
@@ -29,6 +31,7 @@ use crate::report::baseline::BaselineSection;
 use crate::state::{Loaded, Snapshot, Writer};
 use crate::stats::Totals;
 use baseline::{Live, Reference};
+use events::Events;
 use exporter::{Exporter, Handler, Reply};
 use hdrlog::HdrLog;
 pub(crate) use hdrlog::{header_comment, stated_interval, tag_of};
@@ -64,6 +67,8 @@ pub struct Observers {
     /// The run ended on its own (not by a signal or a failure): its last
     /// checkpoint says it is finished.
     complete: bool,
+    /// The run's events: commands to run, marks from outside.
+    events: Events,
 }
 
 /// The plan's target PIDs, each once, in the order given.
@@ -114,6 +119,7 @@ impl Observers {
                     t.restore(l.totals.clone(), l.checkpoint_at, l.now);
                     m.update(&mut t);
                 }
+                m.plan_events(plan.events.events.iter().map(|e| e.name.clone()).collect());
                 // Every threshold's gauge exists (passing) from the first
                 // scrape.
                 if let Some(w) = &thresholds {
@@ -157,6 +163,7 @@ impl Observers {
             complete: false,
             baseline,
             baseline_section: Live::slot(),
+            events: Events::start(plan)?,
         })
     }
 
@@ -219,6 +226,9 @@ impl Sink for Observers {
     }
 
     fn tick(&mut self, totals: &mut Totals, elapsed: Duration) {
+        for n in self.events.tick(totals, elapsed) {
+            self.status.note(&n);
+        }
         if totals.timeline.wants_sample() {
             totals.timeline.sample(metrics::sample_resources(&self.target_pids));
         }
@@ -291,6 +301,10 @@ impl Sink for Observers {
         }
     }
 
+    fn marked(&mut self) {
+        self.events.signalled();
+    }
+
     fn finish(&mut self, totals: &mut Totals, elapsed: Duration) -> Duration {
         if let Some(b) = self.baseline.as_mut() {
             b.finish(totals, elapsed);
@@ -301,6 +315,7 @@ impl Sink for Observers {
             }
             *self.baseline_section.lock().unwrap_or_else(|p| p.into_inner()) = Some(b.section());
         }
+        self.events.finish(totals, elapsed);
         if let Some(m) = self.metrics.as_mut() {
             m.update(totals);
         }

@@ -31,7 +31,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::plan::{Plan, Threshold};
-use crate::report::{ThresholdResult, measure, threshold_value, trend_settings};
+use crate::report::{ThresholdResult, measure, measure_outages, threshold_value, trend_settings};
 use crate::state::{ItemSaved, SliceSaved, WindowSaved};
 use crate::stats::trends::TrendInput;
 use crate::stats::{MAX_POINTS, MAX_WORKLOADS, Totals, WorkloadStats};
@@ -310,6 +310,18 @@ impl Watch {
                 let r = ThresholdResult::of_trend(&w.threshold, name, trends);
                 w.last = r.measured;
                 w.passing = r.pass || r.measured.is_none();
+            } else if w.threshold.metric.is_outage() {
+                // The whole run's outages, whatever the window: one going
+                // on counts up to now.
+                let name = w.workload.and_then(|wi| totals.names.get(wi)).map(String::as_str);
+                w.last = measure_outages(
+                    w.threshold.metric,
+                    totals.outages.outages(),
+                    name,
+                    elapsed.as_secs_f64(),
+                )
+                .0;
+                w.passing = w.last.is_none() || w.threshold.passes(w.last);
             } else {
                 w.last = match w.workload {
                     Some(wi) if wi < per.len() => measure(w.threshold.metric, &per[wi], secs, open_min[wi]),

@@ -20,6 +20,12 @@ pub const METHOD: &str = "GET";
 pub const PIPELINE: u16 = 1;
 /// Deepest pipeline accepted.
 pub const MAX_PIPELINE: u16 = 1024;
+/// The shortest TCP keepalive idle time: the kernel counts it in whole
+/// seconds.
+pub const MIN_TCP_KEEPALIVE: Duration = Duration::from_secs(1);
+/// Unanswered TCP keepalive probes before the kernel gives a connection up
+/// (ETIMEDOUT, counted as `timeout`); they go every third of the idle time.
+pub const TCP_KEEPALIVE_PROBES: u32 = 3;
 /// Time a connect may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time a request may wait for its complete response.
@@ -83,6 +89,24 @@ impl Default for crate::stats::judge::Options {
         }
     }
 }
+// Outages and events
+/// A second is part of an outage when errors exceed this share of its
+/// attempts (`--outage-errors`): a few errors a second are noise, a twentieth
+/// of everything failing is not.
+pub const OUTAGE_ERRORS: f64 = 0.05;
+/// ... or when open connections fall below this share of those desired
+/// (`--outage-open`): a tenth lost at once is no churn.
+pub const OUTAGE_OPEN: f64 = 0.90;
+/// How long errors and connections must stay back for an outage to end
+/// (`--outage-settle`): a server that flaps for a minute is one outage,
+/// not twelve.
+pub const OUTAGE_SETTLE: Duration = Duration::from_secs(5);
+/// An outage starting this close to an event is attributed to it
+/// (`--event-window`): a deploy's effect shows within a couple of minutes.
+pub const EVENT_WINDOW: Duration = Duration::from_secs(120);
+/// How long an event's command may run before it is killed (`timeout`
+/// of an `[[event]]`).
+pub const EVENT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Longest default warmup: however long the soak, ten minutes is enough
 /// for caches, JITs and pools to settle.

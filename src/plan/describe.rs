@@ -151,6 +151,9 @@ pub fn describe(plan: &Plan) -> String {
         if let Some(d) = w.conn.max_conn_lifetime {
             let _ = writeln!(s, "  churn: connections live about {}", humantime::format_duration(d));
         }
+        if let Some(d) = w.conn.tcp_keepalive {
+            let _ = writeln!(s, "  TCP keepalive after {} idle", humantime::format_duration(d));
+        }
         if !w.thresholds.is_empty() {
             let list: Vec<&str> = w.thresholds.iter().map(|t| t.text.as_str()).collect();
             let _ = writeln!(s, "  thresholds {}", list.join(", "));
@@ -182,6 +185,17 @@ pub fn describe(plan: &Plan) -> String {
                 humantime::format_duration(d)
             ))
         );
+    }
+    let o = &plan.outages;
+    let _ = writeln!(
+        s,
+        "outages: a second with errors over {}% of its attempts or open connections under {}% of those desired, until both are back for {}",
+        o.errors * 100.0,
+        o.open * 100.0,
+        humantime::format_duration(o.settle)
+    );
+    for e in &plan.events.events {
+        let _ = writeln!(s, "event {:?} at {}: {:?}", e.name, e.at, e.run);
     }
     let share_rate: f64 = plan
         .workloads

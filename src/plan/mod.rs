@@ -13,6 +13,7 @@
 pub mod checks;
 pub mod defaults;
 mod describe;
+pub mod events;
 mod http;
 pub mod mix;
 pub mod shard;
@@ -28,6 +29,7 @@ use std::time::Duration;
 
 pub use checks::{CheckSpec, CheckState, Checks, Judge};
 pub use describe::describe;
+pub use events::{EventPlan, EventSpec, OutagePlan, parse_flag_event};
 pub use http::HttpVersion;
 pub use mix::{Request, RequestEntry};
 pub use shard::Shard;
@@ -154,6 +156,8 @@ pub struct ConnPolicy {
     pub max_requests_per_conn: Option<u32>,
     /// Planned churn: close after about this long (±10%).
     pub max_conn_lifetime: Option<Duration>,
+    /// TCP keepalive idle time; `None`: off.
+    pub tcp_keepalive: Option<Duration>,
 }
 
 /// One step of a workload's stages.
@@ -231,6 +235,10 @@ pub struct Plan {
     /// `--state`: where the run checkpoints itself, so a restart continues
     /// it (`None`: a restart starts over).
     pub state: Option<StateFile>,
+    /// How outages are found (`--outage-*`).
+    pub outages: OutagePlan,
+    /// Events run at a time of the run or marked from outside.
+    pub events: EventPlan,
 }
 
 /// `--state FILE` and its companions.
@@ -319,6 +327,19 @@ impl Plan {
     /// default of the run's length applies).
     pub fn warmup(&self) -> Option<Duration> {
         self.workloads.iter().filter_map(|w| w.warmup).max()
+    }
+
+    /// The rules the outage watch runs by: the plan's, with `soakd
+    /// compare`'s tolerance (`--tolerance` with a baseline) for "back to
+    /// normal".
+    pub fn outage_rules(&self) -> crate::stats::outage::Rules {
+        crate::stats::outage::Rules {
+            errors: self.outages.errors,
+            open: self.outages.open,
+            settle: self.outages.settle,
+            tolerance: self.baseline.as_ref().map_or(defaults::TOLERANCE, |b| b.tolerance),
+            min_latency_change: defaults::MIN_LATENCY_CHANGE.as_secs_f64(),
+        }
     }
 
     /// This process's connections over all workloads (its shard's share),

@@ -19,6 +19,8 @@ mod http;
 pub use http::HttpFigures;
 mod load;
 pub use load::{Load, StageLoad};
+mod outages;
+pub use outages::measure_outages;
 mod read;
 mod text;
 mod trend;
@@ -32,7 +34,9 @@ pub use trend::trend_settings;
 use crate::plan::{Metric, Plan, Threshold};
 pub use crate::stats::Restart;
 use crate::stats::trends::{Judged, Trends};
-use crate::stats::{CheckKind, CloseReason, ErrorKind, Gauges, StatusClass, TimelineJson, Totals, WorkloadStats};
+use crate::stats::{
+    CheckKind, CloseReason, Disruptions, ErrorKind, Gauges, StatusClass, TimelineJson, Totals, WorkloadStats,
+};
 
 /// Percentiles of one histogram, in seconds.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -436,6 +440,13 @@ pub struct Report {
     /// (see `baseline::BaselineSection`); absent without a baseline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<baseline::BaselineSection>,
+    /// `outages` (in the order they began: when, what they cost, the
+    /// reconnect and recovery times, the event each is attributed to),
+    /// `excursions` (the target slowed down without failing) and `events`
+    /// (commands soakd ran, marks from outside); see `stats::outage` and
+    /// docs/report.md.
+    #[serde(flatten)]
+    pub disruptions: Disruptions,
 }
 
 /// One threshold's verdict.
@@ -532,6 +543,8 @@ pub fn measure(metric: Metric, stats: &WorkloadStats, secs: f64, open_min: Optio
         | Metric::P50Drift
         | Metric::P99Drift
         | Metric::ErrorRateDrift => None,
+        // Outages come from the outage watch (`measure_outages`).
+        Metric::Outages | Metric::OutageMax | Metric::RecoveryMax | Metric::Downtime => None,
     }
 }
 
@@ -668,12 +681,23 @@ impl Report {
             &trend_settings(plan.duration, plan.warmup(), ramp, ran),
             &t.names,
         );
+        let mut disruptions = t.disruptions();
+        disruptions.attribute(plan.events.window.as_secs_f64());
+        let outages = &disruptions.outages;
         let thresholds = plan
             .all_thresholds()
             .into_iter()
             .map(|(wi, th)| match wi {
                 _ if th.metric.is_trend() => {
                     ThresholdResult::of_trend(th, wi.map(|wi| plan.workloads[wi].name.as_str()), &trends)
+                }
+                _ if th.metric.is_outage() => {
+                    let name = wi.map(|wi| plan.workloads[wi].name.as_str());
+                    let (measured, note) = measure_outages(th.metric, outages, name, secs);
+                    ThresholdResult {
+                        note,
+                        ..ThresholdResult::of(th, name, measured)
+                    }
                 }
                 Some(wi) => ThresholdResult::of(
                     th,
@@ -700,6 +724,7 @@ impl Report {
             trends,
             resumed: t.resumed.clone(),
             baseline: None,
+            disruptions,
         }
     }
 

@@ -130,6 +130,7 @@ impl Report {
         if let Some(why) = &self.aborted {
             let _ = writeln!(s, "  ABORTED       {why}");
         }
+        self.outage_lines(&mut s);
         s.push_str(&self.trends.summary());
         if !self.thresholds.is_empty() {
             let _ = writeln!(s, "  thresholds");

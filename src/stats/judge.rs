@@ -163,7 +163,7 @@ pub fn judge(e: &Evidence<'_>, opts: &Options) -> Judged {
         Kind::ErrorRate => opts.min_error_rate_change,
         Kind::Rate => 0.0,
     };
-    let large = abs != 0.0 && rel.is_none_or(|r| r.abs() > opts.tolerance) && abs.abs() >= floor;
+    let large = super::rank::beyond_tolerance(b, n, opts.tolerance, floor);
     let (mut method, p_value, counts, significant) = match e.samples {
         Some((a, c)) if a.len() >= MIN_SAMPLES && c.len() >= MIN_SAMPLES => {
             let p = mann_whitney(a, c);

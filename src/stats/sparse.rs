@@ -39,6 +39,15 @@ fn bucket_of(us: u64) -> u16 {
 }
 
 impl Sparse {
+    /// The buckets of `h` (a `point_histogram`) in a list of their own
+    /// size, for figures made once a second and dropped (the outage
+    /// finder's); the timeline's points [`fill`](Self::fill) reserved room.
+    pub(super) fn of(h: &Histogram<u64>) -> Sparse {
+        let mut s = Sparse::default();
+        s.fill(h);
+        s
+    }
+
     /// Room for [`MAX_BUCKETS`] buckets, written once so its pages are
     /// the process's now (a timeline's points are made at start).
     pub(super) fn reserved() -> Sparse {
@@ -118,6 +127,13 @@ impl Sparse {
         self.counts.is_empty()
     }
 
+    /// Merges `other` into `self`, with a list of its own for the work
+    /// (see [`merge_using`](Self::merge_using) for the timeline's way).
+    pub(super) fn merge(&mut self, other: &Sparse) {
+        let mut out = Sparse::default();
+        self.merge_using(other, &mut out);
+    }
+
     /// Merges `other` into `self` (sorted merge of the two bucket lists)
     /// through `out`, room for both lists that the timeline keeps (so a
     /// merge takes no memory); `self` keeps its own room.
@@ -176,6 +192,18 @@ impl Sparse {
             }
         }
         self.index.last().map(|b| mid(*b))
+    }
+
+    /// Samples whose bucket lies wholly above `us` µs (a bucket is 2.2%
+    /// wide: samples within that much of `us` are not counted).
+    pub(super) fn count_above_us(&self, us: u64) -> u64 {
+        let above = bucket_of(us.saturating_add(1));
+        self.index
+            .iter()
+            .zip(&self.counts)
+            .filter(|(b, _)| **b > above)
+            .map(|(_, c)| u64::from(*c))
+            .sum()
     }
 
     /// Heap bytes held.

@@ -631,6 +631,30 @@ impl Nginx {
         )
     }
 
+    /// The command line that starts this nginx again with its config and
+    /// directory (in the foreground: its config says `daemon off`), for a
+    /// test that stops it and brings it back; the pid file it writes is
+    /// [`Nginx::pid_file`].
+    pub fn start_command(&self) -> Vec<String> {
+        let mut prefix = self.dir.display().to_string();
+        prefix.push('/');
+        vec![
+            nginx_bin().display().to_string(),
+            "-p".into(),
+            prefix,
+            "-c".into(),
+            self.dir.join("nginx.conf").display().to_string(),
+            "-e".into(),
+            self.dir.join("error.log").display().to_string(),
+        ]
+    }
+
+    /// The master's pid file (rewritten by an nginx started again with
+    /// [`Nginx::start_command`]).
+    pub fn pid_file(&self) -> PathBuf {
+        self.dir.join("nginx.pid")
+    }
+
     /// `127.0.0.1:PORT`
     pub fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)

@@ -60,8 +60,9 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use socket2::{Domain, Protocol, SockAddr, Socket, TcpKeepalive, Type};
 
+use crate::plan::defaults;
 use crate::stats::ErrorKind;
 
 /// A socket whose non-blocking connect has been started.
@@ -200,16 +201,22 @@ impl PortPicker {
 
 /// Starts a non-blocking connect to `addr`, bound to `source` when given,
 /// from a port the kernel picks in the windows `ports` hands out when
-/// given.
+/// given, with TCP keepalive after `keepalive` idle when given.
 pub fn connect(
     addr: SocketAddr,
     source: Option<IpAddr>,
+    keepalive: Option<Duration>,
     ports: Option<&mut PortPicker>,
 ) -> Result<Connecting, ErrorKind> {
     let domain = Domain::for_address(addr);
     let socket = Socket::new(domain, Type::STREAM.nonblocking().cloexec(), Some(Protocol::TCP))
         .map_err(|e| classify_connect(&e))?;
     socket.set_tcp_nodelay(true).map_err(|e| classify_connect(&e))?;
+    if let Some(idle) = keepalive {
+        socket
+            .set_tcp_keepalive(&keepalive_of(idle))
+            .map_err(|e| classify_connect(&e))?;
+    }
     if let Some(ip) = source {
         set_int(&socket, libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT, 1).map_err(|e| classify_connect(&e))?;
         socket
@@ -228,6 +235,15 @@ pub fn connect(
     } else {
         Connecting::InProgress(stream)
     })
+}
+
+/// The kernel's keepalive for an idle time: probes every third of it (at
+/// least a second), given up after [`defaults::TCP_KEEPALIVE_PROBES`].
+fn keepalive_of(idle: Duration) -> TcpKeepalive {
+    TcpKeepalive::new()
+        .with_time(idle)
+        .with_interval((idle / 3).max(Duration::from_secs(1)))
+        .with_retries(defaults::TCP_KEEPALIVE_PROBES)
 }
 
 /// Tries the picker's windows, then the whole range (see the module doc).
@@ -415,7 +431,7 @@ mod tests {
         let (lo, hi) = crate::preflight::local_port_range().expect("linux has the port range");
         let mut ports = PortPicker::new(lo, hi, 0, 1, fastrand::u32(..)).unwrap();
         let source: IpAddr = "127.0.0.2".parse().unwrap();
-        let s = match connect(addr, Some(source), Some(&mut ports)).expect("connects") {
+        let s = match connect(addr, Some(source), None, Some(&mut ports)).expect("connects") {
             Connecting::Done(s) | Connecting::InProgress(s) => s,
         };
         let (peer, _) = listener.accept().unwrap();
@@ -446,7 +462,7 @@ mod tests {
         let source: IpAddr = "127.0.0.4".parse().unwrap();
         let mut held = Vec::new();
         for _ in 0..4 {
-            match connect(addr, Some(source), Some(&mut ports)) {
+            match connect(addr, Some(source), None, Some(&mut ports)) {
                 Ok(Connecting::Done(s) | Connecting::InProgress(s)) => held.push(s),
                 // Another test or process took one of the four ports.
                 Err(ErrorKind::AddrUnavailable) => {}
@@ -462,7 +478,7 @@ mod tests {
         // The kernel's whole-range search would find a port, but the picker
         // only falls back to it after its windows; here it does, and
         // succeeds: the range itself is not full.
-        match connect(addr, Some(source), Some(&mut ports)) {
+        match connect(addr, Some(source), None, Some(&mut ports)) {
             Ok(Connecting::Done(s) | Connecting::InProgress(s)) => {
                 let port = u32::from(s.local_addr().unwrap().port());
                 assert!(!(first..=first + 3).contains(&port), "{port}");
@@ -508,7 +524,7 @@ mod tests {
         let mut events = mio::Events::with_capacity(4);
         let (lo, hi) = crate::preflight::local_port_range().unwrap();
         let mut ports = PortPicker::new(lo, hi, 1, 2, 7);
-        match connect(addr, Some("127.0.0.1".parse().unwrap()), ports.as_mut()) {
+        match connect(addr, Some("127.0.0.1".parse().unwrap()), None, ports.as_mut()) {
             Err(kind) => assert_eq!(kind, ErrorKind::ConnectRefused),
             Ok(Connecting::Done(_)) => panic!("connected to a closed port"),
             Ok(Connecting::InProgress(mut s)) => {
@@ -519,5 +535,24 @@ mod tests {
                 assert_eq!(finish_connect(&s), Err(ErrorKind::ConnectRefused));
             }
         }
+    }
+
+    /// `--tcp-keepalive 9s`: the kernel holds keepalive on, 9 s idle, a
+    /// probe every 3 s, given up after three; without it, keepalive is off.
+    #[test]
+    fn keepalive_reaches_the_kernel() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let socket_of = |keepalive| match connect(addr, None, keepalive, None).expect("connects") {
+            Connecting::Done(s) | Connecting::InProgress(s) => s,
+        };
+        let on = socket_of(Some(Duration::from_secs(9)));
+        let s = socket2::SockRef::from(&on);
+        assert!(s.keepalive().unwrap());
+        assert_eq!(s.tcp_keepalive_time().unwrap(), Duration::from_secs(9));
+        assert_eq!(s.tcp_keepalive_interval().unwrap(), Duration::from_secs(3));
+        assert_eq!(s.tcp_keepalive_retries().unwrap(), defaults::TCP_KEEPALIVE_PROBES);
+        let off = socket_of(None);
+        assert!(!socket2::SockRef::from(&off).keepalive().unwrap());
     }
 }
