@@ -229,6 +229,6 @@ mod tests {
             spectrum: None,
             verdicts: None,
         });
-        assert!(page.contains("class=\"band\"") && page.contains("p99 (baseline)"));
+        assert!(page.contains("class=\"worse\"") && page.contains("p99 (baseline)"));
     }
 }

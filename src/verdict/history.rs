@@ -450,6 +450,6 @@ mod tests {
         );
         let page = crate::html::history::render(&h);
         assert_eq!(page.matches("<svg").count(), 5);
-        assert!(page.contains("class=\"band\""));
+        assert!(page.contains("class=\"worse\""), "run 5 shaded worse");
     }
 }
