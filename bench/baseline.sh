@@ -20,6 +20,7 @@
 #       the sixth better than it, exit 0; over the first five: exit 3
 #
 #   bench/baseline.sh                     # ~60 min
+#   PARTS=slow bench/baseline.sh          # A and run 4 only (~15 min)
 #   RUN_DURATION=3m BASE_DURATION=1m LINGER=10m bench/baseline.sh   # quicker, same checks
 #   KEEP=/tmp/baseline-bench bench/baseline.sh   # keep reports, logs, page
 set -euo pipefail
@@ -30,6 +31,9 @@ BASE_DURATION=${BASE_DURATION:-2m}
 RUN_DURATION=${RUN_DURATION:-10m}
 WINDOW=${WINDOW:-1m}
 LINGER=${LINGER:-3m}
+# Which of the runs above: same (1-3), slow (4), fast (B, 5), history (H,
+# which needs all of them).
+PARTS=${PARTS:-same slow fast history}
 LOAD=${LOAD:--c 1000 -i 1s}
 # The other load on the machine during runs 1-3: one core hashing zeros.
 LOAD_CMD=${LOAD_CMD:-sha256sum /dev/zero}
@@ -130,7 +134,10 @@ echo "targets: plain $PLAIN, --delay 2ms $SLOW"
 section "A: the baseline, $BASE_DURATION against soakd target"
 soak A "http://$PLAIN/" "" -d "$BASE_DURATION"
 
+part() { [[ " $PARTS " == *" $1 "* ]]; }
+
 for i in 1 2 3; do
+    part same || break
     section "run $i: $RUN_DURATION against the same target, --baseline A, while \`$LOAD_CMD\` runs"
     $LOAD_CMD >/dev/null 2>&1 &
     LOAD_PID=$!
@@ -147,6 +154,7 @@ for i in 1 2 3; do
     echo "  alerts: $(query 'ALERTS{alertname=~"SoakdLatencyRegression|SoakdThroughputRegression"}')"
 done
 
+if part slow; then
 section "run 4: $RUN_DURATION against soakd target --delay 2ms, --baseline A, lingering $LINGER"
 soak r4 "http://$SLOW/" A -d "$RUN_DURATION" --metrics-linger "$LINGER" --html-report "$WORK/r4.html" &
 run=$!
@@ -189,11 +197,16 @@ if command -v chromium >/dev/null 2>&1; then
     echo "  HTML page: $WORK/r4.html, screenshot $WORK/r4.png ($(stat -c %s "$WORK/r4.png" 2>/dev/null || echo 0) bytes)"
 fi
 
+fi
+
+if part fast; then
 section "B, run 5: a baseline against --delay 2ms, then the plain target against it"
 soak B "http://$SLOW/" "" -d "$BASE_DURATION"
 soak r5 "http://$PLAIN/" B -d "$RUN_DURATION"
 windows r5
+fi
 
+part history || exit 0
 section "history: A, 1, 2, 3, 4, 5 (in start order)"
 set +e
 "$SOAKD" history "$WORK/A.json" "$WORK/r1.json" "$WORK/r2.json" "$WORK/r3.json" "$WORK/r4.json" "$WORK/r5.json" \
