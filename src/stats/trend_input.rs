@@ -41,7 +41,7 @@ pub struct TrendPoint {
     /// Errors, all kinds.
     pub errors: u64,
     /// Where its per-workload figures are in the input's list, and how
-    /// many (`trends::TrendInput::push` sets it).
+    /// many ([`TrendInput::push`] sets it).
     pub workloads: (usize, usize),
 }
 
@@ -150,7 +150,7 @@ impl Timeline {
     /// the one being filled, as [`Timeline::points`] gives them), written
     /// into `into` in the room it has: what the live trend thresholds
     /// analyze every 10 s without making the timeline's JSON.
-    pub fn trend_input(&mut self, into: &mut super::trends::TrendInput) {
+    pub fn trend_input(&mut self, into: &mut TrendInput) {
         into.clear();
         for p in self.closed() {
             into.push(TrendPoint::of_point(p), p.workloads.iter().map(WorkloadPointJson::of));
