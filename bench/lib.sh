@@ -99,13 +99,14 @@ cleanup() {
 }
 
 # start_target NAME ARGS...: `$SOAKD target` on a free port of 127.0.0.1
-# (of TARGET_LISTEN's address when set, e.g. 127.0.30.1:0) with ARGS, its
+# (of TARGET_LISTEN when set, e.g. 127.0.30.1:0, or of the address
+# TARGET_HOST when that is set, e.g. 127.0.29.4) with ARGS, its
 # output in $WORK/NAME.out; sets ADDR (host:port) and TARGET_PID, and adds
 # the PID to PIDS.
 start_target() {
     local name=$1
     shift
-    "$SOAKD" target --listen "${TARGET_LISTEN:-127.0.0.1:0}" "$@" >"$WORK/$name.out" 2>&1 &
+    "$SOAKD" target --listen "${TARGET_LISTEN:-${TARGET_HOST:-127.0.0.1}:0}" "$@" >"$WORK/$name.out" 2>&1 &
     TARGET_PID=$!
     PIDS+=("$TARGET_PID")
     for _ in $(seq 50); do

@@ -129,6 +129,8 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
         workloads.push(WorkloadReport {
             name: first.workloads[wi].name.clone(),
             url: first.workloads[wi].url.clone(),
+            // Every shard states the whole plan's load.
+            load: first.workloads[wi].load.clone(),
             figures,
             histograms: hist.encode(),
             by_request: merge_requests(reports.iter().map(|(_, r)| &r.workloads[wi].by_request)),
@@ -167,6 +169,8 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
         trends: Default::default(),
         // Each shard's restarts are its own.
         resumed: Vec::new(),
+        // Each shard judged its own share against its own baseline.
+        baseline: None,
         disruptions: disruptions(reports),
     })
 }

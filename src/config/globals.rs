@@ -31,6 +31,11 @@ pub(super) struct FileGlobals {
     thresholds: Vec<Spanned<String>>,
     threshold_window: Option<Spanned<String>>,
     abort_on_fail: Option<Spanned<String>>,
+    // --baseline
+    baseline: Option<PathBuf>,
+    baseline_hdr_log: Option<PathBuf>,
+    tolerance: Option<Spanned<String>>,
+    baseline_window: Option<Spanned<String>>,
     shard: Option<Spanned<String>>,
     shard_sources: Option<bool>,
     // --state
@@ -77,8 +82,14 @@ pub struct Overrides {
     pub threshold_window: Option<Duration>,
     /// Stop once a threshold has failed this long.
     pub abort_on_fail: Option<Duration>,
-    /// Compare with this report at the end (command line only).
-    pub baseline: Option<plan::Baseline>,
+    /// `--baseline`: the report to compare with.
+    pub baseline: Option<PathBuf>,
+    /// `--baseline-hdr-log`: its interval log.
+    pub baseline_hdr_log: Option<PathBuf>,
+    /// `--tolerance`.
+    pub tolerance: Option<f64>,
+    /// `--baseline-window`.
+    pub baseline_window: Option<Duration>,
     /// `--shard` (or `SOAKD_SHARD`): the share of the plan to run, and the
     /// flag or variable it came from (for messages).
     pub shard: Option<(plan::Shard, String)>,
@@ -152,7 +163,16 @@ pub(super) fn plan(
         },
         threshold_window: or_file(over.threshold_window, &file.threshold_window, "threshold_window")?,
         abort_on_fail: or_file(over.abort_on_fail, &file.abort_on_fail, "abort_on_fail")?,
-        baseline: over.baseline,
+        baseline: plan::Baseline::of(
+            over.baseline.or(file.baseline.as_deref().map(|p| cx.path(p))),
+            over.baseline_hdr_log
+                .or(file.baseline_hdr_log.as_deref().map(|p| cx.path(p))),
+            match over.tolerance {
+                Some(t) => Some(t),
+                None => tolerance(&file.tolerance, loc)?,
+            },
+            or_file(over.baseline_window, &file.baseline_window, "baseline_window")?,
+        )?,
         state: plan::StateFile::of(
             over.state.or(file.state.as_deref().map(|p| cx.path(p))),
             or_file(
@@ -174,6 +194,12 @@ pub(super) fn plan(
     plan.check_thresholds(&where_)?;
     let split = over.shard_sources || file.shard_sources.unwrap_or(false);
     plan::shard::apply(plan, shard, split, &shard_from)
+}
+
+/// `tolerance`: a percentage (`"10%"`) or a fraction.
+fn tolerance(key: &Option<Spanned<String>>, loc: &Locator<'_>) -> Result<Option<f64>, Error> {
+    let Some(v) = key else { return Ok(None) };
+    plan::parse_tolerance(&loc.at(v, "tolerance"), v.get_ref()).map(Some)
 }
 
 /// `metrics_listen`: an address, or `"off"`.

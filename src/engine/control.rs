@@ -360,7 +360,10 @@ impl<'s> Control<'s> {
             }
         }
         if d.needs_restart {
-            said.push("threads, metrics_listen, hdr_log, shard, thresholds, outage and event settings take effect at the next start".into());
+            said.push(
+                "threads, metrics_listen, hdr_log, shard, thresholds, the baseline, outage and event settings take effect at the next start"
+                    .into(),
+            );
         }
         self.workers.send(&cmds);
         if said.is_empty() {

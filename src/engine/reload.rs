@@ -86,6 +86,7 @@ pub(super) fn diff(old: &Plan, new: &Plan) -> Diff {
             || new.hdr_log != old.hdr_log
             || new.hdr_log_interval != old.hdr_log_interval
             || new.shard != old.shard
+            || new.baseline != old.baseline
             || new.outages != old.outages
             || new.events != old.events
             || thresholds_differ(old, new),

@@ -23,6 +23,7 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, MetricFamily, MetricType};
 
 pub use super::procs::sample_resources;
+mod baseline;
 // WebSocket
 mod core;
 mod h2;
@@ -33,6 +34,7 @@ pub use super::prom::Buckets;
 use super::prom::{histogram, labels, value};
 use crate::stats::Totals;
 use crate::stats::{self, CheckKind, Counters, Gauges, H2Stats, StatusClass};
+pub use baseline::BaselineGauges;
 pub use outage::{EventSnapshot, OutageSnapshot};
 pub use ws::WsSnapshot;
 
@@ -95,6 +97,9 @@ pub struct WorkloadSnapshot {
     pub ws: WsSnapshot,
     /// HTTP/2 figures (zero until the target's first HTTP/2 event).
     pub h2: H2Stats,
+    /// `--baseline`: the baseline's figures and the verdicts against
+    /// them (`None`: no baseline workload pairs with this one).
+    pub baseline: Option<BaselineGauges>,
     /// Outage figures.
     pub outage: OutageSnapshot,
 }
@@ -297,6 +302,14 @@ impl Metrics {
         }
     }
 
+    /// Publishes workload `i`'s baseline gauges (see `observe::baseline`).
+    pub fn set_baseline(&mut self, i: usize, gauges: BaselineGauges) {
+        let mut snap = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(w) = snap.workloads.get_mut(i) {
+            w.baseline = Some(gauges);
+        }
+    }
+
     /// Publishes the thresholds' states (see `observe::thresholds`).
     pub fn set_thresholds(&mut self, states: Vec<(String, String, bool)>) {
         self.snapshot.lock().unwrap_or_else(|p| p.into_inner()).thresholds = states;
@@ -373,6 +386,7 @@ fn families() -> impl Iterator<Item = &'static Family> {
         .iter()
         .chain(h2::FAMILIES)
         .chain(ws::FAMILIES)
+        .chain(baseline::FAMILIES)
         .chain(outage::FAMILIES)
 }
 

@@ -59,6 +59,12 @@ pub const HDR_LOG_INTERVAL: Duration = Duration::from_secs(10);
 pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(30);
 /// `soakd compare`: the smallest relative change that counts (10%).
 pub const TOLERANCE: f64 = 0.10;
+/// `--baseline`: how much of the run each live verdict judges. Five
+/// minutes of a paced soak hold thirty 10 s intervals for the rank test
+/// (so a regression is named within one or two windows) and smooth a
+/// minute-long hiccup of a shared machine away; a shorter one answers
+/// sooner with fewer samples (`--baseline-window 1m` gives six).
+pub const BASELINE_WINDOW: Duration = Duration::from_secs(300);
 /// `soakd compare`: the smallest change of a latency that counts, however
 /// large relative to the baseline. Below a millisecond, run-to-run
 /// differences on a shared machine are the scheduler's, not the server's
@@ -71,6 +77,18 @@ pub const MIN_ERROR_RATE_CHANGE: f64 = 0.001;
 /// per-interval samples.
 pub const SIGNIFICANCE: f64 = 0.01;
 
+/// The comparison rules' defaults, for `soakd compare`, `--baseline` and
+/// the live baseline windows (`--tolerance` replaces the first).
+impl Default for crate::stats::judge::Options {
+    fn default() -> Self {
+        crate::stats::judge::Options {
+            tolerance: TOLERANCE,
+            min_latency_change: MIN_LATENCY_CHANGE.as_secs_f64(),
+            min_error_rate_change: MIN_ERROR_RATE_CHANGE,
+            significance: SIGNIFICANCE,
+        }
+    }
+}
 // Outages and events
 /// A second is part of an outage when errors exceed this share of its
 /// attempts (`--outage-errors`): a few errors a second are noise, a twentieth

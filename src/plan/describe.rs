@@ -173,6 +173,19 @@ pub fn describe(plan: &Plan) -> String {
             ))
         );
     }
+    if let Some(b) = &plan.baseline {
+        let _ = writeln!(
+            s,
+            "baseline {}: judged every {} (tolerance {}%){}",
+            b.report.display(),
+            humantime::format_duration(b.window),
+            b.tolerance * 100.0,
+            plan.abort_on_fail.map_or(String::new(), |d| format!(
+                ", abort after a regression held {}",
+                humantime::format_duration(d)
+            ))
+        );
+    }
     let o = &plan.outages;
     let _ = writeln!(
         s,

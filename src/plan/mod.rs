@@ -230,7 +230,7 @@ pub struct Plan {
     pub threshold_window: Option<Duration>,
     /// Stop the run once a threshold has failed (live) this long.
     pub abort_on_fail: Option<Duration>,
-    /// A report to compare this run's with at the end.
+    /// A report to compare this run's with, live and at the end.
     pub baseline: Option<Baseline>,
     /// `--state`: where the run checkpoints itself, so a restart continues
     /// it (`None`: a restart starts over).
@@ -274,7 +274,8 @@ impl StateFile {
     }
 }
 
-/// `--baseline`: an earlier run's report to compare with at the end.
+/// `--baseline`: an earlier run's report to compare with, window by
+/// window while the run goes and as a whole at the end.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Baseline {
     /// Its JSON report.
@@ -283,6 +284,41 @@ pub struct Baseline {
     pub hdr_log: Option<PathBuf>,
     /// The smallest relative change that counts (0.1 = 10%).
     pub tolerance: f64,
+    /// How much of the run each live verdict judges (`--baseline-window`).
+    pub window: Duration,
+}
+
+impl Baseline {
+    /// `--baseline` (config `baseline`) with its companions
+    /// `--baseline-hdr-log`, `--tolerance` and `--baseline-window`
+    /// (defaults [`defaults::TOLERANCE`] and [`defaults::BASELINE_WINDOW`]),
+    /// which mean nothing without it.
+    pub fn of(
+        report: Option<PathBuf>,
+        hdr_log: Option<PathBuf>,
+        tolerance: Option<f64>,
+        window: Option<Duration>,
+    ) -> Result<Option<Baseline>, Error> {
+        let Some(report) = report else {
+            let given = [
+                (hdr_log.is_some(), "--baseline-hdr-log / baseline_hdr_log"),
+                (tolerance.is_some(), "--tolerance / tolerance"),
+                (window.is_some(), "--baseline-window / baseline_window"),
+            ];
+            return match given.iter().find(|(g, _)| *g) {
+                Some((_, what)) => Err(Error::Usage(format!(
+                    "{what} goes with a baseline, but no --baseline REPORT (baseline = \"REPORT\") is given; add one or drop it"
+                ))),
+                None => Ok(None),
+            };
+        };
+        Ok(Some(Baseline {
+            report,
+            hdr_log,
+            tolerance: tolerance.unwrap_or(defaults::TOLERANCE),
+            window: window.unwrap_or(defaults::BASELINE_WINDOW),
+        }))
+    }
 }
 
 impl Plan {
@@ -336,9 +372,9 @@ impl Plan {
     /// handshake threshold needs an https workload. `key` names where
     /// they were given, for the message.
     pub fn check_thresholds(&self, key: &str) -> Result<(), Error> {
-        if self.abort_on_fail.is_some() && self.all_thresholds().is_empty() {
+        if self.abort_on_fail.is_some() && self.all_thresholds().is_empty() && self.baseline.is_none() {
             return Err(Error::Usage(
-                "--abort-on-fail / abort_on_fail stops the run when a threshold fails, but no threshold is given; add --threshold (or thresholds = [...])".into(),
+                "--abort-on-fail / abort_on_fail stops the run when a threshold fails or a regression against the baseline holds, but neither a threshold nor a baseline is given; add --threshold (or thresholds = [...]) or --baseline REPORT".into(),
             ));
         }
         if self.workloads.iter().all(|w| w.target.tls.is_none())

@@ -11,11 +11,14 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+pub mod baseline;
 mod by_name;
 pub use by_name::{ByName, CheckFailures, Closes, Errors, Responses};
 use by_name::{no_check_failures, no_errors, no_responses};
 mod http;
 pub use http::HttpFigures;
+mod load;
+pub use load::{Load, StageLoad};
 mod outages;
 pub use outages::measure_outages;
 mod read;
@@ -284,6 +287,10 @@ pub struct WorkloadReport {
     /// Target URL.
     #[serde(default)]
     pub url: String,
+    /// The load it put on the target (connections, pace, protocol,
+    /// stages): what a comparison with another run must match.
+    #[serde(default)]
+    pub load: Load,
     /// Its figures.
     #[serde(flatten)]
     pub figures: Figures,
@@ -429,6 +436,10 @@ pub struct Report {
     /// timeline flags it as a `gap`). Absent for a run in one piece.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resumed: Vec<Restart>,
+    /// `--baseline`: the run judged against the baseline window by window
+    /// (see `baseline::BaselineSection`); absent without a baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<baseline::BaselineSection>,
     /// `outages` (in the order they began: when, what they cost, the
     /// reconnect and recovery times, the event each is attributed to),
     /// `excursions` (the target slowed down without failing) and `events`
@@ -636,6 +647,7 @@ impl Report {
                 WorkloadReport {
                     name: w.name.clone(),
                     url: w.target.url.clone(),
+                    load: Load::of(w),
                     figures,
                     histograms: Histograms::of(&t.stats[wi]),
                     by_request: by_request(w, &t.stats[wi], secs),
@@ -711,6 +723,7 @@ impl Report {
             timeline,
             trends,
             resumed: t.resumed.clone(),
+            baseline: None,
             disruptions,
         }
     }

@@ -146,6 +146,9 @@ impl Report {
                 );
             }
         }
+        if let Some(b) = &self.baseline {
+            b.summary(&mut s);
+        }
         s
     }
 

@@ -16,6 +16,7 @@
 
 pub mod events;
 mod h2;
+pub mod judge;
 mod kinds;
 pub mod outage;
 mod point_counts;
@@ -27,6 +28,7 @@ mod timeline;
 mod timeline_json;
 mod totals;
 pub mod trend;
+mod trend_input;
 pub mod trends;
 pub mod trends_text;
 mod ws;
@@ -41,8 +43,8 @@ pub use events::{Disruptions, EventRecord};
 pub use h2::H2Stats;
 pub use kinds::{CheckKind, CloseReason, ErrorKind, StatusClass};
 pub use outage::{Excursion, Outage, Outages};
-pub use timeline::{ProcSample, Resources, Timeline};
-pub use timeline_json::{PointJson, TimelineJson};
+pub use timeline::{MAX_POINTS, MAX_WORKLOADS, ProcSample, Resources, Timeline};
+pub use timeline_json::{PointJson, TimelineJson, one_line_each};
 pub use ws::WsStats;
 // WebSocket: silences per timeline interval
 pub use timeline::BASE_INTERVAL;

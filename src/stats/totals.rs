@@ -88,7 +88,11 @@ impl Totals {
             window: (0..n).map(|_| histogram()).collect(),
             log_interval: hdr_log.then(|| (0..n).map(|_| histogram()).collect()),
             recent: recent.then(|| (0..n).map(|_| WorkloadStats::default()).collect()),
-            timeline: Timeline::new(),
+            timeline: {
+                let mut t = Timeline::new();
+                t.reserve(0, n);
+                t
+            },
             outages: Outages::default(),
             events: Vec::new(),
         }
