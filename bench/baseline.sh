@@ -41,14 +41,10 @@ LOAD_CMD=${LOAD_CMD:-sha256sum /dev/zero}
 # share this machine: each has its own range).
 TARGET_HOST=${TARGET_HOST:-127.0.0.1}
 SOURCE=${SOURCE:-}
-SOAKD=${SOAKD:-}
-if [ -z "$SOAKD" ]; then
-    cargo build --release --quiet
-    SOAKD=${CARGO_TARGET_DIR:-target}/release/soakd
-fi
 ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
+use_soakd
 work_init baseline
 need prometheus prometheus
 need curl curl
