@@ -99,12 +99,14 @@ cleanup() {
 }
 
 # start_target NAME ARGS...: `$SOAKD target` on a free port of 127.0.0.1
-# with ARGS, its output in $WORK/NAME.out; sets ADDR (host:port) and
-# TARGET_PID, and adds the PID to PIDS.
+# (of TARGET_LISTEN when set, e.g. 127.0.30.1:0, or of the address
+# TARGET_HOST when that is set, e.g. 127.0.29.4) with ARGS, its
+# output in $WORK/NAME.out; sets ADDR (host:port) and TARGET_PID, and adds
+# the PID to PIDS.
 start_target() {
     local name=$1
     shift
-    "$SOAKD" target --listen 127.0.0.1:0 "$@" >"$WORK/$name.out" 2>&1 &
+    "$SOAKD" target --listen "${TARGET_LISTEN:-${TARGET_HOST:-127.0.0.1}:0}" "$@" >"$WORK/$name.out" 2>&1 &
     TARGET_PID=$!
     PIDS+=("$TARGET_PID")
     for _ in $(seq 50); do
@@ -138,6 +140,15 @@ calc() {
     '' | *inf* | *nan*) r=n/a ;;
     esac
     echo "$r"
+}
+
+# use_soakd: SOAKD as given, else the release binary, built now (quietly);
+# for the scripts that run soakd against its built-in target.
+use_soakd() {
+    if [ -z "${SOAKD:-}" ]; then
+        cargo build --release --quiet
+        SOAKD=${CARGO_TARGET_DIR:-target}/release/soakd
+    fi
 }
 
 # build_soakd: builds the release binary unless SOAKD was given; sets

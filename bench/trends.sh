@@ -32,13 +32,10 @@ CHURN_DURATION=${CHURN_DURATION:-60s}
 ONLY=${ONLY:-a b c d}
 LOAD=${LOAD:--c 50 -r 500}
 SOAKD=${SOAKD:-}
-if [ -z "$SOAKD" ]; then
-    cargo build --release --quiet
-    SOAKD=${CARGO_TARGET_DIR:-target}/release/soakd
-fi
 ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
+use_soakd
 work_init trends
 
 # figures REPORT: the report's target RSS slope and p99 drift with their

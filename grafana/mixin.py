@@ -38,11 +38,16 @@ CONFIG = {
     # (docs/metrics.md, "Histogram buckets").
     'latency_slo': 0.25,
     'latency_slo_for': '5m',
-    # SoakdLatencyRegression: p99 over 10m above factor x the same 10m one
+    # SoakdLatencyAboveDayAgo: p99 over 10m above factor x the same 10m one
     # day earlier, and above floor (seconds).
-    'regression_factor': 1.25,
-    'regression_floor': 0.005,
-    'regression_for': '10m',
+    'day_ago_factor': 1.25,
+    'day_ago_floor': 0.005,
+    'day_ago_for': '10m',
+    # SoakdLatencyRegression, SoakdThroughputRegression (soakd run
+    # --baseline): soakd's own verdict of its --baseline-window against the
+    # baseline (compare's rules: tolerance, floors, the rank test, the
+    # generator-lag excuse) says worse, held this long.
+    'baseline_for': '10m',
     # SoakdErrorRatioHigh: errors / (errors + responses) over 5m.
     'error_ratio': 0.01,
     'error_ratio_for': '5m',
@@ -90,6 +95,11 @@ CONFIG = {
     # GOAWAYs are the weather (load balancers send them routinely); one with
     # an error code means the server gave up on the connection.
     'goaway_error_for': '1m',
+    # Outages (issue 30). SoakdOutage: soakd found the target in an outage
+    # (soakd_outage_active; its own rules: --outage-errors, --outage-open,
+    # --outage-settle) for this long. SoakdEventFailed: an event's command
+    # (a deploy soakd ran) did not exit 0.
+    'outage_for': '1m',
 }
 
 
@@ -168,9 +178,9 @@ def panel(kind, title, w, h, description, summed, field_config, options, tgts):
 
 
 def stat(title, unit, queries, description, summed=False, text='auto',
-         thresholds=(), decimals=None):
+         thresholds=(), decimals=None, mappings=()):
     defaults = {'unit': unit, 'color': {'mode': 'thresholds'},
-                'thresholds': steps(*thresholds), 'mappings': []}
+                'thresholds': steps(*thresholds), 'mappings': list(mappings)}
     if decimals is not None:
         defaults['decimals'] = decimals
     options = {
@@ -239,6 +249,31 @@ def heatmap(title, query, description, w, h, summed=False):
     return panel('heatmap', title, w, h, description, summed, field_config,
                  options, targets([query], range=True, editorMode='code',
                                   format='heatmap'))
+
+
+def state_timeline(title, queries, description, w, h=8, summed=False,
+                   mappings=()):
+    """A band per series whose colour and text follow `mappings` (value ->
+    state), merged where the value stays the same."""
+    defaults = {'color': {'mode': 'thresholds'}, 'thresholds': steps(),
+                'mappings': list(mappings),
+                'custom': {'lineWidth': 0, 'fillOpacity': 80,
+                           'hideFrom': HIDE_FROM}}
+    options = {'mergeValues': True, 'showValue': 'auto',
+               'alignValue': 'left', 'rowHeight': 0.9,
+               'legend': {'showLegend': True, 'displayMode': 'list',
+                          'placement': 'bottom'},
+               'tooltip': {'mode': 'single', 'sort': 'none'}}
+    return panel('state-timeline', title, w, h, description, summed,
+                 {'defaults': defaults, 'overrides': []}, options,
+                 targets(queries, range=True, editorMode='code'))
+
+
+def value_map(*entries):
+    """A value mapping: (value, text, colour) per state."""
+    return {'type': 'value', 'options': {
+        str(v): {'text': text, 'color': colour, 'index': i}
+        for i, (v, text, colour) in enumerate(entries)}}
 
 
 def row(title):
@@ -443,27 +478,46 @@ def panels():
             (quantile(0.99, REQ_BUCKETS), 'p99'),
             (quantile(0.999, REQ_BUCKETS), 'p99.9'),
             ('soakd:request_duration_seconds:slo_p99', 'SLO (p99)'),
+            ('max(%s)' % sel('soakd_baseline_latency_seconds',
+                             T + ',quantile="0.5"'), 'baseline p50'),
+            ('max(%s)' % sel('soakd_baseline_latency_seconds',
+                             T + ',quantile="0.99"'), 'baseline p99'),
         ], """Request latency quantiles over 5 minutes from the histogram,
            the selected targets merged: bucket rates summed by le, then
            histogram_quantile (quantiles are never averaged). Counted from
            the time each request was due in paced (-i) and open-loop (-r)
            modes, from the write in closed loop. Interpolated inside buckets
-           about 25 %% wide; the dashed line is the SLO of
-           SoakdLatencyAboveSLO (on p99).""", w=12, summed=True, log=True,
-           overrides=[by_name('SLO.*', DASHED, color('red'))]),
-        timeseries('p99 by target, vs a day ago and the SLO', 's', [
+           about 25 %% wide; the red dashed line is the SLO of
+           SoakdLatencyAboveSLO (on p99). With soakd run --baseline, the
+           baseline's p50 and p99 are dashed in the same colours (its whole
+           run, or the same elapsed time of a staged baseline; with several
+           targets selected, the highest).""", w=12, summed=True, log=True,
+           overrides=[by_name('SLO.*', DASHED, color('red')),
+                      by_name('baseline p50', DASHED, UNFILLED,
+                              color('green')),
+                      by_name('baseline p99', DASHED, UNFILLED,
+                              color('blue'))]),
+        timeseries('p99 by target, vs the baseline, a day ago and the SLO',
+                   's', [
             (sel('target:soakd_request_duration_seconds:p99_10m'),
              '{{target}} p99'),
             (sel('target:soakd_request_duration_seconds:p99_10m_offset1d'),
              '{{target}} p99 a day ago'),
             ('soakd:request_duration_seconds:slo_p99', 'SLO (p99)'),
-        ], """p99 request latency per target over 10 minutes, and the same
-           10 minutes one day earlier (dashed): SoakdLatencyRegression fires
-           when the first exceeds %(regression_factor)s x the second and
-           %(regression_floor_ms)s for %(regression_for_words)s. Red: the
+            ('max by (target) (%s)' % sel('soakd_baseline_latency_seconds',
+                                          T + ',quantile="0.99"'),
+             '{{target}} p99 baseline'),
+        ], """p99 request latency per target over 10 minutes; with soakd run
+           --baseline, the baseline's p99 (dashed, bold), which
+           SoakdLatencyRegression's verdicts compare each window with; and the same
+           10 minutes one day earlier (dashed): SoakdLatencyAboveDayAgo fires
+           when the first exceeds %(day_ago_factor)s x the second and
+           %(day_ago_floor_ms)s for %(day_ago_for_words)s. Red: the
            SLO, which SoakdLatencyAboveSLO compares with the 5-minute
            p99.""", w=12, summed=True, log=True, overrides=[
                by_name('.* a day ago', DASHED),
+               by_name('.* baseline', DASHED, UNFILLED,
+                       prop('custom.lineWidth', 2)),
                by_name('SLO.*', DASHED, color('red'))]),
         heatmap('Request latency heatmap',
                 ('sum by (le) (%s)' % sel(REQ_BUCKETS), '{{le}}'),
@@ -598,7 +652,111 @@ def panels():
            about one per connection held; growth with connections flat is a
            descriptor leak (soakd's own are in the soakd process row).""",
            w=6),
-    ] + websocket_panels() + h2_panels()
+    ] + baseline_panels() + outage_panels() + websocket_panels() + h2_panels()
+
+
+# soakd run --baseline
+def baseline_panels():
+    """The row of a soak judged live against an earlier run: the verdicts
+    of each window, the changes, throughput and errors beside the
+    baseline's. Empty without --baseline."""
+    return [
+        row('Against the baseline (soakd run --baseline)'),
+        state_timeline('Verdict of each window against the baseline', [
+            ('max by (target, metric) (%s)' % sel('soakd_baseline_verdict'),
+             '{{target}} {{metric}}'),
+        ], """soakd's own verdict of each --baseline-window (default 5m)
+           against the baseline run, per target and metric (p50, p99, p99.9,
+           requests/s, error rate), with soakd compare's rules: a change
+           counts only beyond the tolerance (10 %%) and, for latency, 1 ms,
+           when the rank test on the window's intervals finds it, and when
+           soakd's own schedule lag does not explain it. Red: worse; green:
+           better. Worse for %(baseline_for_words)s raises
+           SoakdLatencyRegression (latency) or SoakdThroughputRegression
+           (requests/s).""", w=12,
+           mappings=[value_map((-1, 'better', 'green'), (0, 'same', 'text'),
+                               (1, 'worse', 'red'))]),
+        timeseries('Change against the baseline', 'percentunit', [
+            ('max by (target, metric) (%s)'
+             % sel('soakd_baseline_change_ratio'), '{{target}} {{metric}}'),
+        ], """The last window's change against the baseline, (window -
+           baseline) / baseline, per target and metric: +100 %% is twice the
+           baseline's latency, -20 %% of requests/s a fifth fewer. A change
+           within the noise is drawn too; the verdicts panel says which
+           count.""", w=12, min0=False),
+        timeseries('Requests / s vs the baseline', 'reqps', [
+            (sel('target:soakd_responses:rate1m'), '{{target}} now'),
+            ('max by (target) (%s)'
+             % sel('soakd_baseline_requests_per_second'),
+             '{{target}} baseline'),
+        ], """Complete responses per second now (1m rate, all instances)
+           and the baseline's (dashed: its whole run, or the same elapsed
+           time of a staged baseline, per soakd instance; the highest is
+           drawn).""", w=10, summed=True,
+           overrides=[by_name('.* baseline', DASHED, UNFILLED)]),
+        timeseries('Error ratio vs the baseline', 'percentunit', [
+            (sel('target:soakd_error_ratio:rate5m'), '{{target}} now'),
+            ('max by (target) (%s)' % sel('soakd_baseline_error_ratio'),
+             '{{target}} baseline'),
+        ], """Failures / (failures + complete responses) over 5 minutes,
+           and the baseline's (dashed; host limits such as addr_unavailable
+           and fd_limit left out of it, as soakd compare does).""", w=10,
+           summed=True, overrides=[by_name('.* baseline', DASHED, UNFILLED)]),
+        stat('Baseline load', 'none', [
+            ('min(%s)' % sel('soakd_baseline_load_matches'), 'load'),
+        ], """1 (same load) when the baseline ran this run's connections,
+           pace, pipeline, streams, protocol and stages; 0 (loads differ)
+           otherwise, and then its verdicts are a comparison, not a
+           regression verdict: the alerts leave them out and soakd neither
+           aborts nor fails the run on them. Empty without --baseline.""",
+           thresholds=[('green', 1)],
+           mappings=[value_map((1, 'same load', 'green'),
+                               (0, 'loads differ', 'red'))]),
+    ]
+
+
+# Outages and events
+def outage_panels():
+    """The row of outages soakd found and the events of the run (which
+    the dashboard also draws as annotations)."""
+    return [
+        row('Outages and events'),
+        timeseries('In an outage', 'short', [
+            ('max by (target) (%s)' % sel('soakd_outage_active'), '{{target}}'),
+        ], """1 while soakd finds the target in an outage: more than
+           --outage-errors of its attempts failing in a second, or open
+           connections under --outage-open of those desired, until both
+           stayed back for --outage-settle. For %(outage_for_words)s:
+           SoakdOutage. The run's report lists each one (start, duration,
+           requests failed and late, reconnect and recovery times, the event
+           it is attributed to).""", w=8, overrides=[
+               by_query('A', prop('custom.drawStyle', 'bars'),
+                        prop('custom.fillOpacity', 80), color('red'))]),
+        timeseries('Last outage: duration, reconnect, recovery', 's', [
+            ('max by (target) (%s)' % sel('soakd_outage_last_duration_seconds'),
+             '{{target}} duration'),
+            ('max by (target) (%s)' % sel('soakd_outage_last_reconnect_seconds'),
+             '{{target}} reconnect'),
+            ('max by (target) (%s)' % sel('soakd_outage_last_recovery_seconds'),
+             '{{target}} recovery'),
+        ], """The last outage that ended: how long it lasted, how long
+           after it every desired connection was open again (reconnect) and
+           how long until a second's p99 was back within tolerance of the
+           minute before it (recovery; empty until then).""", w=8),
+        timeseries('Events', 'short', [
+            ('sum by (name) (increase(%s[$__rate_interval])) > 0'
+             % sel('soakd_events_total', 'job=~"$job"'), '{{name}}'),
+            ('sum by (name) (increase(%s[$__rate_interval])) > 0'
+             % sel('soakd_event_failures_total', 'job=~"$job"'),
+             '{{name}} failed'),
+        ], """Events per interval, by name: commands soakd ran at a time of
+           the run (a deploy, a fail-over) and marks from outside (SIGUSR2,
+           --event-socket); the annotations mark each on every panel.
+           Failed: a command that did not exit 0 (SoakdEventFailed).""",
+           w=8, overrides=[by_query('A', prop('custom.drawStyle', 'bars'),
+                                    prop('custom.fillOpacity', 80)),
+                           by_name('.* failed', color('red'))]),
+    ]
 
 
 # HTTP/2
@@ -729,6 +887,14 @@ def dashboard():
              'step': '1m', 'titleFormat': '{{alertname}}',
              'textFormat': '{{target}}{{instance}}',
              'useValueForTime': False},
+            # The run's events (soakd_events_total moved): commands soakd
+            # ran, marks from a CI job; one mark a minute per name.
+            {'datasource': DS, 'enable': True, 'hide': False,
+             'iconColor': 'purple', 'name': 'soakd events',
+             'expr': 'sum by (name) (changes(%s[1m])) > 0'
+                     % sel('soakd_events_total', 'job=~"$job"'),
+             'step': '1m', 'titleFormat': '{{name}}',
+             'textFormat': 'soakd event', 'useValueForTime': False},
         ]},
         'templating': {'list': [
             {'name': 'datasource', 'label': 'Data source',
@@ -836,7 +1002,7 @@ RULE_GROUPS = [
                'histogram_quantile(0.99, sum by (job, target, le) (rate('
                'soakd_request_duration_seconds_bucket[10m])))', comment="""
             p99 over 10 minutes, now and the same 10 minutes one day earlier:
-            SoakdLatencyRegression compares the two. The baseline reads the raw
+            SoakdLatencyAboveDayAgo compares the two. The day-ago figure reads the raw
             buckets with `offset 1d`, so it exists as soon as Prometheus holds a
             day of soakd data, whether or not these rules were loaded back then."""),
         record('target:soakd_request_duration_seconds:p99_10m_offset1d',
@@ -847,7 +1013,7 @@ RULE_GROUPS = [
                'soakd_request_duration_seconds_bucket[10m] offset 1h)))', comment="""
             The same 10 minutes one hour earlier: SoakdLatencyDrifting compares
             the p99 now with it (a drift within one soak, where
-            SoakdLatencyRegression compares with the day before)."""),
+            SoakdLatencyAboveDayAgo compares with the day before)."""),
         record('target_request:soakd_request_duration_seconds:p99_5m',
                'histogram_quantile(0.99, sum by (job, target, request, le) (rate('
                'soakd_request_duration_seconds_bucket[5m])))', comment="""
@@ -907,14 +1073,14 @@ ALERT_GROUPS = [
         The dashboard draws this line too.
         -------------------------------------------------------------------------"""),
     group('soakd-alerts', [
-        alert('SoakdLatencyRegression', """
+        alert('SoakdLatencyAboveDayAgo', """
             target:soakd_request_duration_seconds:p99_10m
-              > %(regression_factor)s * target:soakd_request_duration_seconds:p99_10m_offset1d
+              > %(day_ago_factor)s * target:soakd_request_duration_seconds:p99_10m_offset1d
             and
-            target:soakd_request_duration_seconds:p99_10m > %(regression_floor)s
-        """, '%(regression_for)s', 'warning',
+            target:soakd_request_duration_seconds:p99_10m > %(day_ago_floor)s
+        """, '%(day_ago_for)s', 'warning',
             'soakd: p99 latency of {{ $labels.target }} is more than'
-            ' %(regression_factor)s × what it was a day ago', """
+            ' %(day_ago_factor)s × what it was a day ago', """
             The p99 latency of {{ $labels.target }} (job {{ $labels.job }}, all soakd
             instances combined) over the last 10 minutes is {{ $value | humanizeDuration }},
             against {{ with printf "target:soakd_request_duration_seconds:p99_10m_offset1d{job=%%q,target=%%q}" $labels.job $labels.target | query }}{{ . | first | value | humanizeDuration }}{{ else }}(no baseline){{ end }}
@@ -927,6 +1093,41 @@ ALERT_GROUPS = [
             load changed since yesterday (request rate, connections open).
             Then look at the server's own logs and metrics from that moment and profile
             it while it is slow."""),
+        alert('SoakdLatencyRegression', """
+            soakd_baseline_change_ratio{metric=~"p50|p99|p999"}
+              and on (job, instance, target, metric) soakd_baseline_verdict == 1
+              and on (job, instance, target) soakd_baseline_load_matches == 1
+        """, '%(baseline_for)s', 'warning',
+            'soakd: {{ $labels.metric }} latency of {{ $labels.target }} is'
+            ' {{ $value | humanizePercentage }} above the baseline', """
+            soakd at {{ $labels.instance }} (job {{ $labels.job }}) has judged the {{ $labels.metric }}
+            latency of {{ $labels.target }} worse than its --baseline run in every --baseline-window
+            for %(baseline_for_words)s: now {{ $value | humanizePercentage }} above the baseline's
+            {{ $q := "0.5" }}{{ if eq $labels.metric "p99" }}{{ $q = "0.99" }}{{ else if eq $labels.metric "p999" }}{{ $q = "0.999" }}{{ end }}{{ with printf "soakd_baseline_latency_seconds{job=%%q,instance=%%q,target=%%q,quantile=%%q}" $labels.job $labels.instance $labels.target $q | query }}{{ . | first | value | humanizeDuration }}{{ else }}figure{{ end }}.
+            The verdict is soakd compare's: beyond the tolerance and the 1 ms floor, a shift
+            the rank test finds in the window's intervals, and not explained by soakd's own
+            schedule lag. The build under test is slower than the last good one.
+            Check on the soakd dashboard (Against the baseline) when the verdict turned and
+            which quantiles moved; the run's report names the first worse window. Compare the
+            builds' changes from that moment, profile the server while it is slow, and stop
+            the soak if it is a release candidate (--abort-on-fail does it for you)."""),
+        alert('SoakdThroughputRegression', """
+            -soakd_baseline_change_ratio{metric="rps"}
+              and on (job, instance, target, metric) soakd_baseline_verdict == 1
+              and on (job, instance, target) soakd_baseline_load_matches == 1
+        """, '%(baseline_for)s', 'warning',
+            'soakd: {{ $labels.target }} completes {{ $value | humanizePercentage }}'
+            ' fewer requests/s than the baseline', """
+            soakd at {{ $labels.instance }} (job {{ $labels.job }}) has judged the completed
+            requests per second of {{ $labels.target }} worse than its --baseline run in every
+            --baseline-window for %(baseline_for_words)s: {{ $value | humanizePercentage }} fewer
+            than the baseline's
+            {{ with printf "soakd_baseline_requests_per_second{job=%%q,instance=%%q,target=%%q}" $labels.job $labels.instance $labels.target | query }}{{ . | first | value | humanize }}/s{{ else }}rate{{ end }},
+            under the same load (the baseline's connections, pace and protocol). With a
+            paced or open-loop load the rate is set by soakd, so fewer completions mean
+            requests lost (errors, timeouts) or held (responses slower than the pace
+            allows): check the error ratio, timeouts and connections open on the
+            dashboard. In closed loop, fewer completions are slower responses."""),
         alert('SoakdLatencyAboveSLO', """
             target:soakd_request_duration_seconds:p99_5m
               > on () group_left () soakd:request_duration_seconds:slo_p99
@@ -1101,6 +1302,30 @@ ALERT_GROUPS = [
             or no close frame a proxy or load balancer timing idle sockets out (compare
             its idle timeout with --ws-ping); message_too_big a limit lower than the
             messages sent."""),
+        # Outages
+        alert('SoakdOutage', """
+            max by (job, target) (soakd_outage_active) == 1
+        """, '%(outage_for)s', 'critical',
+            'soakd: {{ $labels.target }} is in an outage', """
+            soakd finds {{ $labels.target }} (job {{ $labels.job }}) in an outage, for
+            %(outage_for_words)s at least: in every second more than --outage-errors of
+            its requests and connects fail, or fewer than --outage-open of the desired
+            connections are open (soakd's rules, default 5 %% and 90 %%). soakd keeps a few
+            connections probing, so the outage ends within a second of the server
+            answering again. The report lists each outage with what it cost and the
+            event it is attributed to (a deploy soakd ran, or one marked by SIGUSR2 or
+            --event-socket): check the dashboard's events annotations and the server's
+            logs from that moment."""),
+        alert('SoakdEventFailed', """
+            sum by (job, name) (increase(soakd_event_failures_total[5m])) > 0
+        """, '0m', 'warning',
+            'soakd: the event {{ $labels.name }} failed', """
+            An event command soakd ran (job {{ $labels.job }}, [[event]] or --event
+            {{ $labels.name }}) did not exit 0 in the last 5 minutes: a non-zero exit, a
+            signal, its time limit, or it could not start. The soak goes on, but the
+            disruption it was to cause may not have happened as planned: the command's
+            output is in soakd's event log (--event-log), its status in the report's
+            events."""),
         # HTTP/2
         alert('SoakdH2GoawayError', """
             sum by (job, target, code) (increase(soakd_h2_goaways_total{code!="NO_ERROR"}[5m])) > 0

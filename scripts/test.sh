@@ -94,6 +94,15 @@ else
     apt_install nghttp2-client curl
 fi
 
+# ip and tc (iproute2): the root tests make network namespaces, and
+# tests/outages.rs a blackhole in one (tc qdisc ... netem, or tbf).
+if command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1; then
+    echo "ip, tc: present"
+else
+    echo "ip or tc: missing, installing iproute2"
+    apt_install iproute2
+fi
+
 # Load tests open up to ~15,000 sockets in one process; use the hard limit.
 ulimit -n "$(ulimit -Hn)"
 echo "open-file limit: $(ulimit -n)"

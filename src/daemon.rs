@@ -16,6 +16,7 @@ use std::time::Duration;
 use crate::engine::{self, Ended, Reload};
 use crate::fsio::{self, Fallback};
 use crate::observe::Observers;
+use crate::observe::baseline::Reference;
 use crate::plan::{Plan, ReportDest};
 use crate::report::Report;
 use crate::verdict::{Comparison, Options, Run, compare};
@@ -26,7 +27,37 @@ use crate::{Error, preflight, state};
 /// addresses, output paths) and the metrics bind happen before any
 /// connection is opened; their failures are exit 2.
 pub fn run(plan: Plan, reload: Option<Reload>) -> Result<Report, Error> {
-    run_then(plan, reload, |_| Ok(()))
+    let baseline = load_baseline(&plan)?;
+    run_then(plan, reload, baseline.map(|b| b.reference), |_| Ok(()))
+}
+
+/// `--baseline`, read at start: the run to compare with at the end and
+/// what the live comparison judges each window against.
+struct Baseline {
+    run: Run,
+    reference: Reference,
+    tolerance: f64,
+}
+
+/// Reads `--baseline` (its report, its interval log) and checks it pairs
+/// with the plan, before anything opens: a typo must not cost a soak. A
+/// load that differs is said here, once.
+fn load_baseline(plan: &Plan) -> Result<Option<Baseline>, Error> {
+    let Some(b) = &plan.baseline else { return Ok(None) };
+    let run = Run::load(&b.report, b.hdr_log.as_deref(), "--baseline", "--baseline-hdr-log")?;
+    let reference = crate::verdict::live::reference(plan, &run, b)?;
+    if !reference.load_differs.is_empty() {
+        eprintln!(
+            "soakd: --baseline {}: its load differs from this run's ({}); a comparison of different loads is not a regression verdict: its verdicts are shown, but neither abort the run nor fail it",
+            run.label,
+            reference.load_differs.join("; ")
+        );
+    }
+    Ok(Some(Baseline {
+        run,
+        reference,
+        tolerance: b.tolerance,
+    }))
 }
 
 /// `soakd run`: the run, then its outputs as soon as it is over (the
@@ -43,24 +74,24 @@ pub fn run_to_end(plan: Plan, reload: Option<Reload>, html: Option<PathBuf>) -> 
             ))
         })?;
     }
-    let baseline = match &plan.baseline {
-        Some(b) => Some((
-            Run::load(&b.report, b.hdr_log.as_deref(), "--baseline", "--baseline-hdr-log")?,
-            b.tolerance,
-        )),
-        None => None,
+    let baseline = load_baseline(&plan)?;
+    let (reference, base) = match baseline {
+        Some(b) => (Some(b.reference), Some((b.run, b.tolerance))),
+        None => (None, None),
     };
     let dest = plan.report.clone();
     let hdr_log = plan.hdr_log.clone();
     let mut comparison = None;
-    let report = run_then(plan, reload, |report| {
+    let base_report = base.as_ref().map(|(r, _)| r.report.clone());
+    let report = run_then(plan, reload, reference, |report| {
         // Every output is tried even when one fails: a full disk for the
         // JSON must not also cost the HTML page or the verdict.
         let written = output(report, dest.as_ref());
-        let compared = against_baseline(report, hdr_log.as_deref(), baseline);
+        let compared = against_baseline(report, hdr_log.as_deref(), base);
         let page = match &html {
             Some(path) => write_html(
                 report,
+                base_report.as_ref(),
                 hdr_log.as_deref(),
                 path,
                 compared.as_ref().ok().and_then(Option::as_ref),
@@ -79,6 +110,7 @@ pub fn run_to_end(plan: Plan, reload: Option<Reload>, html: Option<PathBuf>) -> 
 fn run_then(
     plan: Plan,
     reload: Option<Reload>,
+    baseline: Option<Reference>,
     at_end: impl FnOnce(&Report) -> Result<(), Error>,
 ) -> Result<Report, Error> {
     let mut plan = plan;
@@ -97,7 +129,8 @@ fn run_then(
             humantime::format_duration(Duration::from_millis((l.now - l.checkpoint_at).as_millis() as u64))
         );
     }
-    let mut observers = Observers::start(&plan, loaded.as_ref())?;
+    let mut observers = Observers::start(&plan, loaded.as_ref(), baseline)?;
+    let baseline_section = observers.baseline_section();
     let resume = loaded.map(|l| engine::Resume {
         totals: l.totals,
         checkpoint_at: l.checkpoint_at,
@@ -106,6 +139,7 @@ fn run_then(
     let ended: Ended<'_> = engine::run(plan, reload, &mut observers, resume)?;
     let mut report = Report::build(ended.plan(), ended.totals(), ended.ran());
     report.aborted = ended.aborted().map(str::to_string);
+    report.baseline = baseline_section.lock().unwrap_or_else(|p| p.into_inner()).take();
     let written = at_end(&report);
     ended.linger()?;
     written.map(|()| report)
@@ -170,13 +204,24 @@ fn against_baseline(
     };
     let c = compare(&base, &new, &opts);
     eprint!("\n{}", c.text(&opts));
+    if let Some(differs) = load_differs(report) {
+        eprintln!("  (the loads differ: {differs}; a comparison, not a regression verdict)");
+    }
     Ok(Some(c))
 }
 
+/// Where the baseline's load differs from the run's, as the report's
+/// `baseline` section says (`None`: the same load, or no live section).
+fn load_differs(report: &Report) -> Option<String> {
+    let b = report.baseline.as_ref()?;
+    (!b.load_differs.is_empty()).then(|| b.load_differs.join("; "))
+}
+
 /// The HTML page of a finished run, its spectrum from the run's HDR log
-/// when it wrote one.
+/// when it wrote one, the baseline's p50 and p99 drawn under its own.
 fn write_html(
     report: &Report,
+    baseline: Option<&Report>,
     hdr_log: Option<&Path>,
     path: &Path,
     comparison: Option<&Comparison>,
@@ -191,7 +236,7 @@ fn write_html(
     };
     let page = crate::html::render(&crate::html::Inputs {
         report,
-        baseline: None,
+        baseline,
         spectrum,
         verdicts: comparison.map(|c| c.rows.as_slice()),
     });
@@ -217,7 +262,10 @@ fn verdicts(report: &Report, comparison: Option<&Comparison>) -> Result<(), Erro
     if !failed.is_empty() {
         bad.push(format!("threshold(s) failed: {}", failed.join(", ")));
     }
-    if let Some(Err(e)) = comparison.map(Comparison::verdict) {
+    // A comparison of different loads is not a regression verdict.
+    if let Some(Err(e)) = comparison.map(Comparison::verdict)
+        && load_differs(report).is_none()
+    {
         bad.push(e.to_string());
     }
     if bad.is_empty() {

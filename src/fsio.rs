@@ -23,6 +23,13 @@ use std::path::{Path, PathBuf};
 /// Writes `bytes` to `path` atomically (see the module doc). On error,
 /// `path` is unchanged and no temporary file is left behind.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomic_with(path, |w| w.write_all(bytes))
+}
+
+/// [`write_atomic`] of what `fill` writes, through a buffer of its own:
+/// the file's bytes are never all in memory (a `--state` checkpoint of
+/// megabytes is streamed, so the writer's memory does not grow with it).
+pub fn write_atomic_with(path: &Path, fill: impl FnOnce(&mut dyn io::Write) -> io::Result<()>) -> io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -30,11 +37,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"))?;
-    let (tmp, mut file) = create_temp(dir, &name.to_string_lossy())?;
-    let written = file.write_all(bytes).and_then(|()| file.sync_all()).and_then(|()| {
-        drop(file);
-        fs::rename(&tmp, path)
-    });
+    let (tmp, file) = create_temp(dir, &name.to_string_lossy())?;
+    let mut out = io::BufWriter::with_capacity(64 * 1024, file);
+    let written = fill(&mut out)
+        .and_then(|()| out.into_inner().map_err(io::IntoInnerError::into_error))
+        .and_then(|file| file.sync_all().map(|()| file))
+        .and_then(|file| {
+            drop(file);
+            fs::rename(&tmp, path)
+        });
     if let Err(e) = written {
         let _ = fs::remove_file(&tmp);
         return Err(e);

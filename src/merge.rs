@@ -42,7 +42,7 @@ use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
 
 use crate::Error;
 use crate::report::{self, Figures, Histograms, Percentiles, Report, RequestReport, ShardReport, WorkloadReport};
-use crate::stats::{PointJson, TimelineJson};
+use crate::stats::{Disruptions, PointJson, TimelineJson};
 
 /// Reads every report and merges them; `what` of each is its path.
 pub fn merge_files(paths: &[PathBuf]) -> Result<Report, Error> {
@@ -129,6 +129,8 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
         workloads.push(WorkloadReport {
             name: first.workloads[wi].name.clone(),
             url: first.workloads[wi].url.clone(),
+            // Every shard states the whole plan's load.
+            load: first.workloads[wi].load.clone(),
             figures,
             histograms: hist.encode(),
             by_request: merge_requests(reports.iter().map(|(_, r)| &r.workloads[wi].by_request)),
@@ -167,7 +169,48 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
         trends: Default::default(),
         // Each shard's restarts are its own.
         resumed: Vec::new(),
+        // Each shard judged its own share against its own baseline.
+        baseline: None,
+        disruptions: disruptions(reports),
     })
+}
+
+/// The shards' outages, excursions and events in one list each, on the
+/// earliest shard's clock (each shard found its own: its share of the
+/// connections went down with the target), attributed again over every
+/// shard's events.
+fn disruptions(reports: &[(String, Report)]) -> Disruptions {
+    let starts = reports.iter().map(|(_, r)| r.timeline.started_at_unix_seconds);
+    let base = starts.filter(|s| *s > 0.0).fold(f64::MAX, f64::min);
+    let mut out = Disruptions::default();
+    for (_, r) in reports {
+        let shift = if base < f64::MAX && r.timeline.started_at_unix_seconds > 0.0 {
+            r.timeline.started_at_unix_seconds - base
+        } else {
+            0.0
+        };
+        let d = &r.disruptions;
+        out.outages.extend(d.outages.iter().cloned().map(|mut o| {
+            o.start += shift;
+            o.end = o.end.map(|e| e + shift);
+            o
+        }));
+        out.excursions.extend(d.excursions.iter().cloned().map(|mut x| {
+            x.start += shift;
+            x.end = x.end.map(|e| e + shift);
+            x
+        }));
+        out.events.extend(d.events.iter().cloned().map(|mut e| {
+            e.at += shift;
+            e.end = e.end.map(|t| t + shift);
+            e
+        }));
+    }
+    out.outages.sort_by(|a, b| a.start.total_cmp(&b.start));
+    out.excursions.sort_by(|a, b| a.start.total_cmp(&b.start));
+    out.events.sort_by(|a, b| a.at.total_cmp(&b.at));
+    out.attribute(crate::plan::defaults::EVENT_WINDOW.as_secs_f64());
+    out
 }
 
 /// The shards' per-request figures of one workload, request by request

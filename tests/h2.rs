@@ -291,26 +291,28 @@ fn run_h2(peer: &Peer, extra: &[&str], timeout: u64) -> util::RunResult {
     soakd_report(&args, timeout)
 }
 
-/// The one long test here: the issue's minute of a server that sends a
-/// graceful GOAWAY every 100 streams, paced at 200 requests/s.
+/// The one long test here: a server that sends a graceful GOAWAY every 100
+/// streams, paced at 200 requests/s, for 20 s (40 GOAWAYs; the issue's
+/// minute was shown when it was built, and 20 s keeps the suite under 15
+/// minutes).
 #[test]
-fn graceful_goaway_every_100_streams_for_a_minute_loses_nothing() {
+fn graceful_goaway_every_100_streams_for_20_seconds_loses_nothing() {
     let Some(peer) = Peer::start(&["goaway", "100"]) else {
         return;
     };
     let _heavy = heavy_lock();
     let r = run_h2(
         &peer,
-        &["-c", "4", "--streams", "5", "-r", "200", "-d", "60s", "--ramp", "1000"],
-        120,
+        &["-c", "4", "--streams", "5", "-r", "200", "-d", "20s", "--ramp", "1000"],
+        60,
     );
     assert!(r.status.success(), "exit {}\n{}", r.status, r.stderr);
     assert_eq!(errors(&r.report), vec![], "GOAWAY is not an error");
     let completed = u(&r.report, "/requests/completed");
     let sent = u(&r.report, "/requests/sent");
-    // 200/s for 60 s is 12,000; the Python peer on a loaded machine may
+    // 200/s for 20 s is 4,000; the Python peer on a loaded machine may
     // answer fewer in time (speed is not what this asserts).
-    assert!(completed >= 6_000, "completed {completed}");
+    assert!(completed >= 2_000, "completed {completed}");
     assert_eq!(u(&r.report, "/requests/failed"), 0);
     assert_eq!(
         sent,

@@ -31,9 +31,11 @@ fn checkpoint_at(path: &Path) -> Option<f64> {
     Some(body["at"]["secs"].as_f64()? + body["at"]["nanos"].as_f64()? / 1e9)
 }
 
-/// The "must show": a 120 s paced run (200 req/s) with
-/// `--checkpoint-interval 5s`, SIGKILLed at ~50 s and started again with
-/// the same command, ends at the original end time, counts rate × 120 s
+/// The "must show" (120 s, killed at ~50 s, when it was built;
+/// 48 s and ~22 s here, to keep the suite under 15 minutes): a paced run
+/// (200 req/s) with `--checkpoint-interval 5s`, SIGKILLed and started
+/// again with the same command, ends at the original end time, counts
+/// rate × 48 s
 /// within rate × (lost + 1 s), lists the restart, marks the gap in the
 /// timeline and the HTML page, appends to the HDR log, and its counters on
 /// /metrics continue from the checkpoint.
@@ -55,7 +57,7 @@ fn a_killed_soak_continues_to_its_original_end() {
         "-i",
         "100ms",
         "-d",
-        "120s",
+        "48s",
         "--state",
         state.to_str().unwrap(),
         "--checkpoint-interval",
@@ -77,18 +79,18 @@ fn a_killed_soak_continues_to_its_original_end() {
 
     let first = spawn_soakd(&args);
     let t0 = Instant::now();
-    // ~50 s in, with at least one checkpoint past 40 s on disk.
+    // ~22 s in, with at least one checkpoint past 15 s on disk.
     wait_until(
-        || t0.elapsed() >= Duration::from_secs(50) && checkpoint_at(&state).is_some_and(|a| a >= 40.0),
-        Duration::from_secs(70),
-        "50 s of the first run and a checkpoint after 40 s",
+        || t0.elapsed() >= Duration::from_secs(22) && checkpoint_at(&state).is_some_and(|a| a >= 15.0),
+        Duration::from_secs(40),
+        "22 s of the first run and a checkpoint after 15 s",
     );
     let before = wait_for(
         || scrape(&metrics).map(|m| metric_sum(&m, "soakd_requests_sent_total")),
         Duration::from_secs(10),
         "a scrape before the kill",
     );
-    assert!(before > rate * 40.0, "{before} requests sent before the kill");
+    assert!(before > rate * 15.0, "{before} requests sent before the kill");
     let at_checkpoint = checkpoint_at(&state).unwrap();
     signal(first.id(), "KILL");
     let killed = Instant::now();
@@ -113,7 +115,7 @@ fn a_killed_soak_continues_to_its_original_end() {
         after >= rate * (at_checkpoint - 1.0),
         "after the restart soakd_requests_sent_total is {after}, checkpointed at {at_checkpoint} s (before the kill: {before})"
     );
-    let out = wait_output(second, 110);
+    let out = wait_output(second, 50);
     let ended = unix_now();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
@@ -121,8 +123,8 @@ fn a_killed_soak_continues_to_its_original_end() {
     let r = report(&rep);
     let started = r["timeline"]["started_at_unix_seconds"].as_f64().unwrap();
     assert!(
-        (ended - (started + 120.0)).abs() <= 2.0,
-        "ended {:.1} s after the original start, planned 120 s",
+        (ended - (started + 48.0)).abs() <= 2.0,
+        "ended {:.1} s after the original start, planned 48 s",
         ended - started
     );
     let resumed = r["resumed"].as_array().expect("a resumed list");
@@ -144,7 +146,7 @@ fn a_killed_soak_continues_to_its_original_end() {
         "the summary lists the restart as {line:?}:\n{stderr}"
     );
     let completed = r["requests"]["completed"].as_f64().unwrap();
-    let want = rate * 120.0;
+    let want = rate * 48.0;
     assert!(
         (completed - want).abs() <= rate * (lost + 1.0),
         "{completed} completed, {want} planned, {lost} s lost"
@@ -165,7 +167,7 @@ fn a_killed_soak_continues_to_its_original_end() {
         .filter(|l| l.starts_with("Tag="))
         .filter_map(|l| l.split(',').nth(1)?.parse().ok())
         .fold(0.0, f64::max);
-    assert!(last_start > 100.0, "intervals go on in the run's time: {last_start}");
+    assert!(last_start > 30.0, "intervals go on in the run's time: {last_start}");
 }
 
 /// The systemd unit's ExecStart, run as written (the binary, the config

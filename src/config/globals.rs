@@ -9,6 +9,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::Locator;
+use super::events::{FileEvent, FileKeys, ShareRaw};
 use super::kinds::FileCx;
 use super::settings::FileWorkload;
 use crate::Error;
@@ -30,11 +31,26 @@ pub(super) struct FileGlobals {
     thresholds: Vec<Spanned<String>>,
     threshold_window: Option<Spanned<String>>,
     abort_on_fail: Option<Spanned<String>>,
+    // --baseline
+    baseline: Option<PathBuf>,
+    baseline_hdr_log: Option<PathBuf>,
+    tolerance: Option<Spanned<String>>,
+    baseline_window: Option<Spanned<String>>,
     shard: Option<Spanned<String>>,
     shard_sources: Option<bool>,
     // --state
     state: Option<PathBuf>,
     checkpoint_interval: Option<Spanned<String>>,
+    // Outages and events (config/events.rs)
+    outage_errors: Option<Spanned<ShareRaw>>,
+    outage_open: Option<Spanned<ShareRaw>>,
+    outage_settle: Option<Spanned<String>>,
+    #[serde(default)]
+    event: Vec<Spanned<FileEvent>>,
+    event_window: Option<Spanned<String>>,
+    event_log: Option<PathBuf>,
+    event_name_file: Option<PathBuf>,
+    event_socket: Option<PathBuf>,
     #[serde(default)]
     pub(super) workload: Vec<Spanned<FileWorkload>>,
 }
@@ -66,8 +82,14 @@ pub struct Overrides {
     pub threshold_window: Option<Duration>,
     /// Stop once a threshold has failed this long.
     pub abort_on_fail: Option<Duration>,
-    /// Compare with this report at the end (command line only).
-    pub baseline: Option<plan::Baseline>,
+    /// `--baseline`: the report to compare with.
+    pub baseline: Option<PathBuf>,
+    /// `--baseline-hdr-log`: its interval log.
+    pub baseline_hdr_log: Option<PathBuf>,
+    /// `--tolerance`.
+    pub tolerance: Option<f64>,
+    /// `--baseline-window`.
+    pub baseline_window: Option<Duration>,
     /// `--shard` (or `SOAKD_SHARD`): the share of the plan to run, and the
     /// flag or variable it came from (for messages).
     pub shard: Option<(plan::Shard, String)>,
@@ -79,6 +101,8 @@ pub struct Overrides {
     pub checkpoint_interval: Option<Duration>,
     /// `--fresh` (command line only).
     pub fresh: bool,
+    /// `--outage-*` and `--event*`.
+    pub disruptions: super::DisruptionArgs,
 }
 
 /// The plan of `workloads` under the file's globals, each replaced by its
@@ -99,10 +123,27 @@ pub(super) fn plan(
         path => ReportDest::File(cx.path(path.as_ref())),
     });
     let (shard, shard_from) = shard(over.shard, &file.shard, loc)?;
+    let duration = or_file(over.duration, &file.duration, "duration")?;
+    let (outages, events) = super::events::plans(
+        &over.disruptions,
+        FileKeys {
+            outage_errors: file.outage_errors.as_ref(),
+            outage_open: file.outage_open.as_ref(),
+            outage_settle: file.outage_settle.as_ref(),
+            events: &file.event,
+            event_window: file.event_window.as_ref(),
+            event_log: file.event_log.as_ref(),
+            event_name_file: file.event_name_file.as_ref(),
+            event_socket: file.event_socket.as_ref(),
+        },
+        duration,
+        loc,
+        cx,
+    )?;
     let plan = Plan {
         workloads,
         threads: threads(over.threads, &file.threads, loc)?,
-        duration: or_file(over.duration, &file.duration, "duration")?,
+        duration,
         max_requests: requests(over.requests, &file.requests, loc)?,
         report: over.report.as_deref().map(ReportDest::parse).or(report),
         metrics_listen: metrics_listen(over.metrics_listen, &file.metrics_listen, loc)?,
@@ -122,7 +163,16 @@ pub(super) fn plan(
         },
         threshold_window: or_file(over.threshold_window, &file.threshold_window, "threshold_window")?,
         abort_on_fail: or_file(over.abort_on_fail, &file.abort_on_fail, "abort_on_fail")?,
-        baseline: over.baseline,
+        baseline: plan::Baseline::of(
+            over.baseline.or(file.baseline.as_deref().map(|p| cx.path(p))),
+            over.baseline_hdr_log
+                .or(file.baseline_hdr_log.as_deref().map(|p| cx.path(p))),
+            match over.tolerance {
+                Some(t) => Some(t),
+                None => tolerance(&file.tolerance, loc)?,
+            },
+            or_file(over.baseline_window, &file.baseline_window, "baseline_window")?,
+        )?,
         state: plan::StateFile::of(
             over.state.or(file.state.as_deref().map(|p| cx.path(p))),
             or_file(
@@ -134,6 +184,8 @@ pub(super) fn plan(
         )?,
         shard: plan::Shard::WHOLE,
         shard_sources: false,
+        outages,
+        events,
     };
     let where_ = file
         .thresholds
@@ -142,6 +194,12 @@ pub(super) fn plan(
     plan.check_thresholds(&where_)?;
     let split = over.shard_sources || file.shard_sources.unwrap_or(false);
     plan::shard::apply(plan, shard, split, &shard_from)
+}
+
+/// `tolerance`: a percentage (`"10%"`) or a fraction.
+fn tolerance(key: &Option<Spanned<String>>, loc: &Locator<'_>) -> Result<Option<f64>, Error> {
+    let Some(v) = key else { return Ok(None) };
+    plan::parse_tolerance(&loc.at(v, "tolerance"), v.get_ref()).map(Some)
 }
 
 /// `metrics_listen`: an address, or `"off"`.

@@ -31,6 +31,7 @@
 //! interval = "1s"
 //! ```
 
+mod events;
 mod globals;
 pub mod kinds;
 mod request;
@@ -44,6 +45,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 
+pub use events::DisruptionArgs;
 pub use globals::Overrides;
 
 use crate::Error;
@@ -328,6 +330,35 @@ expect_status = [201]
         assert!(e.contains("soak.toml:3") && e.contains("then"), "{e}");
     }
 
+    /// The baseline's keys, paths relative to the file; flags win.
+    #[test]
+    fn a_baseline_from_the_file() {
+        let text = "baseline = \"runs/base.json\"\nbaseline_hdr_log = \"runs/base.hlog\"\ntolerance = \"5%\"\nbaseline_window = \"1m\"\nabort_on_fail = \"3m\"\n[[workload]]\nurl = \"http://127.0.0.1:1/\"\n";
+        let plan = parse(Path::new("/etc/soakd/soak.toml"), text, Overrides::default()).unwrap();
+        let b = plan.baseline.clone().unwrap();
+        assert_eq!(b.report, Path::new("/etc/soakd/runs/base.json"));
+        assert_eq!(b.hdr_log.as_deref(), Some(Path::new("/etc/soakd/runs/base.hlog")));
+        assert_eq!((b.tolerance, b.window), (0.05, Duration::from_secs(60)));
+        assert!(
+            crate::plan::describe(&plan).contains("judged every 1m (tolerance 5%), abort after a regression held 3m"),
+            "{}",
+            crate::plan::describe(&plan)
+        );
+        let over = Overrides {
+            baseline: Some("other.json".into()),
+            baseline_window: Some(Duration::from_secs(120)),
+            ..Overrides::default()
+        };
+        let b = parse(Path::new("/etc/soakd/soak.toml"), text, over)
+            .unwrap()
+            .baseline
+            .unwrap();
+        assert_eq!(
+            (b.report.to_str(), b.window),
+            (Some("other.json"), Duration::from_secs(120))
+        );
+    }
+
     #[test]
     fn thresholds_globally_and_per_workload() {
         let plan = parse_text(
@@ -464,6 +495,16 @@ expect_status = [201]
                 "abort_on_fail = \"soon\"\n[[workload]]\nurl = \"http://127.0.0.1:1/\"\n",
                 "soak.toml:1",
                 "abort_on_fail",
+            ),
+            (
+                "baseline = \"b.json\"\ntolerance = \"lots\"\n[[workload]]\nurl = \"http://127.0.0.1:1/\"\n",
+                "soak.toml:2",
+                "invalid tolerance",
+            ),
+            (
+                "baseline_window = \"1m\"\n[[workload]]\nurl = \"http://127.0.0.1:1/\"\n",
+                "baseline_window",
+                "no --baseline REPORT",
             ),
         ];
         for (text, at, key) in cases {

@@ -14,7 +14,7 @@ use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Interest, Poll, Token, Waker};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
 use signal_hook_mio::v1_0::Signals;
 
 use super::reload::{Change, diff};
@@ -66,6 +66,8 @@ pub(super) struct Control<'s> {
     /// The run stopped on its own (duration, `--requests`, stages, an
     /// abort), not by a signal.
     pub(super) complete: bool,
+    /// The outage mask the workers were last given.
+    outage_mask: u64,
 }
 
 impl<'s> Control<'s> {
@@ -107,6 +109,7 @@ impl<'s> Control<'s> {
             stop_at: None,
             aborted: None,
             complete: false,
+            outage_mask: 0,
         }
     }
 
@@ -132,7 +135,12 @@ impl<'s> Control<'s> {
             self.take_reload();
             let (idle, budget_done) = self.totals.collect(&self.workers.shared.mailboxes);
             let elapsed = self.elapsed();
-            self.totals.timeline.tick(elapsed);
+            self.totals.tick(elapsed);
+            let mask = self.totals.outages.active_mask();
+            if mask != self.outage_mask {
+                self.outage_mask = mask;
+                self.workers.set_outage(mask);
+            }
             self.sink.tick(&mut self.totals, elapsed);
             if self.stop_at.is_none() {
                 self.advance_stages(elapsed);
@@ -194,6 +202,7 @@ impl<'s> Control<'s> {
                 SIGINT | SIGTERM => exit_now = true,
                 SIGUSR1 => self.sink.summary(&self.plan, &self.totals, self.elapsed()),
                 SIGHUP => self.start_reload(),
+                SIGUSR2 => self.sink.marked(),
                 _ => {}
             }
         }
@@ -321,6 +330,7 @@ impl<'s> Control<'s> {
                     }
                     said.push(format!("{} changed", nw.name));
                     self.totals.set_requests(old, nw.request_names());
+                    self.totals.outages.check_open(old, !nw.conn.close);
                     self.sink.workload_changed(old, &nw);
                     self.plan.workloads[old] = nw;
                 }
@@ -332,6 +342,7 @@ impl<'s> Control<'s> {
                     }
                     self.totals.add_workload(nw.name.clone());
                     self.totals.set_requests(wi, nw.request_names());
+                    self.totals.outages.check_open(wi, !nw.conn.close);
                     self.sink.workload_added(&nw);
                     cmds.push(Command::Add(Box::new(WorkloadRt::of(&nw))));
                     self.stages.extend(StageRun::start(wi, &nw, elapsed));
@@ -349,7 +360,10 @@ impl<'s> Control<'s> {
             }
         }
         if d.needs_restart {
-            said.push("threads, metrics_listen, hdr_log, shard and thresholds take effect at the next start".into());
+            said.push(
+                "threads, metrics_listen, hdr_log, shard, thresholds, the baseline, outage and event settings take effect at the next start"
+                    .into(),
+            );
         }
         self.workers.send(&cmds);
         if said.is_empty() {

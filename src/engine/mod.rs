@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mio::{Poll, Waker};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
 use signal_hook_mio::v1_0::Signals;
 
 use crate::Error;
@@ -58,6 +58,9 @@ pub trait Sink {
     /// A reload changed workload `i` (now `w`): its URL may have turned
     /// it into a WebSocket workload, or back into an HTTP one.
     fn workload_changed(&mut self, _i: usize, _w: &Workload) {}
+    /// SIGUSR2: an event from outside, now (its name is the sink's to
+    /// find: `--event-name-file`).
+    fn marked(&mut self) {}
     /// A reload was tried; `ok` says whether it was applied.
     fn reloaded(&mut self, _ok: bool) {}
     /// The run is over, before [`Sink::finish`]: `complete` when it ended
@@ -146,8 +149,8 @@ pub fn run(
     let names: Vec<String> = plan.workloads.iter().map(|w| w.name.clone()).collect();
 
     let poll = Poll::new().map_err(|e| Error::io("creating the control poll", e))?;
-    let mut signals =
-        Signals::new([SIGINT, SIGTERM, SIGUSR1, SIGHUP]).map_err(|e| Error::io("installing signal handlers", e))?;
+    let mut signals = Signals::new([SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGHUP])
+        .map_err(|e| Error::io("installing signal handlers", e))?;
     Control::register(&poll, &mut signals)?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKE).map_err(|e| Error::io("creating a waker", e))?);
     let shared = Arc::new(Shared {
@@ -157,6 +160,7 @@ pub fn run(
         commands: (0..threads).map(|_| Mutex::new(Vec::new())).collect(),
         commands_sent: AtomicU64::new(0),
         control: waker.clone(),
+        outage: AtomicU64::new(0),
     });
     // From here on an error return drops `workers`, which stops and joins
     // every thread already started.
@@ -165,6 +169,12 @@ pub fn run(
     for (wi, w) in plan.workloads.iter().enumerate() {
         totals.set_requests(wi, w.request_names());
     }
+    // A `--close` workload holds no connection between its requests: only
+    // its errors make outages.
+    totals.outages = crate::stats::Outages::new(
+        plan.outage_rules(),
+        plan.workloads.iter().map(|w| (w.name.clone(), !w.conn.close)),
+    );
     let offset = match resume {
         Some(r) => {
             totals.restore(r.totals, r.checkpoint_at, r.now);

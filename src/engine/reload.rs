@@ -86,6 +86,9 @@ pub(super) fn diff(old: &Plan, new: &Plan) -> Diff {
             || new.hdr_log != old.hdr_log
             || new.hdr_log_interval != old.hdr_log_interval
             || new.shard != old.shard
+            || new.baseline != old.baseline
+            || new.outages != old.outages
+            || new.events != old.events
             || thresholds_differ(old, new),
     }
 }
@@ -191,6 +194,14 @@ mod tests {
         let mut sharded = old.clone();
         sharded.shard = crate::plan::Shard { index: 0, count: 2 };
         assert!(diff(&old, &sharded).needs_restart);
+        // Outage rules and events are set up at the start.
+        let settle = plan(&format!("outage_settle = \"9s\"\n{A}{B}"));
+        assert!(diff(&old, &settle).needs_restart);
+        let event = plan(&format!(
+            "[[event]]\nname = \"e\"\nat = \"1m\"\nrun = [\"true\"]\n{A}{B}"
+        ));
+        assert!(diff(&old, &event).needs_restart);
+        assert!(diff(&old, &event).changes.is_empty(), "the workloads stay");
     }
 
     #[test]

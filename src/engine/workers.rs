@@ -83,6 +83,13 @@ impl Workers {
         self.wake();
     }
 
+    /// Hands the workers the outage mask (see `worker/probe.rs`) and
+    /// wakes them to see it.
+    pub(super) fn set_outage(&self, mask: u64) {
+        self.shared.outage.store(mask, Ordering::Release);
+        self.wake();
+    }
+
     /// Wakes every worker (new commands, a new phase).
     pub(super) fn wake(&self) {
         for w in &self.wakers {

@@ -23,6 +23,9 @@
 //! histograms (`workloads[].histograms.latency`, merged), or the report's
 //! few percentiles.
 
+mod baseline;
+mod disruptions;
+pub mod history;
 pub mod svg;
 mod trends;
 
@@ -42,7 +45,7 @@ const P50: &str = "#1f77b4";
 const P90: &str = "#2ca02c";
 const P99: &str = "#ff7f0e";
 const PMAX: &str = "#d62728";
-const PALETTE: [&str; 8] = [
+pub(crate) const PALETTE: [&str; 8] = [
     "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#ff7f0e",
 ];
 
@@ -229,6 +232,8 @@ fn time_chart(title: &str, y_unit: Unit, series: Vec<Series>) -> Chart {
         log_y: y_unit == Unit::Seconds,
         series,
         gaps: Vec::new(),
+        bands: Vec::new(),
+        marks: Vec::new(),
     }
 }
 
@@ -236,22 +241,34 @@ fn time_chart(title: &str, y_unit: Unit, series: Vec<Series>) -> Chart {
 fn charts(i: &Inputs<'_>, r: &Report) -> Vec<(Chart, String)> {
     let base = i.baseline;
     let mut out = Vec::new();
+    let mut latency = both(
+        r,
+        base,
+        &[
+            ("p50", P50, &|p: &PointJson| p.p50),
+            ("p90", P90, &|p: &PointJson| p.p90),
+            ("p99", P99, &|p: &PointJson| p.p99),
+            ("max", PMAX, &|p: &PointJson| p.max),
+        ],
+    );
+    // The baseline's p50 and p99 under the live lines (its p90 and max
+    // would only crowd them): what each window was judged against when
+    // the run was judged live, else its own timeline.
+    let judged = baseline::reference_lines(r, [P50, P99]);
+    latency.retain(|s| !s.dashed || (judged.is_empty() && (s.name.starts_with("p50") || s.name.starts_with("p99"))));
+    latency.extend(judged);
+    let mut chart = time_chart("Latency over time", Unit::Seconds, latency);
+    chart.bands = baseline::bands(r);
     out.push((
-        time_chart(
-            "Latency over time",
-            Unit::Seconds,
-            both(
-                r,
-                base,
-                &[
-                    ("p50", P50, &|p: &PointJson| p.p50),
-                    ("p90", P90, &|p: &PointJson| p.p90),
-                    ("p99", P99, &|p: &PointJson| p.p99),
-                    ("max", PMAX, &|p: &PointJson| p.max),
-                ],
-            ),
+        chart,
+        format!(
+            "Per interval of the timeline, all workloads: from the due time in paced and open-loop runs.{}",
+            match (base.is_some(), r.baseline.as_ref().is_some_and(|b| !b.windows.is_empty())) {
+                (_, true) => " Dashed: the baseline's p50 and p99 each window was judged against; shaded: windows judged worse (red) or better (green) than it.",
+                (true, false) => " Dashed: the baseline's p50 and p99.",
+                (false, false) => "",
+            }
         ),
-        "Per interval of the timeline, all workloads: from the due time in paced and open-loop runs.".to_string(),
     ));
 
     let (mut spec, mut note) = report_spectrum(r);
@@ -282,6 +299,8 @@ fn charts(i: &Inputs<'_>, r: &Report) -> Vec<(Chart, String)> {
             log_y: true,
             series,
             gaps: Vec::new(),
+            bands: Vec::new(),
+            marks: Vec::new(),
         },
         format!("The whole run's latency distribution, {note}."),
     ));
@@ -342,15 +361,19 @@ fn charts(i: &Inputs<'_>, r: &Report) -> Vec<(Chart, String)> {
     ));
     out.extend(trends::charts(r, base));
     let gaps = gaps(r);
+    let (bands, marks) = (disruptions::bands(r), disruptions::marks(r));
     for (c, _) in &mut out {
         if c.x_unit == Unit::Count {
             c.gaps.clone_from(&gaps);
+            // After the baseline's windows, where the latency chart has them.
+            c.bands.extend(bands.iter().cloned());
+            c.marks.clone_from(&marks);
         }
     }
     out
 }
 
-const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1140px}\
+pub(crate) const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1140px}\
 h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}\
 table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}\
 th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}\
@@ -504,9 +527,11 @@ pub fn render(i: &Inputs<'_>) -> String {
         let _ = write!(s, "<pre>{}</pre>", esc(&r.plan));
     }
     summary(&mut s, r, i.baseline);
+    disruptions::tables(&mut s, r);
     thresholds(&mut s, &r.thresholds);
     trends::table(&mut s, r);
     verdicts(&mut s, i.verdicts, i.baseline.is_some());
+    baseline::section(&mut s, r);
     s.push_str("<h2>Charts</h2>");
     if points(r).is_empty() {
         s.push_str(

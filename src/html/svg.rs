@@ -62,7 +62,40 @@ pub struct Chart {
     /// X ranges shaded as "soakd not running" (a run continued from its
     /// `--state`: the restart's gap).
     pub gaps: Vec<(f64, f64)>,
+    /// X ranges shaded for what happened to the target (outages, latency
+    /// excursions), under the lines.
+    pub bands: Vec<Band>,
+    /// Moments marked with a vertical line (events), over the lines.
+    pub marks: Vec<Mark>,
 }
+
+/// A shaded x range.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Band {
+    /// Where it begins and ends.
+    pub from: f64,
+    /// Where it ends.
+    pub to: f64,
+    /// Its CSS class (what it is, for tests and styling).
+    pub class: &'static str,
+    /// Its colour.
+    pub color: &'static str,
+    /// Its tooltip.
+    pub title: String,
+}
+
+/// A moment marked on the x axis.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mark {
+    /// Where.
+    pub at: f64,
+    /// Its label (shown cut short) and tooltip.
+    pub label: String,
+}
+
+/// Most characters of a mark's label drawn on the chart (the tooltip
+/// has it whole).
+const MARK_LABEL: usize = 18;
 
 const W: f64 = 1100.0;
 const H: f64 = 300.0;
@@ -285,6 +318,20 @@ impl Chart {
                 );
             }
         }
+        for b in &self.bands {
+            let (a, z) = (b.from.max(x0), b.to.min(x1));
+            if z >= a {
+                let _ = write!(
+                    s,
+                    r##"<rect class="{}" x="{:.1}" y="{TOP}" width="{:.1}" height="{ph:.1}" fill="{}" fill-opacity="0.55"><title>{}</title></rect>"##,
+                    b.class,
+                    px(a),
+                    (px(z) - px(a)).max(2.0),
+                    b.color,
+                    esc(&b.title)
+                );
+            }
+        }
         // Lines: one polyline per unbroken run of finite points.
         for ser in &self.series {
             let dash = if ser.dashed { r#" stroke-dasharray="6 4""# } else { "" };
@@ -316,6 +363,19 @@ impl Chart {
                 }
             }
             flush(&mut run, &mut s);
+        }
+        for m in self.marks.iter().filter(|m| m.at >= x0 && m.at <= x1) {
+            let x = px(m.at);
+            let short: String = m.label.chars().take(MARK_LABEL).collect();
+            let _ = write!(
+                s,
+                r##"<g class="event"><title>{}</title><line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#6a3d9a" stroke-width="1.2" stroke-dasharray="3 3"/><text x="{:.1}" y="{:.1}" fill="#6a3d9a" font-size="10">{}</text></g>"##,
+                esc(&m.label),
+                TOP + ph,
+                x + 3.0,
+                TOP + 11.0,
+                esc(&short)
+            );
         }
         // Legend, right-aligned above the plot.
         let mut x = W - RIGHT;
@@ -386,12 +446,30 @@ mod tests {
                 points: vec![(0.0, 0.001), (1.0, 0.002), (2.0, f64::NAN), (3.0, 0.001), (4.0, 0.003)],
             }],
             gaps: vec![(1.5, 2.5)],
+            bands: vec![Band {
+                from: 3.0,
+                to: 3.5,
+                class: "outage",
+                color: "#f4a6a6",
+                title: "outage <1>".into(),
+            }],
+            marks: vec![Mark {
+                at: 2.9,
+                label: "a deploy with a long name".into(),
+            }],
         };
         let svg = c.svg();
         assert!(svg.starts_with("<svg"));
         assert!(svg.contains("<title>Latency &lt;over&gt; time</title>"));
         assert_eq!(svg.matches("<polyline").count(), 2, "{svg}");
         assert_eq!(svg.matches(r#"<rect class="gap""#).count(), 1, "{svg}");
+        assert_eq!(svg.matches(r#"<rect class="outage""#).count(), 1, "{svg}");
+        assert!(svg.contains("<title>outage &lt;1&gt;</title>"), "{svg}");
+        assert!(
+            svg.contains(r#"<g class="event"><title>a deploy with a long name</title>"#),
+            "{svg}"
+        );
+        assert!(svg.contains(">a deploy with a lo<"), "cut short: {svg}");
         let log = Chart {
             log_y: true,
             ..c.clone()

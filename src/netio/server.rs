@@ -88,6 +88,13 @@ impl<C: Slot> ConnTable<C> {
     pub fn at_key_mut(&mut self, key: usize) -> Option<&mut C> {
         self.slab.get_mut(key)
     }
+
+    /// Drops every connection (the target's `--restart-every`: a server
+    /// that stops closes them all). Their tokens stay stale: the
+    /// generations go on.
+    pub fn clear(&mut self) {
+        self.slab.clear();
+    }
 }
 
 /// What [`Acceptor::accept`] hands its caller.

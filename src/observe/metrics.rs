@@ -23,15 +23,19 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, MetricFamily, MetricType};
 
 pub use super::procs::sample_resources;
+mod baseline;
 // WebSocket
 mod core;
 mod h2;
+pub mod outage;
 pub mod ws;
 use super::procs::{ProcStat, read_proc};
 pub use super::prom::Buckets;
 use super::prom::{histogram, labels, value};
 use crate::stats::Totals;
 use crate::stats::{self, CheckKind, Counters, Gauges, H2Stats, StatusClass};
+pub use baseline::BaselineGauges;
+pub use outage::{EventSnapshot, OutageSnapshot};
 pub use ws::WsSnapshot;
 
 /// Quantiles of the window summary.
@@ -96,6 +100,11 @@ pub struct WorkloadSnapshot {
     /// A gRPC target's method (`package.Service/Method`); `None` for
     /// other targets, which have no `soakd_grpc_*` series.
     pub grpc_method: Option<String>,
+    /// `--baseline`: the baseline's figures and the verdicts against
+    /// them (`None`: no baseline workload pairs with this one).
+    pub baseline: Option<BaselineGauges>,
+    /// Outage figures.
+    pub outage: OutageSnapshot,
 }
 
 impl WorkloadSnapshot {
@@ -134,6 +143,8 @@ pub struct Snapshot {
     /// The `shard` and `shards` labels of `soakd_shard_info` (0 and 1
     /// unsharded).
     pub shard: [String; 2],
+    /// The run's events by name.
+    pub events: Vec<EventSnapshot>,
 }
 
 /// The exporter's side of the control loop: keeps the window ring and the
@@ -145,6 +156,8 @@ pub struct Metrics {
     scratch: Histogram<u64>,
     last_rotation: Instant,
     pids: Vec<Vec<u32>>,
+    /// The names of the events the plan runs (series from the start).
+    planned_events: Vec<String>,
 }
 
 impl Metrics {
@@ -164,6 +177,7 @@ impl Metrics {
             last_reload_success: unix_now(),
             thresholds: Vec::new(),
             shard: [shard.index.to_string(), shard.count.to_string()],
+            events: Vec::new(),
         }));
         let registry = prometheus::Registry::new();
         // Both collectors are built here with fixed, valid descriptors, so
@@ -184,7 +198,16 @@ impl Metrics {
             scratch: stats::histogram(),
             last_rotation: Instant::now(),
             pids,
+            planned_events: Vec::new(),
         }
+    }
+
+    /// The events the plan runs: their series exist from the first
+    /// scrape.
+    pub fn plan_events(&mut self, names: Vec<String>) {
+        let mut snap = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        snap.events = outage::events_by_name(&names, &[]);
+        self.planned_events = names;
     }
 
     /// Publishes the totals as the new snapshot. Called after every
@@ -223,8 +246,11 @@ impl Metrics {
             .iter()
             .map(|s| [&s.latency, &s.connect, &s.lag, &s.tls_handshake].map(Buckets::from_hdr))
             .collect();
+        let events = outage::events_by_name(&self.planned_events, &totals.events);
+        let outages: Vec<OutageSnapshot> = (0..totals.stats.len()).map(|i| OutageSnapshot::of(totals, i)).collect();
         let mut snap = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
         snap.healthy = healthy;
+        snap.events = events;
         for (i, (w, [latency, connect, lag, tls_handshake])) in snap.workloads.iter_mut().zip(fresh).enumerate() {
             w.counters = totals.stats[i].counters;
             w.gauges = totals.gauges[i];
@@ -234,6 +260,7 @@ impl Metrics {
             w.tls_handshake = tls_handshake;
             let s = &totals.stats[i];
             w.ws.update(&s.ws);
+            w.outage = outages[i].clone();
             w.h2 = s.h2.as_deref().copied().unwrap_or_default();
             w.requests = totals.requests[i]
                 .iter()
@@ -275,6 +302,14 @@ impl Metrics {
         snap.reloads[usize::from(!ok)] += 1;
         if ok {
             snap.last_reload_success = unix_now();
+        }
+    }
+
+    /// Publishes workload `i`'s baseline gauges (see `observe::baseline`).
+    pub fn set_baseline(&mut self, i: usize, gauges: BaselineGauges) {
+        let mut snap = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(w) = snap.workloads.get_mut(i) {
+            w.baseline = Some(gauges);
         }
     }
 
@@ -350,7 +385,12 @@ impl Series<'_> {
 /// Every family soakd exports, in exposition order: the one list of the
 /// tables (a new table is added here and nowhere else).
 fn families() -> impl Iterator<Item = &'static Family> {
-    core::FAMILIES.iter().chain(h2::FAMILIES).chain(ws::FAMILIES)
+    core::FAMILIES
+        .iter()
+        .chain(h2::FAMILIES)
+        .chain(ws::FAMILIES)
+        .chain(baseline::FAMILIES)
+        .chain(outage::FAMILIES)
 }
 
 /// Renders the snapshot into metric families.

@@ -7,6 +7,9 @@
 //! about stops, reloads and the end, and it fans that out. Nothing in here
 //! runs on a worker thread or touches a connection.
 
+pub mod baseline;
+mod event_socket;
+mod events;
 pub mod exporter;
 mod hdrlog;
 pub mod metrics;
@@ -24,8 +27,11 @@ use crate::Error;
 use crate::engine::Sink;
 use crate::plan::{Plan, Workload};
 use crate::report::Report;
+use crate::report::baseline::BaselineSection;
 use crate::state::{Loaded, Snapshot, Writer};
 use crate::stats::Totals;
+use baseline::{Live, Reference};
+use events::Events;
 use exporter::{Exporter, Handler, Reply};
 use hdrlog::HdrLog;
 pub(crate) use hdrlog::{header_comment, stated_interval, tag_of};
@@ -54,9 +60,15 @@ pub struct Observers {
     target_pids: Vec<u32>,
     /// `--state`: the checkpoint writer.
     checkpoint: Option<Writer>,
+    /// `--baseline`: the live comparison, and where its report section
+    /// goes at the end.
+    baseline: Option<Live>,
+    baseline_section: Arc<std::sync::Mutex<Option<BaselineSection>>>,
     /// The run ended on its own (not by a signal or a failure): its last
     /// checkpoint says it is finished.
     complete: bool,
+    /// The run's events: commands to run, marks from outside.
+    events: Events,
 }
 
 /// The plan's target PIDs, each once, in the order given.
@@ -75,11 +87,16 @@ impl Observers {
     /// `--state` writer. Done before any connection is opened: a port that
     /// cannot be had is a preflight failure (exit 2), not a surprise an
     /// hour in. `resumed`: the run continues from its state file (the
-    /// live thresholds continue, the HDR log is appended to).
-    pub fn start(plan: &Plan, resumed: Option<&Loaded>) -> Result<Observers, Error> {
+    /// live thresholds continue, the HDR log is appended to). `baseline`:
+    /// what `--baseline` compares the run with, window by window.
+    pub fn start(plan: &Plan, resumed: Option<&Loaded>, baseline: Option<Reference>) -> Result<Observers, Error> {
         let mut thresholds = Watch::new(plan);
         if let (Some(w), Some(saved)) = (thresholds.as_mut(), resumed.and_then(|l| l.window.clone())) {
             w.restore(saved);
+        }
+        let mut baseline = baseline.map(|r| Live::new(r, plan.abort_on_fail));
+        if let (Some(b), Some(saved)) = (baseline.as_mut(), resumed.and_then(|l| l.baseline.clone())) {
+            b.restore(saved);
         }
         let from = resumed.map(|l| l.now);
         let (metrics, exporter) = match plan.metrics_listen {
@@ -103,10 +120,15 @@ impl Observers {
                     t.restore(l.totals.clone(), l.checkpoint_at, l.now);
                     m.update(&mut t);
                 }
+                m.plan_events(plan.events.events.iter().map(|e| e.name.clone()).collect());
                 // Every threshold's gauge exists (passing) from the first
                 // scrape.
                 if let Some(w) = &thresholds {
                     m.set_thresholds(w.states());
+                }
+                // The baseline's series too.
+                for (i, g) in baseline.iter().flat_map(Live::gauges) {
+                    m.set_baseline(i, g);
                 }
                 let e = Exporter::start(addr, scrape_handler(&m))?;
                 eprintln!("soakd: metrics on http://{}/metrics", e.local_addr());
@@ -140,7 +162,17 @@ impl Observers {
             target_pids: target_pids(&plan.workloads),
             checkpoint: Writer::start(plan, from.unwrap_or_default())?,
             complete: false,
+            baseline,
+            baseline_section: Live::slot(),
+            events: Events::start(plan)?,
         })
+    }
+
+    /// Where the report's `baseline` section is put when the run ends
+    /// (empty without `--baseline`): the caller keeps it while the engine
+    /// holds the observers.
+    pub fn baseline_section(&self) -> Arc<std::sync::Mutex<Option<BaselineSection>>> {
+        self.baseline_section.clone()
     }
 
     /// `--state`: the run as it is now, for the writer.
@@ -153,6 +185,7 @@ impl Observers {
             finished,
             totals,
             window,
+            baseline: self.baseline.as_ref().map(Live::saved),
             taken_in: t0.elapsed(),
             last: false,
         }
@@ -194,6 +227,9 @@ impl Sink for Observers {
     }
 
     fn tick(&mut self, totals: &mut Totals, elapsed: Duration) {
+        for n in self.events.tick(totals, elapsed) {
+            self.status.note(&n);
+        }
         if totals.timeline.wants_sample() {
             totals.timeline.sample(metrics::sample_resources(&self.target_pids));
         }
@@ -202,6 +238,14 @@ impl Sink for Observers {
             && let Some(m) = self.metrics.as_mut()
         {
             m.set_thresholds(w.states());
+        }
+        if let Some(b) = self.baseline.as_mut()
+            && b.tick(totals, elapsed)
+            && let Some(m) = self.metrics.as_mut()
+        {
+            for (i, g) in b.gauges() {
+                m.set_baseline(i, g);
+            }
         }
         if let Some(m) = self.metrics.as_mut() {
             m.update(totals);
@@ -228,7 +272,8 @@ impl Sink for Observers {
     }
 
     fn summary(&mut self, plan: &Plan, totals: &Totals, elapsed: Duration) {
-        let report = Report::build(plan, totals, elapsed);
+        let mut report = Report::build(plan, totals, elapsed);
+        report.baseline = self.baseline.as_ref().map(Live::section);
         self.status.clear();
         let _ = std::io::stderr().write_all(report.summary().as_bytes());
     }
@@ -258,7 +303,21 @@ impl Sink for Observers {
         }
     }
 
+    fn marked(&mut self) {
+        self.events.signalled();
+    }
+
     fn finish(&mut self, totals: &mut Totals, elapsed: Duration) -> Duration {
+        if let Some(b) = self.baseline.as_mut() {
+            b.finish(totals, elapsed);
+            if let Some(m) = self.metrics.as_mut() {
+                for (i, g) in b.gauges() {
+                    m.set_baseline(i, g);
+                }
+            }
+            *self.baseline_section.lock().unwrap_or_else(|p| p.into_inner()) = Some(b.section());
+        }
+        self.events.finish(totals, elapsed);
         if let Some(m) = self.metrics.as_mut() {
             m.update(totals);
         }
@@ -287,7 +346,10 @@ impl Sink for Observers {
     }
 
     fn abort(&mut self) -> Option<String> {
-        self.thresholds.as_ref().and_then(|w| w.abort.clone())
+        self.thresholds
+            .as_ref()
+            .and_then(|w| w.abort.clone())
+            .or_else(|| self.baseline.as_ref().and_then(|b| b.abort.clone()))
     }
 
     fn close(&mut self) {

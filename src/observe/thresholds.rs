@@ -31,9 +31,10 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::plan::{Plan, Threshold};
-use crate::report::{ThresholdResult, measure, threshold_value, trend_settings};
+use crate::report::{ThresholdResult, measure, measure_outages, threshold_value, trend_settings};
 use crate::state::{ItemSaved, SliceSaved, WindowSaved};
-use crate::stats::{Totals, WorkloadStats};
+use crate::stats::trends::TrendInput;
+use crate::stats::{MAX_POINTS, MAX_WORKLOADS, Totals, WorkloadStats};
 
 /// Slices a window is kept in.
 const SLICES: u32 = 10;
@@ -80,6 +81,9 @@ pub struct Watch {
     warmup: Option<Duration>,
     /// Why the run should stop, once a threshold failed long enough.
     pub abort: Option<String>,
+    /// With trend thresholds: what the trends are computed from, filled
+    /// in place every [`TREND_EVERY`] (its room made at start).
+    trend_input: Option<TrendInput>,
 }
 
 fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
@@ -107,6 +111,14 @@ impl Watch {
         if items.is_empty() {
             return None;
         }
+        // Trend thresholds analyze the whole timeline every 10 s: the
+        // input and the slopes get their room for a full timeline now,
+        // before the ramp, so the analysis never grows soakd's heap
+        // (issue 29).
+        let trend_input = items.iter().any(|w| w.threshold.metric.is_trend()).then(|| {
+            crate::stats::trend::reserve_slopes(MAX_POINTS + 1);
+            TrendInput::with_room(MAX_POINTS + 1, plan.workloads.len().min(MAX_WORKLOADS))
+        });
         let slice_len = plan
             .threshold_window
             .map_or(Duration::ZERO, |w| (w / SLICES).max(Duration::from_secs(1)));
@@ -121,6 +133,7 @@ impl Watch {
             duration: plan.duration,
             warmup: plan.warmup(),
             abort: None,
+            trend_input,
         })
     }
 
@@ -238,7 +251,7 @@ impl Watch {
         }
     }
 
-    fn evaluate(&mut self, totals: &Totals, elapsed: Duration) {
+    fn evaluate(&mut self, totals: &mut Totals, elapsed: Duration) {
         let n = totals.names.len();
         // The figures each threshold is judged on: the totals themselves
         // for the whole run, else the window's slices merged.
@@ -273,20 +286,22 @@ impl Watch {
                 sum.add(s);
             }
         }
-        let trends = (self.items.iter().any(|w| w.threshold.metric.is_trend())
-            && self.last_trends.is_none_or(|t| elapsed >= t + TREND_EVERY))
-        .then(|| {
-            self.last_trends = Some(elapsed);
-            let ramp = totals
-                .ramp
-                .iter()
-                .try_fold(Duration::ZERO, |acc, r| r.map(|r| acc.max(r)));
-            crate::stats::trends::analyze(
-                &totals.timeline.to_json(),
-                &trend_settings(self.duration, self.warmup, ramp, elapsed),
-                &totals.names,
-            )
-        });
+        let trends = match self.trend_input.as_mut() {
+            Some(input) if self.last_trends.is_none_or(|t| elapsed >= t + TREND_EVERY) => {
+                self.last_trends = Some(elapsed);
+                let ramp = totals
+                    .ramp
+                    .iter()
+                    .try_fold(Duration::ZERO, |acc, r| r.map(|r| acc.max(r)));
+                totals.timeline.trend_input(input);
+                Some(crate::stats::trends::analyze_input(
+                    input,
+                    &trend_settings(self.duration, self.warmup, ramp, elapsed),
+                    &totals.names,
+                ))
+            }
+            _ => None,
+        };
         for w in &mut self.items {
             if w.threshold.metric.is_trend() {
                 // Between trend evaluations the last verdict stands.
@@ -295,6 +310,18 @@ impl Watch {
                 let r = ThresholdResult::of_trend(&w.threshold, name, trends);
                 w.last = r.measured;
                 w.passing = r.pass || r.measured.is_none();
+            } else if w.threshold.metric.is_outage() {
+                // The whole run's outages, whatever the window: one going
+                // on counts up to now.
+                let name = w.workload.and_then(|wi| totals.names.get(wi)).map(String::as_str);
+                w.last = measure_outages(
+                    w.threshold.metric,
+                    totals.outages.outages(),
+                    name,
+                    elapsed.as_secs_f64(),
+                )
+                .0;
+                w.passing = w.last.is_none() || w.threshold.passes(w.last);
             } else {
                 w.last = match w.workload {
                     Some(wi) if wi < per.len() => measure(w.threshold.metric, &per[wi], secs, open_min[wi]),

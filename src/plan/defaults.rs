@@ -59,6 +59,12 @@ pub const HDR_LOG_INTERVAL: Duration = Duration::from_secs(10);
 pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(30);
 /// `soakd compare`: the smallest relative change that counts (10%).
 pub const TOLERANCE: f64 = 0.10;
+/// `--baseline`: how much of the run each live verdict judges. Five
+/// minutes of a paced soak hold thirty 10 s intervals for the rank test
+/// (so a regression is named within one or two windows) and smooth a
+/// minute-long hiccup of a shared machine away; a shorter one answers
+/// sooner with fewer samples (`--baseline-window 1m` gives six).
+pub const BASELINE_WINDOW: Duration = Duration::from_secs(300);
 /// `soakd compare`: the smallest change of a latency that counts, however
 /// large relative to the baseline. Below a millisecond, run-to-run
 /// differences on a shared machine are the scheduler's, not the server's
@@ -70,6 +76,37 @@ pub const MIN_ERROR_RATE_CHANGE: f64 = 0.001;
 /// `soakd compare`: the significance level of the rank test on
 /// per-interval samples.
 pub const SIGNIFICANCE: f64 = 0.01;
+
+/// The comparison rules' defaults, for `soakd compare`, `--baseline` and
+/// the live baseline windows (`--tolerance` replaces the first).
+impl Default for crate::stats::judge::Options {
+    fn default() -> Self {
+        crate::stats::judge::Options {
+            tolerance: TOLERANCE,
+            min_latency_change: MIN_LATENCY_CHANGE.as_secs_f64(),
+            min_error_rate_change: MIN_ERROR_RATE_CHANGE,
+            significance: SIGNIFICANCE,
+        }
+    }
+}
+// Outages and events
+/// A second is part of an outage when errors exceed this share of its
+/// attempts (`--outage-errors`): a few errors a second are noise, a twentieth
+/// of everything failing is not.
+pub const OUTAGE_ERRORS: f64 = 0.05;
+/// ... or when open connections fall below this share of those desired
+/// (`--outage-open`): a tenth lost at once is no churn.
+pub const OUTAGE_OPEN: f64 = 0.90;
+/// How long errors and connections must stay back for an outage to end
+/// (`--outage-settle`): a server that flaps for a minute is one outage,
+/// not twelve.
+pub const OUTAGE_SETTLE: Duration = Duration::from_secs(5);
+/// An outage starting this close to an event is attributed to it
+/// (`--event-window`): a deploy's effect shows within a couple of minutes.
+pub const EVENT_WINDOW: Duration = Duration::from_secs(120);
+/// How long an event's command may run before it is killed (`timeout`
+/// of an `[[event]]`).
+pub const EVENT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Longest default warmup: however long the soak, ten minutes is enough
 /// for caches, JITs and pools to settle.

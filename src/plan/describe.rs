@@ -173,6 +173,30 @@ pub fn describe(plan: &Plan) -> String {
             ))
         );
     }
+    if let Some(b) = &plan.baseline {
+        let _ = writeln!(
+            s,
+            "baseline {}: judged every {} (tolerance {}%){}",
+            b.report.display(),
+            humantime::format_duration(b.window),
+            b.tolerance * 100.0,
+            plan.abort_on_fail.map_or(String::new(), |d| format!(
+                ", abort after a regression held {}",
+                humantime::format_duration(d)
+            ))
+        );
+    }
+    let o = &plan.outages;
+    let _ = writeln!(
+        s,
+        "outages: a second with errors over {}% of its attempts or open connections under {}% of those desired, until both are back for {}",
+        o.errors * 100.0,
+        o.open * 100.0,
+        humantime::format_duration(o.settle)
+    );
+    for e in &plan.events.events {
+        let _ = writeln!(s, "event {:?} at {}: {:?}", e.name, e.at, e.run);
+    }
     let share_rate: f64 = plan
         .workloads
         .iter()

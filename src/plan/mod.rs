@@ -14,6 +14,7 @@ pub mod checks;
 pub mod defaults;
 mod describe;
 pub mod grpc;
+pub mod events;
 mod http;
 pub mod mix;
 pub mod shard;
@@ -29,6 +30,7 @@ use std::time::Duration;
 
 pub use checks::{CheckSpec, CheckState, Checks, Judge};
 pub use describe::describe;
+pub use events::{EventPlan, EventSpec, OutagePlan, parse_flag_event};
 pub use http::HttpVersion;
 pub use mix::{Request, RequestEntry};
 pub use shard::Shard;
@@ -231,11 +233,15 @@ pub struct Plan {
     pub threshold_window: Option<Duration>,
     /// Stop the run once a threshold has failed (live) this long.
     pub abort_on_fail: Option<Duration>,
-    /// A report to compare this run's with at the end.
+    /// A report to compare this run's with, live and at the end.
     pub baseline: Option<Baseline>,
     /// `--state`: where the run checkpoints itself, so a restart continues
     /// it (`None`: a restart starts over).
     pub state: Option<StateFile>,
+    /// How outages are found (`--outage-*`).
+    pub outages: OutagePlan,
+    /// Events run at a time of the run or marked from outside.
+    pub events: EventPlan,
 }
 
 /// `--state FILE` and its companions.
@@ -271,7 +277,8 @@ impl StateFile {
     }
 }
 
-/// `--baseline`: an earlier run's report to compare with at the end.
+/// `--baseline`: an earlier run's report to compare with, window by
+/// window while the run goes and as a whole at the end.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Baseline {
     /// Its JSON report.
@@ -280,6 +287,41 @@ pub struct Baseline {
     pub hdr_log: Option<PathBuf>,
     /// The smallest relative change that counts (0.1 = 10%).
     pub tolerance: f64,
+    /// How much of the run each live verdict judges (`--baseline-window`).
+    pub window: Duration,
+}
+
+impl Baseline {
+    /// `--baseline` (config `baseline`) with its companions
+    /// `--baseline-hdr-log`, `--tolerance` and `--baseline-window`
+    /// (defaults [`defaults::TOLERANCE`] and [`defaults::BASELINE_WINDOW`]),
+    /// which mean nothing without it.
+    pub fn of(
+        report: Option<PathBuf>,
+        hdr_log: Option<PathBuf>,
+        tolerance: Option<f64>,
+        window: Option<Duration>,
+    ) -> Result<Option<Baseline>, Error> {
+        let Some(report) = report else {
+            let given = [
+                (hdr_log.is_some(), "--baseline-hdr-log / baseline_hdr_log"),
+                (tolerance.is_some(), "--tolerance / tolerance"),
+                (window.is_some(), "--baseline-window / baseline_window"),
+            ];
+            return match given.iter().find(|(g, _)| *g) {
+                Some((_, what)) => Err(Error::Usage(format!(
+                    "{what} goes with a baseline, but no --baseline REPORT (baseline = \"REPORT\") is given; add one or drop it"
+                ))),
+                None => Ok(None),
+            };
+        };
+        Ok(Some(Baseline {
+            report,
+            hdr_log,
+            tolerance: tolerance.unwrap_or(defaults::TOLERANCE),
+            window: window.unwrap_or(defaults::BASELINE_WINDOW),
+        }))
+    }
 }
 
 impl Plan {
@@ -288,6 +330,19 @@ impl Plan {
     /// default of the run's length applies).
     pub fn warmup(&self) -> Option<Duration> {
         self.workloads.iter().filter_map(|w| w.warmup).max()
+    }
+
+    /// The rules the outage watch runs by: the plan's, with `soakd
+    /// compare`'s tolerance (`--tolerance` with a baseline) for "back to
+    /// normal".
+    pub fn outage_rules(&self) -> crate::stats::outage::Rules {
+        crate::stats::outage::Rules {
+            errors: self.outages.errors,
+            open: self.outages.open,
+            settle: self.outages.settle,
+            tolerance: self.baseline.as_ref().map_or(defaults::TOLERANCE, |b| b.tolerance),
+            min_latency_change: defaults::MIN_LATENCY_CHANGE.as_secs_f64(),
+        }
     }
 
     /// This process's connections over all workloads (its shard's share),
@@ -320,9 +375,9 @@ impl Plan {
     /// handshake threshold needs an https workload. `key` names where
     /// they were given, for the message.
     pub fn check_thresholds(&self, key: &str) -> Result<(), Error> {
-        if self.abort_on_fail.is_some() && self.all_thresholds().is_empty() {
+        if self.abort_on_fail.is_some() && self.all_thresholds().is_empty() && self.baseline.is_none() {
             return Err(Error::Usage(
-                "--abort-on-fail / abort_on_fail stops the run when a threshold fails, but no threshold is given; add --threshold (or thresholds = [...])".into(),
+                "--abort-on-fail / abort_on_fail stops the run when a threshold fails or a regression against the baseline holds, but neither a threshold nor a baseline is given; add --threshold (or thresholds = [...]) or --baseline REPORT".into(),
             ));
         }
         if self.workloads.iter().all(|w| w.target.tls.is_none())

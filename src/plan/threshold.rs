@@ -55,6 +55,16 @@ name_table! {
         /// Relative change of the error rate from the first steady window
         /// to the last.
         ErrorRateDrift = "error_rate_drift",
+        // Outages (see `stats::outage`)
+        /// Outages found in the run.
+        Outages = "outages",
+        /// The longest outage, seconds.
+        OutageMax = "outage_max",
+        /// The longest time to recover after an outage, seconds (one that
+        /// had not recovered when the run ended fails).
+        RecoveryMax = "recovery_max",
+        /// Time in an outage as a share of the run.
+        Downtime = "downtime",
         // WebSocket
         /// WebSocket reply latency (request mode), 99th percentile.
         WsP99 = "ws_p99",
@@ -92,8 +102,8 @@ impl Metric {
     /// The unit of the metric's values.
     pub fn unit(self) -> Unit {
         match self {
-            Metric::ErrorRate => Unit::Ratio,
-            Metric::Errors | Metric::Rps | Metric::OpenMin | Metric::Closes => Unit::Count,
+            Metric::ErrorRate | Metric::Downtime => Unit::Ratio,
+            Metric::Errors | Metric::Rps | Metric::OpenMin | Metric::Closes | Metric::Outages => Unit::Count,
             Metric::TargetRssSlope | Metric::SoakdRssSlope => Unit::BytesPerSecond,
             Metric::TargetFdsSlope => Unit::PerSecond,
             Metric::P50Drift | Metric::P99Drift | Metric::ErrorRateDrift => Unit::Relative,
@@ -106,6 +116,15 @@ impl Metric {
     /// failed only when significant.
     pub fn is_trend(self) -> bool {
         matches!(self.unit(), Unit::BytesPerSecond | Unit::PerSecond | Unit::Relative)
+    }
+
+    /// Measured on the run's outages (`stats::outage`), over the whole
+    /// run, rather than on the totals.
+    pub fn is_outage(self) -> bool {
+        matches!(
+            self,
+            Metric::Outages | Metric::OutageMax | Metric::RecoveryMax | Metric::Downtime
+        )
     }
 
     /// Needs `--target-pid` to be measured.
@@ -357,6 +376,16 @@ mod tests {
                 "target_fds_slope<=100/h",
             ),
             ("p99_drift<=20%", Metric::P99Drift, Op::Le, 0.2, "p99_drift<=20%"),
+            ("outages<=0", Metric::Outages, Op::Le, 0.0, "outages<=0"),
+            ("outage_max<=10s", Metric::OutageMax, Op::Le, 10.0, "outage_max<=10s"),
+            (
+                "recovery_max<30s",
+                Metric::RecoveryMax,
+                Op::Lt,
+                30.0,
+                "recovery_max<30s",
+            ),
+            ("downtime<=0.1%", Metric::Downtime, Op::Le, 0.001, "downtime<=0.1%"),
             ("p50_drift<1.5", Metric::P50Drift, Op::Lt, 1.5, "p50_drift<1.5"),
             (
                 "error_rate_drift<=150%",

@@ -11,11 +11,16 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+pub mod baseline;
 mod by_name;
 pub use by_name::{ByName, CheckFailures, Closes, Errors, Responses};
 use by_name::{no_check_failures, no_errors, no_responses};
 mod http;
 pub use http::HttpFigures;
+mod load;
+pub use load::{Load, StageLoad};
+mod outages;
+pub use outages::measure_outages;
 mod read;
 mod text;
 mod trend;
@@ -29,7 +34,9 @@ pub use trend::trend_settings;
 use crate::plan::{Metric, Plan, Threshold};
 pub use crate::stats::Restart;
 use crate::stats::trends::{Judged, Trends};
-use crate::stats::{CheckKind, CloseReason, ErrorKind, Gauges, StatusClass, TimelineJson, Totals, WorkloadStats};
+use crate::stats::{
+    CheckKind, CloseReason, Disruptions, ErrorKind, Gauges, StatusClass, TimelineJson, Totals, WorkloadStats,
+};
 
 /// Percentiles of one histogram, in seconds.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -280,6 +287,10 @@ pub struct WorkloadReport {
     /// Target URL.
     #[serde(default)]
     pub url: String,
+    /// The load it put on the target (connections, pace, protocol,
+    /// stages): what a comparison with another run must match.
+    #[serde(default)]
+    pub load: Load,
     /// Its figures.
     #[serde(flatten)]
     pub figures: Figures,
@@ -425,6 +436,17 @@ pub struct Report {
     /// timeline flags it as a `gap`). Absent for a run in one piece.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resumed: Vec<Restart>,
+    /// `--baseline`: the run judged against the baseline window by window
+    /// (see `baseline::BaselineSection`); absent without a baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<baseline::BaselineSection>,
+    /// `outages` (in the order they began: when, what they cost, the
+    /// reconnect and recovery times, the event each is attributed to),
+    /// `excursions` (the target slowed down without failing) and `events`
+    /// (commands soakd ran, marks from outside); see `stats::outage` and
+    /// docs/report.md.
+    #[serde(flatten)]
+    pub disruptions: Disruptions,
 }
 
 /// One threshold's verdict.
@@ -521,6 +543,8 @@ pub fn measure(metric: Metric, stats: &WorkloadStats, secs: f64, open_min: Optio
         | Metric::P50Drift
         | Metric::P99Drift
         | Metric::ErrorRateDrift => None,
+        // Outages come from the outage watch (`measure_outages`).
+        Metric::Outages | Metric::OutageMax | Metric::RecoveryMax | Metric::Downtime => None,
     }
 }
 
@@ -623,6 +647,7 @@ impl Report {
                 WorkloadReport {
                     name: w.name.clone(),
                     url: w.target.url.clone(),
+                    load: Load::of(w),
                     figures,
                     histograms: Histograms::of(&t.stats[wi]),
                     by_request: by_request(w, &t.stats[wi], secs),
@@ -661,12 +686,23 @@ impl Report {
             &trend_settings(plan.duration, plan.warmup(), ramp, ran),
             &t.names,
         );
+        let mut disruptions = t.disruptions();
+        disruptions.attribute(plan.events.window.as_secs_f64());
+        let outages = &disruptions.outages;
         let thresholds = plan
             .all_thresholds()
             .into_iter()
             .map(|(wi, th)| match wi {
                 _ if th.metric.is_trend() => {
                     ThresholdResult::of_trend(th, wi.map(|wi| plan.workloads[wi].name.as_str()), &trends)
+                }
+                _ if th.metric.is_outage() => {
+                    let name = wi.map(|wi| plan.workloads[wi].name.as_str());
+                    let (measured, note) = measure_outages(th.metric, outages, name, secs);
+                    ThresholdResult {
+                        note,
+                        ..ThresholdResult::of(th, name, measured)
+                    }
                 }
                 Some(wi) => ThresholdResult::of(
                     th,
@@ -692,6 +728,8 @@ impl Report {
             timeline,
             trends,
             resumed: t.resumed.clone(),
+            baseline: None,
+            disruptions,
         }
     }
 

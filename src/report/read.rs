@@ -37,7 +37,7 @@ pub fn read(path: &std::path::Path, what: &str) -> Result<Report, crate::Error> 
 /// Error kinds that are limits of the soakd host (ports, file
 /// descriptors), not faults of the target: a comparison of two servers
 /// leaves them out (docs/verdicts.md).
-pub const HOST_ERRORS: [ErrorKind; 2] = [ErrorKind::AddrUnavailable, ErrorKind::FdLimit];
+pub const HOST_ERRORS: [ErrorKind; 2] = ErrorKind::HOST;
 
 /// Which errors an error rate counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

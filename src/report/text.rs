@@ -130,6 +130,7 @@ impl Report {
         if let Some(why) = &self.aborted {
             let _ = writeln!(s, "  ABORTED       {why}");
         }
+        self.outage_lines(&mut s);
         s.push_str(&self.trends.summary());
         if !self.thresholds.is_empty() {
             let _ = writeln!(s, "  thresholds");
@@ -144,6 +145,9 @@ impl Report {
                     t.note.as_ref().map_or(String::new(), |n| format!(", {n}"))
                 );
             }
+        }
+        if let Some(b) = &self.baseline {
+            b.summary(&mut s);
         }
         s
     }

@@ -30,6 +30,19 @@ pub fn settings(plan: &Plan) -> Vec<(String, String)> {
         ("shard".into(), format!("{}/{}", plan.shard.index, plan.shard.count)),
         ("workloads".into(), texts(plan.workloads.iter().map(|w| &w.name))),
     ];
+    // Only with one, so a run without a baseline keeps the digest it had
+    // before baselines were live: its state files still continue.
+    if let Some(b) = &plan.baseline {
+        out.push((
+            "baseline".into(),
+            format!(
+                "{} window {} tolerance {}",
+                b.report.display(),
+                humantime::format_duration(b.window),
+                b.tolerance
+            ),
+        ));
+    }
     for w in &plan.workloads {
         out.extend(workload(w));
     }

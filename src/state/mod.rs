@@ -75,6 +75,10 @@ struct Body {
     finished: bool,
     totals: TotalsSaved,
     window: Option<WindowSaved>,
+    /// The live comparison with `--baseline` (absent in a checkpoint of a
+    /// run without one, or of a soakd before it).
+    #[serde(default)]
+    baseline: Option<BaselineSaved>,
 }
 
 /// The live thresholds (`observe::thresholds`) as data.
@@ -88,6 +92,19 @@ pub struct WindowSaved {
     pub last_eval: Option<Duration>,
     /// When the trends were last computed.
     pub last_trends: Option<Duration>,
+    /// Why the run should stop, once decided.
+    pub abort: Option<String>,
+}
+
+/// The live comparison as data for a `--state` checkpoint.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct BaselineSaved {
+    /// The windows listed so far.
+    pub windows: Vec<crate::report::baseline::WindowRow>,
+    /// Windows dropped from the list.
+    pub dropped: u64,
+    /// Per pair, per metric.
+    pub states: Vec<[crate::report::baseline::MetricState; 5]>,
     /// Why the run should stop, once decided.
     pub abort: Option<String>,
 }
@@ -125,26 +142,61 @@ pub struct Loaded {
     pub totals: TotalsSaved,
     /// The live thresholds as checkpointed.
     pub window: Option<WindowSaved>,
+    /// The live comparison with `--baseline` as checkpointed.
+    pub baseline: Option<BaselineSaved>,
     /// Run time of the checkpoint.
     pub checkpoint_at: Duration,
     /// Run time now (since the original start).
     pub now: Duration,
 }
 
-/// The state file's bytes for `body`.
-fn encode(body: &Body) -> Result<Vec<u8>, serde_json::Error> {
-    let text = serde_json::to_vec(body)?;
+/// Counts and hashes what is written to it, keeping nothing.
+struct Tally {
+    bytes: usize,
+    hash: ring::digest::Context,
+}
+
+impl std::io::Write for Tally {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.bytes += buf.len();
+        self.hash.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Writes the state file for `body` to `out`: the header line (which
+/// states the body's length and SHA-256, so the body is serialized twice:
+/// once into a tally, once into `out`) and the body. No copy of the body
+/// is ever held: a checkpoint's memory does not grow with the run (the
+/// timeline's points, the histograms).
+fn encode_to(body: &Body, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let mut tally = Tally {
+        bytes: 0,
+        hash: ring::digest::Context::new(&SHA256),
+    };
+    serde_json::to_writer(&mut tally, body)?;
     let header = Header {
         format: FORMAT.into(),
         version: VERSION,
         soakd: env!("CARGO_PKG_VERSION").into(),
-        body_bytes: text.len(),
-        body_sha256: digest::hex(sha256(&SHA256, &text).as_ref()),
+        body_bytes: tally.bytes,
+        body_sha256: digest::hex(tally.hash.finish().as_ref()),
     };
-    let mut out = serde_json::to_vec(&header)?;
-    out.push(b'\n');
-    out.extend_from_slice(&text);
-    out.push(b'\n');
+    serde_json::to_writer(&mut *out, &header)?;
+    out.write_all(b"\n")?;
+    serde_json::to_writer(&mut *out, body)?;
+    out.write_all(b"\n")
+}
+
+/// The state file's bytes for `body` (tests).
+#[cfg(test)]
+fn encode(body: &Body) -> Result<Vec<u8>, std::io::Error> {
+    let mut out = Vec::new();
+    encode_to(body, &mut out)?;
     Ok(out)
 }
 
@@ -258,6 +310,7 @@ pub fn open(plan: &Plan) -> Result<Option<Loaded>, Error> {
     Ok(Some(Loaded {
         totals: body.totals,
         window: body.window,
+        baseline: body.baseline,
         checkpoint_at: body.at,
         now,
     }))
@@ -307,6 +360,7 @@ mod tests {
             finished: false,
             totals: totals.saved(),
             window: None,
+            baseline: None,
         }
     }
 

@@ -27,7 +27,7 @@ use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{Body, WindowSaved, digest, encode};
+use super::{Body, WindowSaved, digest};
 use crate::Error;
 use crate::plan::Plan;
 use crate::stats::TotalsSaved;
@@ -43,6 +43,8 @@ pub struct Snapshot {
     pub totals: TotalsSaved,
     /// The live thresholds.
     pub window: Option<WindowSaved>,
+    /// The live comparison with `--baseline`.
+    pub baseline: Option<super::BaselineSaved>,
     /// How long taking it took on the control thread (for
     /// `SOAKD_STATE_DEBUG`).
     pub taken_in: Duration,
@@ -155,14 +157,26 @@ fn write_loop(
             finished: snap.finished,
             totals: snap.totals,
             window: snap.window,
+            baseline: snap.baseline,
         };
-        let mut encoded_in = Duration::ZERO;
-        let written = encode(&body).map_err(std::io::Error::other).and_then(|bytes| {
-            encoded_in = t0.elapsed();
-            crate::fsio::write_atomic(&target, &bytes).map(|()| bytes.len())
-        });
-        // The control thread copies the next checkpoint into these.
-        let _ = spare.send(body.totals);
+        // Encoded straight into the file (see `encode_to`): the encode
+        // and the write are one step now.
+        let mut bytes = 0usize;
+        let written = crate::fsio::write_atomic_with(&target, |w| {
+            let mut counted = Counted {
+                inner: w,
+                bytes: &mut bytes,
+            };
+            super::encode_to(&body, &mut counted)
+        })
+        .map(|()| bytes);
+        let encoded_in = t0.elapsed();
+        // The control thread copies the next checkpoint into these. The
+        // timeline's points are let go now: while a copy holds them, a
+        // coarsening timeline must copy them rather than reuse their room.
+        let mut totals = body.totals;
+        totals.timeline.points.clear();
+        let _ = spare.send(totals);
         match written {
             Ok(bytes) => {
                 if failing {
@@ -172,12 +186,11 @@ fn write_loop(
                 if debug {
                     let ms = |d: Duration| d.as_secs_f64() * 1e3;
                     eprintln!(
-                        "soakd: --state {}: checkpoint at {:.1}s, {bytes} bytes: copied in {:.2} ms (control thread), encoded in {:.1} ms, written in {:.1} ms{}",
+                        "soakd: --state {}: checkpoint at {:.1}s, {bytes} bytes: copied in {:.2} ms (control thread), encoded (twice: tallied, then streamed) and written in {:.1} ms{}",
                         target.display(),
                         snap.at.as_secs_f64(),
                         ms(snap.taken_in),
                         ms(encoded_in),
-                        ms(t0.elapsed() - encoded_in),
                         if matches!(idle, Ok(true)) { " (SCHED_IDLE)" } else { "" }
                     );
                 }
@@ -192,6 +205,24 @@ fn write_loop(
                 failing = true;
             }
         }
+    }
+}
+
+/// Counts the bytes written through it (for `SOAKD_STATE_DEBUG`).
+struct Counted<'a> {
+    inner: &'a mut dyn std::io::Write,
+    bytes: &'a mut usize,
+}
+
+impl std::io::Write for Counted<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        *self.bytes += n;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
     }
 }
 

@@ -86,6 +86,12 @@ name_table! {
 }
 
 impl ErrorKind {
+    /// The kinds that are limits of soakd's own host (ports exhausted,
+    /// descriptors exhausted), not the target's failures: `soakd compare`
+    /// leaves them out of the error rate it judges, and an outage is not
+    /// made of them.
+    pub const HOST: [ErrorKind; 2] = [ErrorKind::AddrUnavailable, ErrorKind::FdLimit];
+
     /// True for failures to establish a connection.
     pub fn is_connect(self) -> bool {
         matches!(
@@ -166,9 +172,48 @@ name_table! {
     }
 }
 
+/// Reads a count per kind (`[u64; N]`) from a `--state` checkpoint that an
+/// older soakd wrote: it knew fewer kinds (`send_stalled` came with issue
+/// 28, more come with later protocols). Kinds are only ever appended to
+/// their table (`stats::tests::names_are_the_contract` holds the order), so a shorter
+/// array is the older build's counts, and the kinds it did not have start
+/// at 0. A soak that outlives an upgrade continues; a longer array (a
+/// newer soakd's checkpoint) is refused.
+pub fn counts_from_older<'de, D, const N: usize>(d: D) -> Result<[u64; N], D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    use serde::Deserialize;
+    let counts = Vec::<u64>::deserialize(d)?;
+    if counts.len() > N {
+        return Err(serde::de::Error::custom(format!(
+            "{} counts where this soakd knows {N} kinds: written by a newer soakd",
+            counts.len()
+        )));
+    }
+    let mut all = [0; N];
+    all[..counts.len()].copy_from_slice(&counts);
+    Ok(all)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_older_count_array_reads_as_a_prefix() {
+        #[derive(serde::Deserialize)]
+        struct C {
+            #[serde(deserialize_with = "counts_from_older")]
+            errors: [u64; 4],
+        }
+        let c: C = serde_json::from_str(r#"{"errors":[1,2]}"#).unwrap();
+        assert_eq!(c.errors, [1, 2, 0, 0]);
+        let c: C = serde_json::from_str(r#"{"errors":[1,2,3,4]}"#).unwrap();
+        assert_eq!(c.errors, [1, 2, 3, 4]);
+        let e = serde_json::from_str::<C>(r#"{"errors":[1,2,3,4,5]}"#).err().unwrap();
+        assert!(e.to_string().contains("written by a newer soakd"), "{e}");
+    }
 
     #[test]
     fn names_round_trip_and_are_unique() {

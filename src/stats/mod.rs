@@ -14,8 +14,11 @@
 //! week-long run can never fail to record; counts are `u64`, so a bucket
 //! cannot saturate in any run shorter than centuries.
 
+pub mod events;
 mod h2;
+pub mod judge;
 mod kinds;
+pub mod outage;
 mod point_counts;
 pub mod rank;
 mod resources;
@@ -25,6 +28,7 @@ mod timeline;
 mod timeline_json;
 mod totals;
 pub mod trend;
+mod trend_input;
 pub mod trends;
 pub mod trends_text;
 mod ws;
@@ -35,10 +39,12 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+pub use events::{Disruptions, EventRecord};
 pub use h2::H2Stats;
 pub use kinds::{CheckKind, CloseReason, ErrorKind, StatusClass};
-pub use timeline::{ProcSample, Resources, Timeline};
-pub use timeline_json::{PointJson, TimelineJson};
+pub use outage::{Excursion, Outage, Outages};
+pub use timeline::{MAX_POINTS, MAX_WORKLOADS, ProcSample, Resources, Timeline};
+pub use timeline_json::{PointJson, TimelineJson, one_line_each};
 pub use ws::WsStats;
 // WebSocket: silences per timeline interval
 pub use timeline::BASE_INTERVAL;
@@ -77,6 +83,7 @@ pub struct Counters {
     /// Responses by class: 1xx .. 5xx (a status outside 100..599 counts as 5xx).
     pub responses: [u64; StatusClass::COUNT],
     /// Errors by [`ErrorKind`], in [`ErrorKind::ALL`] order.
+    #[serde(deserialize_with = "kinds::counts_from_older")]
     pub errors: [u64; ErrorKind::COUNT],
     /// Bytes written.
     pub bytes_sent: u64,
@@ -488,6 +495,9 @@ pub type Mailbox = Mutex<Delta>;
 mod tests {
     use super::*;
 
+    /// The names and their order: a new kind goes at the end, never
+    /// between (`kinds::counts_from_older` reads an older `--state`'s
+    /// shorter count arrays as a prefix).
     #[test]
     fn names_are_the_contract() {
         let names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.name()).collect();

@@ -25,6 +25,7 @@ pub struct PointCounts {
     /// Responses by [`StatusClass`].
     pub responses: [u64; StatusClass::COUNT],
     /// Errors by [`ErrorKind`], in [`ErrorKind::ALL`] order.
+    #[serde(deserialize_with = "super::kinds::counts_from_older")]
     pub errors: [u64; ErrorKind::COUNT],
 }
 

@@ -7,6 +7,10 @@
 //! distribution (latency quantiles are skewed and spiky) and a single
 //! extreme interval moves it by one rank only. It lives here, below both
 //! users, so the two verdicts are the same test.
+//!
+//! So does the tolerance rule ([`beyond_tolerance`]): what `soakd compare`
+//! calls a change, and what the outage detector calls "back to normal"
+//! (a second's p99 within it of the minute before an outage).
 
 /// Two-sided p-value of the Mann–Whitney U test of `a` against `b`
 /// (normal approximation with a tie correction and a continuity
@@ -57,6 +61,17 @@ pub fn mann_whitney_dependent(a: &[f64], b: &[f64], inflation: f64) -> f64 {
     }
     let z = ((u - mean).abs() - 0.5).max(0.0) / var.sqrt();
     (2.0 * normal_upper_tail(z)).min(1.0)
+}
+
+/// Whether `new` differs from `base` by more than `compare`'s tolerance
+/// rule lets pass: by more than `tolerance` relative to `base` (any
+/// change of a zero base counts) and by at least `floor` in absolute
+/// terms (1 ms for latencies: relative changes of tiny values mean
+/// nothing). Symmetric: better and worse alike.
+pub fn beyond_tolerance(base: f64, new: f64, tolerance: f64, floor: f64) -> bool {
+    let abs = new - base;
+    let rel = (base != 0.0).then(|| abs / base);
+    abs != 0.0 && rel.is_none_or(|r| r.abs() > tolerance) && abs.abs() >= floor
 }
 
 /// P(Z > z) for a standard normal Z, via erfc (Numerical Recipes'
@@ -139,6 +154,17 @@ mod tests {
         assert!((p - 0.012_185_8).abs() < 1e-6, "{p}");
         assert_eq!(mann_whitney(&[], &a), 1.0);
         assert_eq!(mann_whitney(&[1.0; 6], &[1.0; 6]), 1.0, "all tied: no evidence");
+    }
+
+    #[test]
+    fn the_tolerance_rule() {
+        // 10% and 1 ms, as `soakd compare` judges latencies.
+        assert!(!beyond_tolerance(0.010, 0.0109, 0.1, 0.001), "9%");
+        assert!(beyond_tolerance(0.010, 0.0115, 0.1, 0.001), "15%, 1.5 ms");
+        assert!(!beyond_tolerance(0.0001, 0.0009, 0.1, 0.001), "9x, but 0.8 ms");
+        assert!(beyond_tolerance(0.0, 0.002, 0.1, 0.001), "from zero");
+        assert!(beyond_tolerance(0.010, 0.008, 0.1, 0.001), "better counts too");
+        assert!(!beyond_tolerance(0.5, 0.5, 0.0, 0.0), "no change");
     }
 
     #[test]

@@ -42,3 +42,14 @@ pub struct Resources {
     /// soakd's own resident memory, bytes.
     pub soakd_rss_bytes: Option<u64>,
 }
+
+impl Resources {
+    /// Makes `self` a copy of `other` in the room it has (a derived
+    /// `clone_from` would make a new vector: a timeline point's room is
+    /// made once).
+    pub fn copy_from(&mut self, other: &Resources) {
+        self.targets.clear();
+        self.targets.extend_from_slice(&other.targets);
+        self.soakd_rss_bytes = other.soakd_rss_bytes;
+    }
+}

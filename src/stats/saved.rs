@@ -23,7 +23,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::timeline::TimelineSaved;
-use super::{Totals, WorkloadStats};
+use super::{Disruptions, Totals, WorkloadStats};
 
 /// One restart of a soak that continued from a checkpoint: the report's
 /// `resumed` list.
@@ -60,6 +60,9 @@ pub struct TotalsSaved {
     pub timeline: TimelineSaved,
     /// The restarts so far.
     pub resumed: Vec<Restart>,
+    /// The outages, excursions and events so far.
+    #[serde(flatten)]
+    pub disruptions: Disruptions,
 }
 
 impl Totals {
@@ -75,6 +78,7 @@ impl Totals {
             open_min_all: self.open_min_all,
             timeline: self.timeline.saved(),
             resumed: self.resumed.clone(),
+            disruptions: self.disruptions(),
         }
     }
 
@@ -108,6 +112,7 @@ impl Totals {
         s.open_min_all = self.open_min_all;
         s.timeline = self.timeline.saved();
         s.resumed.clone_from(&self.resumed);
+        s.disruptions = self.disruptions();
         s
     }
 
@@ -134,6 +139,9 @@ impl Totals {
         }
         self.open_min_all = s.open_min_all;
         self.timeline.restore(s.timeline, now);
+        let d = s.disruptions;
+        self.outages.restore(d.outages, d.excursions, now);
+        self.events = d.events;
         self.resumed = s.resumed;
         self.resumed.push(Restart {
             at: ms(now),
@@ -251,5 +259,40 @@ mod tests {
                 lost_seconds: 1.5
             }]
         );
+    }
+
+    /// The outages, excursions and events found before a checkpoint are
+    /// in the continued run's report, and its outages are counted on.
+    #[test]
+    fn outages_and_events_survive_a_restart() {
+        let rules = crate::stats::outage::Rules {
+            errors: 0.05,
+            open: 0.9,
+            settle: Duration::from_secs(5),
+            tolerance: 0.1,
+            min_latency_change: 0.001,
+        };
+        let mut t = Totals::new(vec!["a".into()], 1, false, false);
+        t.outages = crate::stats::Outages::new(rules, [("a".to_string(), true)]);
+        let mut d = t.disruptions();
+        d.outages.push(crate::stats::Outage {
+            workload: "a".into(),
+            start: 12.0,
+            end: Some(15.0),
+            ..Default::default()
+        });
+        d.events.push(crate::stats::EventRecord {
+            name: "deploy".into(),
+            at: 11.5,
+            ..Default::default()
+        });
+        t.outages.restore(d.outages.clone(), Vec::new(), Duration::ZERO);
+        t.events = d.events.clone();
+        let saved: TotalsSaved = serde_json::from_str(&serde_json::to_string(&t.saved()).unwrap()).unwrap();
+        let mut u = Totals::new(vec!["a".into()], 1, false, false);
+        u.outages = crate::stats::Outages::new(rules, [("a".to_string(), true)]);
+        u.restore(saved, Duration::from_secs(30), Duration::from_secs(40));
+        assert_eq!(u.disruptions(), d);
+        assert_eq!(u.outages.count(0), 1);
     }
 }

@@ -39,27 +39,74 @@ fn bucket_of(us: u64) -> u16 {
 }
 
 impl Sparse {
-    /// The buckets of `h` (a [`point_histogram`]): each HDR bucket's
-    /// count goes to the log bucket of its middle value.
+    /// The buckets of `h` (a `point_histogram`) in a list of their own
+    /// size, for figures made once a second and dropped (the outage
+    /// finder's); the timeline's points [`fill`](Self::fill) reserved room.
     pub(super) fn of(h: &Histogram<u64>) -> Sparse {
         let mut s = Sparse::default();
-        for v in h.iter_recorded() {
-            let b = bucket_of(h.median_equivalent(v.value_iterated_to()));
-            let c = v.count_at_value().min(u64::from(u32::MAX)) as u32;
-            if s.index.last() == Some(&b) {
-                let last = s.counts.last_mut().expect("index and counts have one length");
-                *last = last.saturating_add(c);
-            } else {
-                s.index.push(b);
-                s.counts.push(c);
-            }
-        }
-        s.cap();
+        s.fill(h);
         s
     }
 
+    /// Room for [`MAX_BUCKETS`] buckets, written once so its pages are
+    /// the process's now (a timeline's points are made at start).
+    pub(super) fn reserved() -> Sparse {
+        let mut s = Sparse {
+            index: vec![u16::MAX; MAX_BUCKETS],
+            counts: vec![u32::MAX; MAX_BUCKETS],
+        };
+        s.index.clear();
+        s.counts.clear();
+        s
+    }
+
+    /// Makes `self` the buckets of `h` (a `point_histogram`): each HDR
+    /// bucket's count goes to the log bucket of its middle value. In the
+    /// room it has: the lowest buckets past [`MAX_BUCKETS`] are folded as
+    /// they come, so it never holds more (and never grows a reserved
+    /// one).
+    pub(super) fn fill(&mut self, h: &Histogram<u64>) {
+        self.index.clear();
+        self.counts.clear();
+        let each = || {
+            h.iter_recorded().map(|v| {
+                (
+                    bucket_of(h.median_equivalent(v.value_iterated_to())),
+                    v.count_at_value().min(u64::from(u32::MAX)) as u32,
+                )
+            })
+        };
+        // First the distinct buckets, to know how many low ones fold.
+        let mut distinct = 0usize;
+        let mut last = None;
+        for (b, _) in each() {
+            if last != Some(b) {
+                distinct += 1;
+                last = Some(b);
+            }
+        }
+        let cut = distinct.saturating_sub(MAX_BUCKETS);
+        let mut seen = 0usize;
+        for (b, c) in each() {
+            if self.index.last() == Some(&b) {
+                let last = self.counts.last_mut().expect("index and counts have one length");
+                *last = last.saturating_add(c);
+                continue;
+            }
+            seen += 1;
+            if seen <= cut + 1 && !self.index.is_empty() {
+                // Folded into the lowest bucket kept (the (cut+1)-th).
+                self.index[0] = b;
+                self.counts[0] = self.counts[0].saturating_add(c);
+            } else {
+                self.index.push(b);
+                self.counts.push(c);
+            }
+        }
+    }
+
     /// Folds the lowest buckets into the lowest one kept until at most
-    /// [`MAX_BUCKETS`] are left, and frees the spare capacity.
+    /// [`MAX_BUCKETS`] are left (the room is kept).
     pub(super) fn cap(&mut self) {
         if self.index.len() > MAX_BUCKETS {
             let cut = self.index.len() - MAX_BUCKETS;
@@ -68,8 +115,6 @@ impl Sparse {
             self.counts.drain(..cut);
             self.counts[0] = folded;
         }
-        self.index.shrink_to_fit();
-        self.counts.shrink_to_fit();
     }
 
     /// Samples in the distribution.
@@ -82,15 +127,22 @@ impl Sparse {
         self.counts.is_empty()
     }
 
-    /// Merges `other` into `self` (sorted merge of the two bucket lists).
+    /// Merges `other` into `self`, with a list of its own for the work
+    /// (see [`merge_using`](Self::merge_using) for the timeline's way).
     pub(super) fn merge(&mut self, other: &Sparse) {
+        let mut out = Sparse::default();
+        self.merge_using(other, &mut out);
+    }
+
+    /// Merges `other` into `self` (sorted merge of the two bucket lists)
+    /// through `out`, room for both lists that the timeline keeps (so a
+    /// merge takes no memory); `self` keeps its own room.
+    pub(super) fn merge_using(&mut self, other: &Sparse, out: &mut Sparse) {
         if other.is_empty() {
             return;
         }
-        let mut out = Sparse {
-            index: Vec::with_capacity(self.index.len() + other.index.len()),
-            counts: Vec::with_capacity(self.index.len() + other.index.len()),
-        };
+        out.index.clear();
+        out.counts.clear();
         let (mut i, mut j) = (0, 0);
         while i < self.index.len() || j < other.index.len() {
             let a = self.index.get(i).copied().unwrap_or(u16::MAX);
@@ -110,7 +162,10 @@ impl Sparse {
             out.counts.push(count);
         }
         out.cap();
-        *self = out;
+        self.index.clear();
+        self.index.extend_from_slice(&out.index);
+        self.counts.clear();
+        self.counts.extend_from_slice(&out.counts);
     }
 
     /// The value at quantile `q` in µs: the geometric middle of the bucket
@@ -139,8 +194,60 @@ impl Sparse {
         self.index.last().map(|b| mid(*b))
     }
 
+    /// Samples whose bucket lies wholly above `us` µs (a bucket is 2.2%
+    /// wide: samples within that much of `us` are not counted).
+    pub(super) fn count_above_us(&self, us: u64) -> u64 {
+        let above = bucket_of(us.saturating_add(1));
+        self.index
+            .iter()
+            .zip(&self.counts)
+            .filter(|(b, _)| **b > above)
+            .map(|(_, c)| u64::from(*c))
+            .sum()
+    }
+
     /// Heap bytes held.
     pub(super) fn heap_bytes(&self) -> usize {
         self.index.capacity() * 2 + self.counts.capacity() * 4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`Sparse::fill`] folds the low end as it goes, in the room a
+    /// reserved list has, and gives what collecting every bucket and then
+    /// folding gives.
+    #[test]
+    fn filling_in_place_folds_as_collecting_then_capping_does() {
+        for (seed, decades) in [(1u64, 1.0), (2, 4.0), (3, 9.0)] {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let mut h: Histogram<u64> = Histogram::new_with_bounds(1, super::super::HIST_MAX_US, 2).unwrap();
+            for _ in 0..20_000 {
+                h.record(10f64.powf(decades * rng.f64()) as u64 + 1).unwrap();
+            }
+            let mut all = Sparse::default();
+            for v in h.iter_recorded() {
+                let b = bucket_of(h.median_equivalent(v.value_iterated_to()));
+                let c = v.count_at_value() as u32;
+                if all.index.last() == Some(&b) {
+                    *all.counts.last_mut().unwrap() += c;
+                } else {
+                    all.index.push(b);
+                    all.counts.push(c);
+                }
+            }
+            all.cap();
+            let mut filled = Sparse::reserved();
+            let room = filled.heap_bytes();
+            filled.fill(&h);
+            assert_eq!(filled, all, "seed {seed}");
+            assert_eq!(filled.heap_bytes(), room, "no room added");
+            assert!(filled.index.len() <= MAX_BUCKETS);
+            if decades > 8.0 {
+                assert_eq!(filled.index.len(), MAX_BUCKETS, "nine decades fold");
+            }
+        }
     }
 }

@@ -134,16 +134,17 @@ pub struct Point {
 }
 
 impl Point {
-    /// Merges the following point `next` into `self`.
-    fn absorb(&mut self, next: &Point) {
+    /// Merges the following point `next` into `self` (`scratch`: room
+    /// for two bucket lists).
+    fn absorb(&mut self, next: &Point, scratch: &mut Sparse) {
         self.length = next.start + next.length - self.start;
         self.counters.add(&next.counters);
         self.open = next.open;
         self.open_min = self.open_min.min(next.open_min);
-        self.latency.merge(&next.latency);
-        self.lag.merge(&next.lag);
+        self.latency.merge_using(&next.latency, scratch);
+        self.lag.merge_using(&next.lag, scratch);
         if next.resources != Resources::default() {
-            self.resources.clone_from(&next.resources);
+            self.resources.copy_from(&next.resources);
         }
         self.gap |= next.gap;
         if self.workloads.len() < next.workloads.len() {
@@ -151,6 +152,24 @@ impl Point {
         }
         for (a, b) in self.workloads.iter_mut().zip(&next.workloads) {
             a.absorb(b);
+        }
+    }
+
+    /// An empty point; `room`: its bucket lists have room for the most
+    /// buckets a point keeps ([`Sparse::reserved`]).
+    fn blank(room: bool) -> Point {
+        let list = || if room { Sparse::reserved() } else { Sparse::default() };
+        Point {
+            start: Duration::ZERO,
+            length: Duration::ZERO,
+            counters: PointCounts::default(),
+            open: 0,
+            open_min: 0,
+            lag: list(),
+            latency: list(),
+            resources: Resources::default(),
+            gap: false,
+            workloads: Vec::new(),
         }
     }
 
@@ -194,34 +213,42 @@ impl Filling {
         }
     }
 
+    /// The point up to `end`, made anew (the partial last point a report
+    /// or a checkpoint shows).
     fn point(&self, end: Duration) -> Point {
-        Point {
-            start: self.start,
-            length: end.saturating_sub(self.start),
-            counters: self.counters,
-            open: self.open,
-            open_min: self.open_min.unwrap_or(self.open),
-            latency: Sparse::of(&self.latency),
-            lag: Sparse::of(&self.lag),
-            resources: self.resources.clone(),
-            gap: false,
-            workloads: if self.workloads.len() > 1 {
-                let us = |h: &Histogram<u64>, q: f64| {
-                    NonZeroU32::new(h.value_at_quantile(q).clamp(1, u64::from(u32::MAX)) as u32)
-                        .filter(|_| !h.is_empty())
-                };
-                self.workloads
-                    .iter()
-                    .map(|(completed, errors, h)| WorkloadPoint {
-                        completed: *completed,
-                        errors: *errors,
-                        p50_us: us(h, 0.5),
-                        p99_us: us(h, 0.99),
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            },
+        let mut p = Point::blank(false);
+        self.close_into(end, &mut p);
+        p.latency.index.shrink_to_fit();
+        p.latency.counts.shrink_to_fit();
+        p.lag.index.shrink_to_fit();
+        p.lag.counts.shrink_to_fit();
+        p
+    }
+
+    /// Writes the point up to `end` into `p`, in the room `p` has (a
+    /// point of the timeline's spare ones: nothing is allocated).
+    fn close_into(&self, end: Duration, p: &mut Point) {
+        p.start = self.start;
+        p.length = end.saturating_sub(self.start);
+        p.counters = self.counters;
+        p.open = self.open;
+        p.open_min = self.open_min.unwrap_or(self.open);
+        p.latency.fill(&self.latency);
+        p.lag.fill(&self.lag);
+        p.resources.copy_from(&self.resources);
+        p.gap = false;
+        p.workloads.clear();
+        if self.workloads.len() > 1 {
+            let us = |h: &Histogram<u64>, q: f64| {
+                NonZeroU32::new(h.value_at_quantile(q).clamp(1, u64::from(u32::MAX)) as u32).filter(|_| !h.is_empty())
+            };
+            p.workloads
+                .extend(self.workloads.iter().map(|(completed, errors, h)| WorkloadPoint {
+                    completed: *completed,
+                    errors: *errors,
+                    p50_us: us(h, 0.5),
+                    p99_us: us(h, 0.99),
+                }));
         }
     }
 
@@ -258,6 +285,20 @@ pub struct Timeline {
     filling: Filling,
     /// Run time at the last [`Timeline::tick`].
     last_tick: Duration,
+    /// The points' storage not in use, made at start (see
+    /// [`Timeline::with_bounds`]): a closing point takes one, a point
+    /// merged away gives its own back (when no checkpoint still holds
+    /// it). Each is unshared.
+    spare: Vec<Arc<Point>>,
+    /// The second list a coarsening fills, kept for the next one.
+    merged: Vec<Arc<Point>>,
+    /// Room for a merge of two bucket lists.
+    scratch: Sparse,
+    /// `--target-pid` samples every spare point has room for.
+    room_for_targets: usize,
+    /// Room for the point being filled, closed where it stands (the live
+    /// trends' last point).
+    partial: Point,
 }
 
 impl Timeline {
@@ -267,14 +308,52 @@ impl Timeline {
     }
 
     /// An empty timeline with its own base interval and bound (tests).
+    ///
+    /// Every point it will hold is made here, with room for the most
+    /// buckets a point keeps, and written once: the timeline's memory
+    /// (its bound, [`POINT_BYTES`] a point) is the process's before the
+    /// ramp, instead of growing for the quarter of an hour it takes to
+    /// fill (a soak's RSS then reads as a leak to `soakd_rss_slope`; issue
+    /// 29). Points are used again as they merge.
     pub fn with_bounds(interval: Duration, max_points: usize) -> Timeline {
+        let max_points = max_points.max(2);
         Timeline {
             started_at: SystemTime::now(),
             interval,
-            max_points: max_points.max(2),
-            points: Vec::new(),
+            max_points,
+            points: Vec::with_capacity(max_points + 1),
             filling: Filling::new(Duration::ZERO),
             last_tick: Duration::ZERO,
+            spare: (0..max_points + 2).map(|_| Arc::new(Point::blank(true))).collect(),
+            merged: Vec::with_capacity(max_points + 1),
+            scratch: Sparse {
+                index: Vec::with_capacity(2 * super::sparse::MAX_BUCKETS),
+                counts: Vec::with_capacity(2 * super::sparse::MAX_BUCKETS),
+            },
+            room_for_targets: 0,
+            partial: Point::blank(true),
+        }
+    }
+
+    /// Makes room in every point for `targets` `--target-pid` samples
+    /// and `workloads` workloads' figures (called when they are known,
+    /// before the ramp).
+    pub fn reserve(&mut self, targets: usize, workloads: usize) {
+        self.room_for_targets = self.room_for_targets.max(targets);
+        let workloads = if workloads > 1 { workloads.min(MAX_WORKLOADS) } else { 0 };
+        let spare = self.spare.iter_mut().filter_map(Arc::get_mut);
+        for p in spare.chain(std::iter::once(&mut self.partial)) {
+            p.resources
+                .targets
+                .reserve(targets.saturating_sub(p.resources.targets.len()));
+            p.workloads.reserve(workloads.saturating_sub(p.workloads.len()));
+        }
+    }
+
+    /// A point's storage back to the spares, when nothing else holds it.
+    fn recycle(&mut self, p: Arc<Point>) {
+        if Arc::strong_count(&p) == 1 && Arc::weak_count(&p) == 0 && self.spare.len() < self.max_points + 2 {
+            self.spare.push(p);
         }
     }
 
@@ -316,6 +395,11 @@ impl Timeline {
     /// The processes as sampled now; the point keeps the last sample of
     /// its interval.
     pub fn sample(&mut self, r: Resources) {
+        // The first sample says how many processes are watched: every
+        // point gets room for them now, not as it is first used.
+        if r.targets.len() > self.room_for_targets {
+            self.reserve(r.targets.len(), 0);
+        }
         self.filling.resources = r;
     }
 
@@ -326,14 +410,18 @@ impl Timeline {
         if elapsed < self.filling.start + self.interval {
             return;
         }
-        let point = self.filling.point(elapsed);
+        let mut point = self.spare.pop().unwrap_or_else(|| Arc::new(Point::blank(true)));
+        match Arc::get_mut(&mut point) {
+            Some(p) => self.filling.close_into(elapsed, p),
+            None => point = Arc::new(self.filling.point(elapsed)),
+        }
         self.push(point);
         self.filling.restart(elapsed);
     }
 
-    fn push(&mut self, point: Point) {
+    fn push(&mut self, point: Arc<Point>) {
         debug_assert!(point.bytes() <= POINT_BYTES, "{} bytes", point.bytes());
-        self.points.push(Arc::new(point));
+        self.points.push(point);
         if self.points.len() > self.max_points {
             self.coarsen();
         }
@@ -341,17 +429,22 @@ impl Timeline {
 
     /// Merges neighbours pairwise and doubles the interval. An odd last
     /// point stays alone (it is the most recent; the next merge pairs it).
+    /// The merged-away points' storage goes back to the spares.
     fn coarsen(&mut self) {
-        let old = std::mem::take(&mut self.points);
-        let mut merged = Vec::with_capacity(self.max_points);
-        let mut it = old.into_iter();
+        let mut old = std::mem::take(&mut self.points);
+        let mut merged = std::mem::take(&mut self.merged);
+        merged.clear();
+        let mut it = old.drain(..);
         while let Some(mut a) = it.next() {
             if let Some(b) = it.next() {
-                Arc::make_mut(&mut a).absorb(&b);
+                Arc::make_mut(&mut a).absorb(&b, &mut self.scratch);
+                self.recycle(b);
             }
             merged.push(a);
         }
+        drop(it);
         self.points = merged;
+        self.merged = old;
         self.interval *= 2;
     }
 
@@ -381,14 +474,29 @@ impl Timeline {
         out
     }
 
-    /// Heap bytes the closed points hold (for the memory test).
+    /// The closed points.
+    pub(super) fn closed(&self) -> &[Arc<Point>] {
+        &self.points
+    }
+
+    /// The point being filled, closed at the last tick into the room kept
+    /// for it; `None` when it holds nothing yet.
+    pub(super) fn partial(&mut self) -> Option<&Point> {
+        let f = &self.filling;
+        if self.last_tick > f.start || f.counters != PointCounts::default() {
+            f.close_into(self.last_tick.max(f.start), &mut self.partial);
+            Some(&self.partial)
+        } else {
+            None
+        }
+    }
+
+    /// Heap bytes the closed points and the spare ones hold (for the
+    /// memory test).
     pub fn heap_bytes(&self) -> usize {
-        (self.points.capacity() - self.points.len()) * std::mem::size_of::<Arc<Point>>()
-            + self
-                .points
-                .iter()
-                .map(|p| std::mem::size_of::<Arc<Point>>() + p.bytes())
-                .sum::<usize>()
+        (self.points.capacity() + self.merged.capacity() + self.spare.capacity()) * std::mem::size_of::<Arc<Point>>()
+            + self.scratch.heap_bytes()
+            + self.points.iter().chain(&self.spare).map(|p| p.bytes()).sum::<usize>()
     }
 
     /// The most bytes one closed point holds.
@@ -415,10 +523,11 @@ impl Timeline {
         self.started_at = s.started_at;
         self.interval = s.interval;
         self.max_points = s.max_points.max(2);
-        self.points = s.points;
+        self.points.clear();
+        self.points.extend(s.points);
         let from = self.points.last().map_or(Duration::ZERO, |p| p.start + p.length);
         if now > from {
-            self.push(Point {
+            self.push(Arc::new(Point {
                 start: from,
                 length: now - from,
                 counters: PointCounts::default(),
@@ -429,7 +538,7 @@ impl Timeline {
                 resources: Resources::default(),
                 gap: true,
                 workloads: Vec::new(),
-            });
+            }));
         }
         while self.points.len() > self.max_points {
             self.coarsen();
@@ -642,6 +751,61 @@ mod tests {
         one.tick(Duration::from_secs(1));
         let v = serde_json::to_value(one.to_json()).unwrap();
         assert!(v["points"][0].get("workloads").is_none(), "{v}");
+    }
+
+    /// Issue 29: the timeline's memory is taken at start and used again,
+    /// so soakd's RSS does not grow for the quarter of an hour the points
+    /// take to fill. Every point ever closed is one of those made at
+    /// start, through three coarsenings, with a checkpoint's copy taken
+    /// and let go between them; and the trends' input made from the
+    /// points is the one their JSON gives.
+    #[test]
+    fn the_points_are_made_at_start_and_used_again() {
+        let mut t = Timeline::with_bounds(Duration::from_secs(1), 100);
+        t.reserve(1, 1);
+        let made: std::collections::HashSet<*const Point> = t.spare.iter().map(Arc::as_ptr).collect();
+        assert_eq!(made.len(), 102);
+        let room = t.heap_bytes();
+        let mut rng = fastrand::Rng::with_seed(3);
+        let mut held = None;
+        for tick in 1..=450u64 {
+            let mut h = WorkloadStats::default();
+            for _ in 0..200 {
+                h.latency.record(10f64.powf(2.0 + 3.0 * rng.f64()) as u64).unwrap();
+            }
+            h.counters.completed = 200;
+            t.add(0, &h);
+            t.sample(Resources {
+                targets: vec![ProcSample {
+                    pid: 1,
+                    rss_bytes: tick,
+                    ..Default::default()
+                }],
+                soakd_rss_bytes: Some(tick),
+            });
+            t.tick(Duration::from_secs(tick));
+            // A checkpoint takes the points now and then, and lets go.
+            if tick % 30 == 0 {
+                held = Some(t.saved());
+            } else if tick % 30 == 5 {
+                held = None;
+            }
+            for p in t.closed() {
+                assert!(
+                    made.contains(&Arc::as_ptr(p)),
+                    "point at {:?} was made after the start",
+                    p.start
+                );
+            }
+        }
+        drop(held);
+        assert_eq!(t.interval(), Duration::from_secs(8), "coarsened three times");
+        assert_eq!(t.heap_bytes(), room, "no room was added");
+        let mut input = crate::stats::trends::TrendInput::with_room(101, 1);
+        t.trend_input(&mut input);
+        let json = crate::stats::trends::TrendInput::of_json(&t.to_json());
+        assert_eq!(input.points, json.points);
+        assert_eq!(input.points.last().map(|p| p.target_rss), Some(450.0));
     }
 
     #[test]

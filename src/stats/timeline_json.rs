@@ -33,8 +33,9 @@ pub struct TimelineJson {
 /// A sequence whose elements are each written as compact JSON: the report
 /// is pretty-printed, and a point spread over 20 indented lines would
 /// triple its size. With this a point is one line. (Reading it back is
-/// the plain derived `Deserialize`.)
-fn one_line_each<T: Serialize, S: serde::Serializer>(items: &[T], ser: S) -> Result<S::Ok, S::Error> {
+/// the plain derived `Deserialize`.) The report's other long lists (the
+/// baseline's windows) use it too.
+pub fn one_line_each<T: Serialize, S: serde::Serializer>(items: &[T], ser: S) -> Result<S::Ok, S::Error> {
     use serde::ser::Error as _;
     let mut raw = Vec::with_capacity(items.len());
     for item in items {
@@ -112,6 +113,18 @@ pub struct WorkloadPointJson {
     pub p99: Option<f64>,
 }
 
+impl WorkloadPointJson {
+    /// A workload's share of a timeline point, in the report's units.
+    pub(super) fn of(w: &super::timeline::WorkloadPoint) -> WorkloadPointJson {
+        WorkloadPointJson {
+            completed: w.completed,
+            errors: w.errors,
+            p50: w.p50_us.map(|us| f64::from(us.get()) / 1e6),
+            p99: w.p99_us.map(|us| f64::from(us.get()) / 1e6),
+        }
+    }
+}
+
 impl PointJson {
     pub(super) fn of(p: &Point) -> PointJson {
         let secs = |s: &Sparse, q: f64| s.quantile_us(q).map(|us| us as f64 / 1e6);
@@ -143,16 +156,7 @@ impl PointJson {
             targets: p.resources.targets.clone(),
             soakd_rss_bytes: p.resources.soakd_rss_bytes,
             gap: p.gap,
-            workloads: p
-                .workloads
-                .iter()
-                .map(|w| WorkloadPointJson {
-                    completed: w.completed,
-                    errors: w.errors,
-                    p50: w.p50_us.map(|us| f64::from(us.get()) / 1e6),
-                    p99: w.p99_us.map(|us| f64::from(us.get()) / 1e6),
-                })
-                .collect(),
+            workloads: p.workloads.iter().map(WorkloadPointJson::of).collect(),
         }
     }
 }

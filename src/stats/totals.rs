@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Delta, Gauges, Mailbox, Restart, Timeline, WorkloadStats, histogram};
+use super::{Delta, Disruptions, EventRecord, Gauges, Mailbox, Outages, Restart, Timeline, WorkloadStats, histogram};
 
 /// Running totals over all workers, per workload. Owned by the control
 /// thread; workers never touch it.
@@ -57,6 +57,12 @@ pub struct Totals {
     /// The run as a bounded time series (all workloads summed), for the
     /// report; the control loop calls its `tick` after each drain.
     pub timeline: Timeline,
+    /// Outages and latency excursions found in the same deltas, per
+    /// workload (nothing is watched until the engine sets the rules).
+    pub outages: Outages,
+    /// The run's events (commands soakd ran, marks from outside), as the
+    /// observers record them.
+    pub events: Vec<EventRecord>,
 }
 
 impl Totals {
@@ -82,7 +88,13 @@ impl Totals {
             window: (0..n).map(|_| histogram()).collect(),
             log_interval: hdr_log.then(|| (0..n).map(|_| histogram()).collect()),
             recent: recent.then(|| (0..n).map(|_| WorkloadStats::default()).collect()),
-            timeline: Timeline::new(),
+            timeline: {
+                let mut t = Timeline::new();
+                t.reserve(0, n);
+                t
+            },
+            outages: Outages::default(),
+            events: Vec::new(),
         }
     }
 
@@ -120,6 +132,7 @@ impl Totals {
                     }
                 }
                 self.timeline.add(wi, &stats[wi]);
+                self.outages.add(wi, &stats[wi]);
                 stats[wi].clear();
                 gauges[wi].add(&g[wi]);
                 if g[wi].desired > 0 {
@@ -162,6 +175,10 @@ impl Totals {
             self.open_min_all = Some(self.open_min_all.map_or(open, |m| m.min(open)));
         }
         self.timeline.level(gauges.iter().map(|g| g.open).sum());
+        for (wi, g) in gauges.iter().enumerate() {
+            let armed = self.ramp[wi].is_some() && !self.reramping[wi];
+            self.outages.level(wi, g.open, g.desired, armed, running);
+        }
         self.gauges = gauges;
         // Only once every worker has recorded its count at the stop: a sum
         // over some of them would be taken for the whole.
@@ -169,6 +186,22 @@ impl Totals {
             self.open_at_stop = at_stop;
         }
         (all_idle, all_budget)
+    }
+
+    /// After each drain, with the run time: the timeline and the outage
+    /// watch close what is over.
+    pub fn tick(&mut self, elapsed: Duration) {
+        self.timeline.tick(elapsed);
+        self.outages.tick(elapsed);
+    }
+
+    /// The outages, excursions and events so far (a copy).
+    pub fn disruptions(&self) -> Disruptions {
+        Disruptions {
+            outages: self.outages.outages().to_vec(),
+            excursions: self.outages.excursions().to_vec(),
+            events: self.events.clone(),
+        }
     }
 
     /// Names workload `wi`'s requests (at start, and when a reload changes
@@ -187,6 +220,7 @@ impl Totals {
 
     /// Room for a workload a reload added.
     pub fn add_workload(&mut self, name: String) {
+        self.outages.watch(name.clone(), true);
         self.names.push(name);
         self.requests.push(Vec::new());
         self.stats.push(WorkloadStats::default());

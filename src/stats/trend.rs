@@ -43,7 +43,32 @@
 //! `scipy.stats.kendalltau` and the Mann–Kendall variance); the numbers
 //! are in the tests.
 
+use std::cell::RefCell;
+
 use super::rank::{normal_upper_tail, ranks};
+
+thread_local! {
+    /// The pairwise slopes of [`theil_sen`], kept from call to call: half
+    /// a million of them for a full timeline (4 MB), which made and freed
+    /// every 10 s by the live trend thresholds grew soakd's heap with the
+    /// timeline (the allocator keeps what it once gave; issue 29).
+    static SLOPES: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Makes room for the slopes of `points` points on this thread, written
+/// once so the pages are the process's now: the live trend thresholds call
+/// it at start, before the ramp, for the timeline's bound.
+pub fn reserve_slopes(points: usize) {
+    let pairs = points * points.saturating_sub(1) / 2;
+    SLOPES.with(|s| {
+        let mut v = s.borrow_mut();
+        if v.capacity() < pairs {
+            v.clear();
+            v.resize(pairs, 0.0);
+            v.clear();
+        }
+    });
+}
 
 /// Fewest points a slope is computed from: below it the Mann–Kendall
 /// normal approximation is off and a slope means little.
@@ -190,38 +215,42 @@ pub fn theil_sen(x: &[f64], y: &[f64]) -> Option<Fit> {
     if n < MIN_POINTS {
         return None;
     }
-    let mut slopes = Vec::with_capacity(n * (n - 1) / 2);
-    for i in 0..n {
-        for j in i + 1..n {
-            let dx = x[j] - x[i];
-            if dx != 0.0 {
-                slopes.push((y[j] - y[i]) / dx);
+    let (slope, low, high) = SLOPES.with(|cell| {
+        let mut slopes = cell.borrow_mut();
+        slopes.clear();
+        for i in 0..n {
+            for j in i + 1..n {
+                let dx = x[j] - x[i];
+                if dx != 0.0 {
+                    slopes.push((y[j] - y[i]) / dx);
+                }
             }
         }
-    }
-    if slopes.is_empty() {
-        return None;
-    }
-    let m = slopes.len();
-    let mut nth = |k: usize| -> f64 {
-        let k = k.min(m - 1);
-        *slopes.select_nth_unstable_by(k, f64::total_cmp).1
-    };
-    let slope = if m % 2 == 1 {
-        nth(m / 2)
-    } else {
-        (nth(m / 2 - 1) + nth(m / 2)) / 2.0
-    };
-    // Sen's interval: the ranks ±z·σ(S)/2 around the middle of the
-    // sorted slopes (as scipy.stats.theilslopes computes it, σ without
-    // the tie correction for y).
-    let nf = n as f64;
-    let sigma = (nf * (nf - 1.0) * (2.0 * nf + 5.0) / 18.0).sqrt();
-    let mf = m as f64;
-    let upper = ((mf + Z95 * sigma) / 2.0).round() as usize;
-    let lower = (((mf - Z95 * sigma) / 2.0).round() as usize).saturating_sub(1);
-    let low = nth(lower);
-    let high = nth(upper);
+        if slopes.is_empty() {
+            return None;
+        }
+        let m = slopes.len();
+        let mut nth = |k: usize| -> f64 {
+            let k = k.min(m - 1);
+            *slopes.select_nth_unstable_by(k, f64::total_cmp).1
+        };
+        let slope = if m % 2 == 1 {
+            nth(m / 2)
+        } else {
+            (nth(m / 2 - 1) + nth(m / 2)) / 2.0
+        };
+        // Sen's interval: the ranks ±z·σ(S)/2 around the middle of the
+        // sorted slopes (as scipy.stats.theilslopes computes it, σ without
+        // the tie correction for y).
+        let nf = n as f64;
+        let sigma = (nf * (nf - 1.0) * (2.0 * nf + 5.0) / 18.0).sqrt();
+        let mf = m as f64;
+        let upper = ((mf + Z95 * sigma) / 2.0).round() as usize;
+        let lower = (((mf - Z95 * sigma) / 2.0).round() as usize).saturating_sub(1);
+        let low = nth(lower);
+        let high = nth(upper);
+        Some((slope, low, high))
+    })?;
     let inflation = yue_wang(&x, &y, slope);
     Some(Fit {
         slope,
@@ -236,6 +265,22 @@ pub fn theil_sen(x: &[f64], y: &[f64]) -> Option<Fit> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The slopes' room, made at start for a full timeline, is used again
+    /// by every fit: none grows the heap (issue 29).
+    #[test]
+    fn the_slopes_room_is_made_once() {
+        reserve_slopes(200);
+        let room = SLOPES.with(|s| s.borrow().capacity());
+        assert!(room >= 200 * 199 / 2);
+        let x: Vec<f64> = (0..200).map(f64::from).collect();
+        let y: Vec<f64> = x.iter().map(|v| 3.0 * v + (v * 7.0).sin()).collect();
+        for n in [20, 150, 200] {
+            let f = theil_sen(&x[..n], &y[..n]).unwrap();
+            assert!((f.slope - 3.0).abs() < 0.1, "{f:?}");
+        }
+        assert_eq!(SLOPES.with(|s| s.borrow().capacity()), room);
+    }
 
     /// Normal noise from a seeded generator (Box–Muller).
     fn noise(rng: &mut fastrand::Rng) -> f64 {

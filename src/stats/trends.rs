@@ -46,8 +46,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::rank::{mann_whitney_dependent, median, ranks};
-use super::timeline_json::{PointJson, TimelineJson, WorkloadPointJson};
+use super::timeline_json::{TimelineJson, WorkloadPointJson};
 use super::trend::{MIN_POINTS, theil_sen};
+pub use super::trend_input::{TrendInput, TrendPoint};
 
 /// Fewest points in each drift window.
 pub const MIN_WINDOW_POINTS: usize = 5;
@@ -215,7 +216,7 @@ impl Trends {
 /// The points of the steady part: started at or after `from`, ended by
 /// `until` (the last, partial point at the stop is kept when it started
 /// before it).
-fn steady<'a>(t: &'a TimelineJson, s: &Settings) -> Vec<&'a PointJson> {
+fn steady<'a>(t: &'a TrendInput, s: &Settings) -> Vec<&'a TrendPoint> {
     t.points
         .iter()
         .filter(|p| p.t >= s.steady_from - 1e-6 && p.t < s.until)
@@ -225,24 +226,21 @@ fn steady<'a>(t: &'a TimelineJson, s: &Settings) -> Vec<&'a PointJson> {
 /// Computes the trends of a timeline; `workloads` names the run's
 /// workloads in the order of the points' per-workload entries.
 pub fn analyze(t: &TimelineJson, s: &Settings, workloads: &[String]) -> Trends {
+    analyze_input(&TrendInput::of_json(t), s, workloads)
+}
+
+/// [`analyze`] of a timeline's [`TrendInput`].
+pub fn analyze_input(t: &TrendInput, s: &Settings, workloads: &[String]) -> Trends {
     let pts = steady(t, s);
     // The most PIDs any point sampled: points where one was missing (it
     // exited, /proc unreadable) would make the sum jump.
-    let pids = pts.iter().map(|p| p.targets.len()).max().unwrap_or(0);
-    let full: Vec<&PointJson> = pts
-        .iter()
-        .copied()
-        .filter(|p| pids > 0 && p.targets.len() == pids)
-        .collect();
-    let fds: Vec<&PointJson> = full
-        .iter()
-        .copied()
-        .filter(|p| p.targets.iter().all(|t| t.open_fds.is_some()))
-        .collect();
+    let pids = pts.iter().map(|p| p.pids).max().unwrap_or(0);
+    let full: Vec<&TrendPoint> = pts.iter().copied().filter(|p| pids > 0 && p.pids == pids).collect();
+    let fds: Vec<&TrendPoint> = full.iter().copied().filter(|p| p.target_fds.is_some()).collect();
     let no_pid = (pids == 0).then(|| "no --target-pid was sampled in the steady part".to_string());
     let slopes = vec![
         slope("target_rss_slope", "bytes/s", &full, no_pid.clone(), s, |p| {
-            Some(p.targets.iter().map(|t| t.rss_bytes as f64).sum())
+            Some(p.target_rss)
         }),
         slope(
             "target_fds_slope",
@@ -253,7 +251,7 @@ pub fn analyze(t: &TimelineJson, s: &Settings, workloads: &[String]) -> Trends {
                     .then(|| "/proc/PID/fd of the target is not readable".into())
             }),
             s,
-            |p| Some(p.targets.iter().filter_map(|t| t.open_fds).sum::<u64>() as f64),
+            |p| p.target_fds,
         ),
         slope("soakd_rss_slope", "bytes/s", &pts, None, s, |p| {
             p.soakd_rss_bytes.map(|b| b as f64)
@@ -262,7 +260,7 @@ pub fn analyze(t: &TimelineJson, s: &Settings, workloads: &[String]) -> Trends {
     let drifts = drifts(&pts, s, |p| Some(Own::of(p)));
     // Per workload only when the points carry several (a one-workload
     // run's drifts are the run-wide ones).
-    let carried = pts.iter().map(|p| p.workloads.len()).max().unwrap_or(0);
+    let carried = pts.iter().map(|p| p.workloads.1).max().unwrap_or(0);
     let workloads = if carried > 1 {
         workloads
             .iter()
@@ -270,7 +268,7 @@ pub fn analyze(t: &TimelineJson, s: &Settings, workloads: &[String]) -> Trends {
             .enumerate()
             .map(|(i, name)| WorkloadTrends {
                 workload: name.clone(),
-                drifts: drifts_of_workload(&pts, s, i),
+                drifts: drifts_of_workload(t, &pts, s, i),
             })
             .collect()
     } else {
@@ -295,13 +293,12 @@ struct Own {
 }
 
 impl Own {
-    fn of(p: &PointJson) -> Own {
-        let errors: u64 = p.errors.values().sum();
+    fn of(p: &TrendPoint) -> Own {
         Own {
             p50: p.p50,
             p99: p.p99,
-            errors: errors as f64,
-            attempts: (p.completed + errors) as f64,
+            errors: p.errors as f64,
+            attempts: (p.completed + p.errors) as f64,
         }
     }
 
@@ -316,13 +313,13 @@ impl Own {
 }
 
 /// The drifts of workload `i` (points without its entry are left out).
-fn drifts_of_workload(pts: &[&PointJson], s: &Settings, i: usize) -> Vec<Drift> {
-    drifts(pts, s, |p| p.workloads.get(i).map(Own::of_workload))
+fn drifts_of_workload(t: &TrendInput, pts: &[&TrendPoint], s: &Settings, i: usize) -> Vec<Drift> {
+    drifts(pts, s, |p| t.workload(p, i).map(Own::of_workload))
 }
 
 /// p50, p99 and error-rate drifts of what `own` reads from each point.
-fn drifts(pts: &[&PointJson], s: &Settings, own: impl Fn(&PointJson) -> Option<Own>) -> Vec<Drift> {
-    let pts: Vec<(&PointJson, Own)> = pts.iter().filter_map(|p| Some((*p, own(p)?))).collect();
+fn drifts(pts: &[&TrendPoint], s: &Settings, own: impl Fn(&TrendPoint) -> Option<Own>) -> Vec<Drift> {
+    let pts: Vec<(&TrendPoint, Own)> = pts.iter().filter_map(|p| Some((*p, own(p)?))).collect();
     vec![
         drift("p50_drift", "seconds", &pts, s, Window::Median(|o| o.p50), None),
         drift(
@@ -340,10 +337,10 @@ fn drifts(pts: &[&PointJson], s: &Settings, own: impl Fn(&PointJson) -> Option<O
 fn slope(
     metric: &str,
     unit: &str,
-    pts: &[&PointJson],
+    pts: &[&TrendPoint],
     why: Option<String>,
     s: &Settings,
-    y: impl Fn(&PointJson) -> Option<f64>,
+    y: impl Fn(&TrendPoint) -> Option<f64>,
 ) -> Slope {
     let (xs, ys): (Vec<f64>, Vec<f64>) = pts.iter().filter_map(|p| Some((p.t + p.seconds, y(p)?))).unzip();
     let mut out = Slope {
@@ -414,18 +411,18 @@ fn persistence(all: &(Vec<f64>, Vec<f64>), windows: &[(Vec<f64>, Vec<f64>)]) -> 
 fn drift(
     metric: &str,
     unit: &str,
-    pts: &[(&PointJson, Own)],
+    pts: &[(&TrendPoint, Own)],
     s: &Settings,
     how: Window,
-    lag: Option<fn(&PointJson) -> Option<f64>>,
+    lag: Option<fn(&TrendPoint) -> Option<f64>>,
 ) -> Drift {
     let from = pts.first().map_or(s.steady_from, |(p, _)| p.t);
     let end = pts
         .last()
         .map_or(from, |(p, _)| (p.t + p.seconds).min(s.until.max(p.t)));
     let w = (end - from) / 4.0;
-    let first: Vec<(&PointJson, Own)> = pts.iter().copied().filter(|(p, _)| p.t < from + w).collect();
-    let last: Vec<(&PointJson, Own)> = pts.iter().copied().filter(|(p, _)| p.t + p.seconds > end - w).collect();
+    let first: Vec<(&TrendPoint, Own)> = pts.iter().copied().filter(|(p, _)| p.t < from + w).collect();
+    let last: Vec<(&TrendPoint, Own)> = pts.iter().copied().filter(|(p, _)| p.t + p.seconds > end - w).collect();
     let mut out = Drift {
         metric: metric.into(),
         unit: unit.into(),
@@ -438,7 +435,7 @@ fn drift(
         Window::ErrorRate => (o.attempts > 0.0).then(|| o.errors / o.attempts),
     };
     // Each window's point times and values.
-    let series = |ps: &[(&PointJson, Own)]| -> (Vec<f64>, Vec<f64>) {
+    let series = |ps: &[(&TrendPoint, Own)]| -> (Vec<f64>, Vec<f64>) {
         ps.iter()
             .filter_map(|(p, o)| Some((p.t + p.seconds / 2.0, value(o)?)))
             .unzip()
@@ -459,7 +456,7 @@ fn drift(
             (va, vb, va)
         }
         Window::ErrorRate => {
-            let rate = |ps: &[(&PointJson, Own)]| {
+            let rate = |ps: &[(&TrendPoint, Own)]| {
                 let (e, n) = ps
                     .iter()
                     .fold((0.0, 0.0), |(e, n), (_, o)| (e + o.errors, n + o.attempts));
@@ -478,7 +475,7 @@ fn drift(
     out.p_value = Some(p);
     out.significant = p < s.significance;
     if let Some(lag_of) = lag {
-        let lag = |ps: &[(&PointJson, Own)]| {
+        let lag = |ps: &[(&TrendPoint, Own)]| {
             let v: Vec<f64> = ps.iter().filter_map(|(p, _)| lag_of(p)).collect();
             (!v.is_empty()).then(|| median(&v))
         };
@@ -497,7 +494,7 @@ fn drift(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::ProcSample;
+    use crate::stats::{PointJson, ProcSample};
 
     fn settings() -> Settings {
         Settings {

@@ -50,6 +50,7 @@ use mio::Token;
 
 use super::conn::{Conn, Proto};
 use super::h2_conn::{Cx, H2Conn, Serving};
+use super::outage::Schedule;
 use super::{Degrade, Fault};
 use crate::netio::Stream as NetStream;
 use crate::wire::h2::{PREFACE, encode_settings};
@@ -74,13 +75,15 @@ pub(super) struct H2Thread {
 }
 
 impl H2Thread {
-    pub(super) fn new(delay: Duration, degrade: Degrade, fault: Option<Fault>) -> H2Thread {
+    pub(super) fn new(delay: Duration, degrade: Degrade, fault: Option<Fault>, brownouts: Schedule) -> H2Thread {
         let mut flood = Vec::with_capacity(FLOOD_FRAMES * 9);
         for _ in 0..FLOOD_FRAMES {
             encode_settings(&mut flood, false, &[]);
         }
+        let mut serving = Serving::new(delay, degrade, fault);
+        serving.brownouts = brownouts;
         H2Thread {
-            serving: Serving::new(delay, degrade, fault),
+            serving,
             floods: VecDeque::new(),
             flooding: VecDeque::new(),
             flood_bytes: flood.into_boxed_slice(),

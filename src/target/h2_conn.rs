@@ -13,6 +13,7 @@ use mio::Token;
 
 use super::fault::Every;
 use super::h2_responses::{BAD_REQUEST, Response, TOO_LARGE, render_table};
+use super::outage::Schedule;
 use super::responses::Route;
 use super::{Degrade, Fault, FaultMode, MAX_HEAD};
 use crate::wire::h2::{
@@ -73,8 +74,11 @@ pub(super) struct Serving {
     /// faults count).
     fault_count: Every,
     /// Delayed responses in due order (all delays are equal or grow with
-    /// time, so arrival order is due order).
+    /// time, so arrival order is due order; one that a brownout's end
+    /// would put first waits for those before it).
     pub(super) queue: VecDeque<Due>,
+    /// `--brownout-every`: the extra delay of a response now.
+    pub(super) brownouts: Schedule,
 }
 
 impl Serving {
@@ -87,6 +91,7 @@ impl Serving {
             fault: fault.filter(|f| f.mode.is_h2()),
             fault_count: Every::default(),
             queue: VecDeque::new(),
+            brownouts: Schedule::default(),
         }
     }
 
@@ -460,13 +465,14 @@ impl H2Conn {
     /// The request of stream `i` arrived whole: answer it now or after the
     /// delay.
     fn complete(&mut self, cx: &mut Cx<'_>, i: usize) {
-        if cx.th.delay.is_zero() {
+        let extra = cx.th.brownouts.extra_delay(cx.now);
+        if cx.th.delay.is_zero() && extra.is_zero() {
             return self.start(cx, i);
         }
         self.streams[i].phase = Phase::Waiting;
-        let delay = cx.th.degrade.delay_at(cx.th.delay, cx.now - cx.th.started);
+        let due = cx.now + cx.th.degrade.delay_at(cx.th.delay, cx.now - cx.th.started) + extra;
         cx.th.queue.push_back(Due {
-            due: cx.now + delay,
+            due: cx.th.queue.back().map_or(due, |last| due.max(last.due)),
             token: cx.token,
             stream: self.streams[i].id,
         });

@@ -58,6 +58,7 @@ pub mod fuzzing;
 mod h2;
 mod h2_conn;
 mod h2_responses;
+mod outage;
 mod proto;
 mod responder;
 mod responses;
@@ -68,6 +69,7 @@ mod ws_socket;
 
 pub use degrade::{Degrade, parse_fd_leak, parse_leak, parse_slowdown};
 pub use fault::{Fault, FaultMode, fault_help};
+pub use outage::Schedule as OutageSchedule;
 use responses::*;
 
 use crate::Error;
@@ -95,6 +97,9 @@ pub struct TargetConfig {
     /// Speak HTTP/2 too (`--h2`): h2c with prior knowledge on a plain
     /// port, h2 by ALPN over TLS; HTTP/1.1 clients are served as before.
     pub h2: bool,
+    /// Restarts and brownouts on a schedule (`--restart-every`,
+    /// `--brownout-every`; see `outage.rs`); the default has none.
+    pub outage: OutageSchedule,
 }
 
 /// A running target; dropping it does not stop it, call [`TargetHandle::stop`].
@@ -181,6 +186,7 @@ pub fn spawn(cfg: &TargetConfig) -> Result<TargetHandle, Error> {
                 .to_string(),
         ));
     }
+    cfg.outage.validate().map_err(Error::Usage)?;
     let stop_accepting = cfg.fault.is_some_and(|f| f.mode == FaultMode::StopAccepting);
     // A listener that is never accepted from: the smallest backlog, so that
     // it fills after a connection or two.
@@ -202,6 +208,8 @@ pub fn spawn(cfg: &TargetConfig) -> Result<TargetHandle, Error> {
     // With --h2 a TLS client may pick h2 by ALPN; one offering only
     // http/1.1 still gets it.
     let mut cfg = cfg.clone();
+    // Every thread follows one schedule, from now.
+    cfg.outage.epoch = Some(std::time::Instant::now());
     if cfg.h2
         && let Some(tls) = &mut cfg.tls
     {

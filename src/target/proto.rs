@@ -63,10 +63,12 @@ pub(super) enum Due {
 
 impl Responder {
     /// The thread's state for every protocol the target speaks: HTTP/1 and
-    /// WebSocket always, HTTP/2 with `--h2`.
+    /// WebSocket always, HTTP/2 with `--h2`; the brownouts of
+    /// `--brownout-every` delay HTTP/1's and HTTP/2's responses alike.
     pub(super) fn speaking(mut self, cfg: &TargetConfig) -> Responder {
+        self.outage = cfg.outage;
         if cfg.h2 {
-            self.h2 = Some(H2Thread::new(cfg.delay, cfg.degrade, cfg.fault));
+            self.h2 = Some(H2Thread::new(cfg.delay, cfg.degrade, cfg.fault, cfg.outage));
         }
         self
     }

@@ -62,6 +62,8 @@ pub(super) struct Responder {
     pub(super) ws: WsThread,
     /// HTTP/2 (`--h2`): its responses, delay queue and faults.
     pub(super) h2: Option<H2Thread>,
+    /// `--brownout-*`: the extra delay of responses now (`outage.rs`).
+    pub(super) outage: super::OutageSchedule,
 }
 
 impl Responder {
@@ -78,6 +80,7 @@ impl Responder {
             trickles: VecDeque::new(),
             ws: WsThread::new(fault),
             h2: None,
+            outage: super::OutageSchedule::default(),
         }
     }
 
@@ -253,14 +256,18 @@ impl Responder {
                 return self.act(conn, response.action, now);
             }
         }
-        if self.delay.is_zero() {
+        // A brownout's extra delay; responses still queued when it ends go
+        // out first, in order (the queue stays in due order).
+        let extra = self.outage.extra_delay(now);
+        if self.delay.is_zero() && extra.is_zero() && conn.in_flight == 0 {
             self.batch.extend_from_slice(&response.bytes);
             if self.batch.len() >= FLUSH_AT {
                 self.flush(conn)?;
             }
         } else {
+            let due = now + self.degrade.delay_at(self.delay, now - self.started) + extra;
             self.queue.push_back(Delayed {
-                due: now + self.degrade.delay_at(self.delay, now - self.started),
+                due: self.queue.back().map_or(due, |last| due.max(last.due)),
                 token: conn.token,
                 id,
             });

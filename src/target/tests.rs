@@ -21,6 +21,7 @@ fn start_with(threads: usize, delay: Duration) -> TargetHandle {
         tls: None,
         degrade: Degrade::default(),
         h2: false,
+        outage: Default::default(),
     })
     .expect("target starts")
 }
@@ -447,6 +448,7 @@ fn stop_is_prompt_and_frees_the_port() {
         tls: None,
         degrade: Degrade::default(),
         h2: false,
+        outage: Default::default(),
     })
     .expect("rebinds the same port");
     let mut s = connect(&again);
@@ -464,6 +466,7 @@ fn start_faulty(fault: &str, delay: Duration) -> TargetHandle {
         tls: None,
         degrade: Degrade::default(),
         h2: false,
+        outage: Default::default(),
     })
     .expect("target starts")
 }
@@ -533,6 +536,7 @@ fn fault_names_parse_and_print() {
         tls: None,
         degrade: Degrade::default(),
         h2: false,
+        outage: Default::default(),
     })
     .unwrap_err();
     assert!(matches!(err, Error::Usage(_)), "{err:?}");
@@ -744,6 +748,7 @@ fn zero_threads_is_a_usage_error() {
         tls: None,
         degrade: Degrade::default(),
         h2: false,
+        outage: Default::default(),
     })
     .unwrap_err();
     assert!(matches!(err, Error::Usage(_)), "{err:?}");
@@ -762,6 +767,7 @@ fn busy_address_is_a_preflight_error() {
             tls: None,
             degrade: Degrade::default(),
             h2: false,
+            outage: Default::default(),
         })
         .unwrap_err();
         let Error::Preflight(message) = err else {

@@ -7,7 +7,9 @@
 //! stopping on the shared flag, the thread's queues (delayed responses,
 //! trickles, pushes, HTTP/2's streams and floods) as the only timers, each
 //! armed for its front (so an idle target sleeps), and the faults that act
-//! on accept. What a connection speaks is `proto.rs`'s.
+//! on accept, and `--restart-every`'s restarts (the listener dropped and
+//! bound again, on the schedule of `outage.rs`, whose changes are one more
+//! deadline id). What a connection speaks is `proto.rs`'s.
 
 use std::io;
 use std::sync::Arc;
@@ -19,6 +21,7 @@ use mio::net::TcpListener;
 use mio::{Events, Poll, Token, Waker};
 
 use super::conn::{Conn, ConnFault};
+use super::outage::{Phase, Schedule};
 use super::responder::Responder;
 use super::responses::Responses;
 use super::{EVENTS, FaultMode, READ_BUF, TargetConfig};
@@ -44,10 +47,18 @@ pub(super) fn start(
             .register(poll.registry(), LISTENER)
             .map_err(|e| Error::io("registering the target's listener", e))?;
     }
+    let addr = acceptor
+        .local_addr()
+        .map_err(|e| Error::io("reading the target's bound address", e))?;
     let responder = Responder::new(Arc::clone(responses), cfg.delay, cfg.degrade, cfg.fault).speaking(cfg);
     let worker = Worker {
         poll,
-        acceptor,
+        acceptor: Some(acceptor),
+        restarts: Restarts {
+            schedule: cfg.outage,
+            addr,
+            reuse_port: cfg.threads > 1,
+        },
         conns: ConnTable::with_capacity(0),
         buf: vec![0; READ_BUF].into_boxed_slice(),
         responder,
@@ -69,12 +80,23 @@ pub(super) fn start(
         .map_err(|e| Error::io("starting a target thread", e))
 }
 
+/// `--restart-every`: the schedule, and where to listen again after a
+/// restart.
+struct Restarts {
+    schedule: Schedule,
+    addr: std::net::SocketAddr,
+    reuse_port: bool,
+}
+
 /// One server thread: its poll, listener and connections.
 struct Worker {
     poll: Poll,
     /// The listener, paused for a moment after running out of file
-    /// descriptors (accepting again at once would only fail again).
-    acceptor: Acceptor,
+    /// descriptors (accepting again at once would only fail again);
+    /// `None` while a `--restart-every` restart is down.
+    acceptor: Option<Acceptor>,
+    /// `--restart-every`: the schedule and how to listen again.
+    restarts: Restarts,
     conns: ConnTable<Conn>,
     /// The one buffer every read of this thread goes through.
     buf: Box<[u8]>,
@@ -90,6 +112,9 @@ struct Worker {
 
 /// The deadline id of the end of an accept pause (after the queues').
 const ACCEPT: u32 = super::proto::H2_FLOODS + 1;
+/// The deadline id of the next change of `--restart-every`'s or
+/// `--brownout-every`'s schedule.
+const SCHEDULE: u32 = ACCEPT + 1;
 
 impl Worker {
     fn run(mut self) -> Result<(), Error> {
@@ -109,7 +134,11 @@ impl Worker {
                             return Ok(());
                         }
                     }
-                    LISTENER => self.acceptor.readable(),
+                    LISTENER => {
+                        if let Some(a) = &mut self.acceptor {
+                            a.readable();
+                        }
+                    }
                     token => {
                         let Some(conn) = self.conns.get_mut(token) else {
                             continue; // stale: the slot belongs to a newer connection
@@ -126,11 +155,16 @@ impl Worker {
             self.fired.extend(self.deadlines.expired(now));
             let mut fired = std::mem::take(&mut self.fired);
             for id in fired.drain(..) {
-                self.run_due(id, now);
+                match id {
+                    SCHEDULE => self.follow_restarts(now),
+                    id => self.run_due(id, now),
+                }
             }
             self.fired = fired;
             self.responder.arm(&mut self.deadlines, now);
-            self.deadlines.set(ACCEPT, self.acceptor.wake_at(now));
+            self.deadlines
+                .set(ACCEPT, self.acceptor.as_ref().and_then(|a| a.wake_at(now)));
+            self.deadlines.set(SCHEDULE, self.restarts.schedule.next_change(now));
         }
     }
 
@@ -149,7 +183,8 @@ impl Worker {
     /// Accepts every waiting connection (unless paused).
     fn accept(&mut self, now: Instant) {
         let (conns, responder, poll, tls) = (&mut self.conns, &mut self.responder, &self.poll, &self.tls);
-        self.acceptor.accept(now, usize::MAX, |accepted| {
+        let Some(acceptor) = self.acceptor.as_mut() else { return };
+        acceptor.accept(now, usize::MAX, |accepted| {
             let Accepted::Conn(stream) = accepted else {
                 // Out of descriptors: every connection here is a client's
                 // own, so none is given up; the acceptor pauses.
@@ -181,6 +216,35 @@ impl Worker {
             });
             true
         });
+    }
+
+    /// `--restart-every`, at a change of the schedule: down, the listener
+    /// and every connection close (as when a server process stops); up
+    /// again, the listener is bound again on the same address (see
+    /// `outage.rs`). A brownout's edges change nothing here: its delay is
+    /// read as each response is made.
+    fn follow_restarts(&mut self, now: Instant) {
+        let down = self.restarts.schedule.now(now) == Phase::Down;
+        if down == self.acceptor.is_none() {
+            return;
+        }
+        if down {
+            self.acceptor = None;
+            self.conns.clear();
+            return;
+        }
+        let listened = super::bind(self.restarts.addr, self.restarts.reuse_port, super::BACKLOG)
+            .map(Acceptor::new)
+            .and_then(|mut a| {
+                a.register(self.poll.registry(), LISTENER)
+                    .map_err(|e| Error::io("registering the target's listener", e))?;
+                Ok(a)
+            });
+        match listened {
+            Ok(a) => self.acceptor = Some(a),
+            // Down until the next restart ends: said, not fatal.
+            Err(e) => eprintln!("soakd target: cannot listen again after a restart: {e}"),
+        }
     }
 
     /// After the responder worked on `token`'s connection: drops it on an

@@ -30,6 +30,8 @@
 //! versions compare (a figure they lack is `null` and its row is left out)
 //! and which ignores fields it does not know (a newer soakd's).
 
+pub mod history;
+pub mod live;
 pub mod samples;
 
 use std::fmt::Write as _;
@@ -38,12 +40,11 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::Error;
-use crate::plan::defaults;
 use crate::report::{Counted, Figures, Percentiles, Report, human};
-use samples::{Samples, mann_whitney, median, read_log, tag_of};
+use samples::{Samples, read_log, tag_of};
 
-/// Fewest intervals per run for the rank test; with fewer, tolerance only.
-pub const MIN_SAMPLES: usize = 5;
+use crate::stats::judge::{Evidence, Kind, judge};
+pub use crate::stats::judge::{MIN_SAMPLES, MIN_TAIL, Method, Options, Verdict};
 
 /// One run to compare: its report and, when there is one, its interval log.
 #[derive(Clone, Debug)]
@@ -52,6 +53,8 @@ pub struct Run {
     pub report: Report,
     /// Per-interval samples by log tag, from the HDR interval log.
     pub samples: Option<Samples>,
+    /// The interval log they were read from.
+    pub log: Option<PathBuf>,
     /// Where it came from, for the output.
     pub label: String,
 }
@@ -62,6 +65,7 @@ impl Run {
         Run {
             report,
             samples,
+            log: None,
             label: label.to_string(),
         }
     }
@@ -74,8 +78,8 @@ impl Run {
         let report = crate::report::read(path, what)?;
         let label = path.display().to_string();
         let named = report.hdr_log.as_deref().map(PathBuf::from);
-        let log = match (hdr_log, named) {
-            (Some(p), _) => Some(read_log(p, log_what)?),
+        let (log, samples) = match (hdr_log, named) {
+            (Some(p), _) => (Some(p.to_path_buf()), Some(read_log(p, log_what)?)),
             (None, Some(p)) => {
                 let beside = path.parent().map(|d| d.join(&p));
                 let found = if p.exists() {
@@ -84,101 +88,23 @@ impl Run {
                     beside.filter(|b| p.is_relative() && b.exists())
                 };
                 match found {
-                    Some(f) => Some(read_log(&f, &format!("{label}'s hdr_log"))?),
-                    None => None,
+                    Some(f) => {
+                        let s = read_log(&f, &format!("{label}'s hdr_log"))?;
+                        (Some(f), Some(s))
+                    }
+                    None => (None, None),
                 }
             }
-            (None, None) => None,
+            (None, None) => (None, None),
         };
         Ok(Run {
             report,
-            samples: log,
+            samples,
+            log,
             label,
         })
     }
 }
-
-/// How to judge.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Options {
-    /// Smallest relative change that counts (0.1 = 10%).
-    pub tolerance: f64,
-    /// Smallest latency change that counts, seconds.
-    pub min_latency_change: f64,
-    /// Smallest error-rate change that counts (a 0–1 ratio).
-    pub min_error_rate_change: f64,
-    /// Significance level of the rank test.
-    pub significance: f64,
-}
-
-impl Default for Options {
-    fn default() -> Options {
-        Options {
-            tolerance: defaults::TOLERANCE,
-            min_latency_change: defaults::MIN_LATENCY_CHANGE.as_secs_f64(),
-            min_error_rate_change: defaults::MIN_ERROR_RATE_CHANGE,
-            significance: defaults::SIGNIFICANCE,
-        }
-    }
-}
-
-/// A row's verdict.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    /// Changed for the better beyond noise and tolerance.
-    Better,
-    /// No change that counts.
-    Same,
-    /// Changed for the worse beyond noise and tolerance.
-    Worse,
-}
-
-/// How a row was judged.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Method {
-    /// Tolerance and floor, plus the rank test on per-interval samples.
-    RankTest,
-    /// Tolerance and floor on the reports' figures only.
-    Tolerance,
-    /// Not judged (always `same`): without interval logs, a quantile
-    /// with fewer than [`MIN_TAIL`] samples beyond it is a handful of
-    /// events (a max always is one), not a property of the server.
-    TooFewSamples,
-    /// Not judged (always `same`): soakd's own schedule lag at that
-    /// quantile, in one of the runs, is at least half the change: the
-    /// load generator was late (starved of CPU, or every connection
-    /// busy), so the change is not the server's to answer for.
-    GeneratorLag,
-}
-
-impl Verdict {
-    /// The name the JSON uses.
-    pub fn name(self) -> &'static str {
-        match self {
-            Verdict::Better => "better",
-            Verdict::Same => "same",
-            Verdict::Worse => "worse",
-        }
-    }
-}
-
-impl Method {
-    /// The name the JSON uses.
-    pub fn name(self) -> &'static str {
-        match self {
-            Method::RankTest => "rank_test",
-            Method::Tolerance => "tolerance",
-            Method::TooFewSamples => "too_few_samples",
-            Method::GeneratorLag => "generator_lag",
-        }
-    }
-}
-
-/// Samples a quantile needs beyond it (n × (1 − q)) to be judged on the
-/// report's figure alone.
-pub const MIN_TAIL: f64 = 10.0;
 
 /// One figure of one workload, baseline → new.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -222,13 +148,6 @@ pub struct Comparison {
     pub rows: Vec<Row>,
     /// Workloads found in only one of the two reports.
     pub unmatched: Vec<String>,
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum Kind {
-    Latency,
-    Rate,
-    ErrorRate,
 }
 
 /// Where a compared figure comes from.
@@ -341,28 +260,50 @@ fn series(run: &Run, name: &str, index: usize) -> Option<Vec<f64>> {
     )
 }
 
-/// Compares `new` with `base`, workload by workload. Workloads pair by
-/// name; two reports of one workload each pair whatever their names (the
-/// same soak against a server on another port).
-pub fn compare(base: &Run, new: &Run, opts: &Options) -> Comparison {
-    let (bw, nw) = (workloads(&base.report), workloads(&new.report));
-    let mut pairs: Vec<(&str, &Figures, &str, &Figures)> = Vec::new();
+/// What [`pairs`] finds: (index in the baseline, index in the new run) of
+/// each pair, and each workload left alone with whether it is the new
+/// run's.
+pub type Pairing = (Vec<(usize, usize)>, Vec<(String, bool)>);
+
+/// The workloads of `base` and `new` that pair, as (index in `base`,
+/// index in `new`), and the names of those that do not. Workloads pair by
+/// name; two runs of one workload each pair whatever their names (the same
+/// soak against a server on another port). `soakd compare`, `--baseline`
+/// and `soakd history` all pair this way.
+pub fn pairs(base: &[&str], new: &[&str]) -> Pairing {
+    if base.len() == 1 && new.len() == 1 {
+        return (vec![(0, 0)], Vec::new());
+    }
+    let mut out = Vec::new();
     let mut unmatched = Vec::new();
-    if bw.len() == 1 && nw.len() == 1 {
-        pairs.push((bw[0].0, bw[0].1, nw[0].0, nw[0].1));
-    } else {
-        for (name, w) in &nw {
-            match bw.iter().find(|(b, _)| b == name) {
-                Some((b, bwv)) => pairs.push((b, bwv, name, w)),
-                None => unmatched.push(format!("{name} (only in {})", new.label)),
-            }
-        }
-        for (name, _) in &bw {
-            if !nw.iter().any(|(n, _)| n == name) {
-                unmatched.push(format!("{name} (only in {})", base.label));
-            }
+    for (ni, name) in new.iter().enumerate() {
+        match base.iter().position(|b| b == name) {
+            Some(bi) => out.push((bi, ni)),
+            None => unmatched.push((name.to_string(), true)),
         }
     }
+    for name in base {
+        if !new.contains(name) {
+            unmatched.push((name.to_string(), false));
+        }
+    }
+    (out, unmatched)
+}
+
+/// Compares `new` with `base`, workload by workload (paired by
+/// [`pairs`]).
+pub fn compare(base: &Run, new: &Run, opts: &Options) -> Comparison {
+    let (bw, nw) = (workloads(&base.report), workloads(&new.report));
+    let (bnames, nnames): (Vec<&str>, Vec<&str>) = (bw.iter().map(|w| w.0).collect(), nw.iter().map(|w| w.0).collect());
+    let (paired, missing) = pairs(&bnames, &nnames);
+    let pairs: Vec<(&str, &Figures, &str, &Figures)> = paired
+        .iter()
+        .map(|&(b, n)| (bw[b].0, bw[b].1, nw[n].0, nw[n].1))
+        .collect();
+    let unmatched = missing
+        .into_iter()
+        .map(|(name, in_new)| format!("{name} (only in {})", if in_new { &new.label } else { &base.label }))
+        .collect();
     let mut rows = Vec::new();
     for (bname, bv, nname, nv) in pairs {
         for m in &METRICS {
@@ -371,21 +312,32 @@ pub fn compare(base: &Run, new: &Run, opts: &Options) -> Comparison {
             };
             let samples =
                 m.3.and_then(|i| Some((series(base, bname, i)?, series(new, nname, i)?)));
-            let tail = m.tail(bv).min(m.tail(nv));
-            let mut row = judge(nname, m.0, m.1, b, n, samples, opts);
             // The generator's lateness at the same quantile, in either run.
             let lag = m.lag(bv).zip(m.lag(nv)).map(|(a, b)| a.max(b));
-            if row.verdict != Verdict::Same {
-                if lag.is_some_and(|l| l >= row.abs_change.abs() / 2.0) {
-                    row.method = Method::GeneratorLag;
-                    row.verdict = Verdict::Same;
-                } else if row.method == Method::Tolerance && tail < MIN_TAIL {
-                    row.method = Method::TooFewSamples;
-                    row.verdict = Verdict::Same;
-                }
-            }
-            row.lag = lag;
-            rows.push(row);
+            let j = judge(
+                &Evidence {
+                    kind: m.1,
+                    baseline: b,
+                    new: n,
+                    samples: samples.as_ref().map(|(a, c)| (a.as_slice(), c.as_slice())),
+                    tail: m.tail(bv).min(m.tail(nv)),
+                    lag,
+                },
+                opts,
+            );
+            rows.push(Row {
+                workload: nname.to_string(),
+                metric: m.0,
+                baseline: b,
+                new: n,
+                abs_change: j.abs_change,
+                rel_change: j.rel_change,
+                verdict: j.verdict,
+                method: j.method,
+                p_value: j.p_value,
+                samples: j.samples,
+                lag,
+            });
         }
     }
     Comparison {
@@ -394,61 +346,6 @@ pub fn compare(base: &Run, new: &Run, opts: &Options) -> Comparison {
         tolerance: opts.tolerance,
         rows,
         unmatched,
-    }
-}
-
-/// One row's verdict (see the module doc for the rules).
-fn judge(
-    workload: &str,
-    metric: &'static str,
-    kind: Kind,
-    b: f64,
-    n: f64,
-    samples: Option<(Vec<f64>, Vec<f64>)>,
-    opts: &Options,
-) -> Row {
-    let abs = n - b;
-    let rel = (b != 0.0).then(|| abs / b);
-    let floor = match kind {
-        Kind::Latency => opts.min_latency_change,
-        Kind::ErrorRate => opts.min_error_rate_change,
-        Kind::Rate => 0.0,
-    };
-    let large = abs != 0.0 && rel.is_none_or(|r| r.abs() > opts.tolerance) && abs.abs() >= floor;
-    let (method, p_value, counts, significant) = match samples {
-        Some((a, c)) if a.len() >= MIN_SAMPLES && c.len() >= MIN_SAMPLES => {
-            let p = mann_whitney(&a, &c);
-            let shift = median(&c) - median(&a);
-            let same_way = shift != 0.0 && (shift > 0.0) == (abs > 0.0);
-            (
-                Method::RankTest,
-                Some(p),
-                Some([a.len(), c.len()]),
-                p < opts.significance && same_way,
-            )
-        }
-        _ => (Method::Tolerance, None, None, true),
-    };
-    let up_is_worse = kind != Kind::Rate;
-    let verdict = if !(large && significant) {
-        Verdict::Same
-    } else if (abs > 0.0) == up_is_worse {
-        Verdict::Worse
-    } else {
-        Verdict::Better
-    };
-    Row {
-        workload: workload.to_string(),
-        metric,
-        baseline: b,
-        new: n,
-        abs_change: abs,
-        rel_change: rel,
-        verdict,
-        method,
-        p_value,
-        samples: counts,
-        lag: None,
     }
 }
 
@@ -671,6 +568,7 @@ mod tests {
             tag_of(name),
             p50s.iter()
                 .map(|&p| Interval {
+                    start: 0.0,
                     seconds: 1.0,
                     quantiles: [p, p * 2.0, p * 3.0, p * 4.0, p * 5.0],
                     rps: 1000.0,

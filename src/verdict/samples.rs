@@ -24,6 +24,9 @@ pub use crate::stats::rank::{mann_whitney, median};
 /// What one interval of one workload measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Interval {
+    /// Start, seconds since the log's base time (soakd's: the run's
+    /// start).
+    pub start: f64,
     /// Length in seconds.
     pub seconds: f64,
     /// Latency quantiles in seconds: p50, p90, p99, p99.9, max.
@@ -72,6 +75,7 @@ pub fn read_log(path: &Path, what: &str) -> Result<Samples, Error> {
         out.entry(h.tag().map_or(String::new(), |t| t.as_str().to_string()))
             .or_default()
             .push(Interval {
+                start: h.start_timestamp().as_secs_f64(),
                 seconds,
                 quantiles: [q(0.5), q(0.9), q(0.99), q(0.999), hist.max() as f64 / 1e6],
                 rps: hist.len() as f64 / seconds,
@@ -84,6 +88,81 @@ pub fn read_log(path: &Path, what: &str) -> Result<Samples, Error> {
         if v.len() > 1 && v.last().is_some_and(|i| i.seconds < usual / 2.0) {
             v.pop();
         }
+    }
+    Ok(out)
+}
+
+/// The log's `StartTime` (seconds since the Unix epoch), when it states
+/// one: soakd writes the run's start there.
+pub fn start_time(path: &Path) -> Option<f64> {
+    let bytes = std::fs::read(path).ok()?;
+    IntervalLogIterator::new(&bytes).find_map(|e| match e {
+        Ok(LogEntry::StartTime(t)) => Some(t.as_secs_f64()),
+        _ => None,
+    })
+}
+
+/// One stretch of a log's intervals of one tag, merged.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Stretch {
+    /// p50, p90, p99, p99.9 in seconds (`None`: no response in it).
+    pub quantiles: [Option<f64>; 4],
+    /// Responses in it.
+    pub count: u64,
+    /// Seconds its intervals cover.
+    pub seconds: f64,
+}
+
+/// The intervals of `tag` merged per `window` of the log's time (window k
+/// holds the intervals that start in k·W to (k+1)·W), in order, up to the
+/// last window with an interval: what a staged baseline measured at each
+/// elapsed time. One histogram is kept at a time.
+pub fn stretches(path: &Path, tag: &str, window: std::time::Duration, what: &str) -> Result<Vec<Stretch>, Error> {
+    let bytes =
+        std::fs::read(path).map_err(|e| Error::Usage(format!("{what} {}: cannot read it ({e})", path.display())))?;
+    let bad = |why: String| {
+        Error::Usage(format!(
+            "{what} {}: not an HdrHistogram interval log ({why}); give the file `soakd run --hdr-log` wrote",
+            path.display()
+        ))
+    };
+    let w = window.as_secs_f64().max(1e-3);
+    let mut out: Vec<Stretch> = Vec::new();
+    let mut merged = crate::stats::histogram();
+    let mut current: Option<usize> = None;
+    let mut seconds = 0.0;
+    let mut de = Deserializer::new();
+    let close = |out: &mut Vec<Stretch>, k: usize, h: &Histogram<u64>, seconds: f64| {
+        out.resize(k + 1, Stretch::default());
+        let q = |q: f64| (!h.is_empty()).then(|| h.value_at_quantile(q) as f64 / 1e6);
+        out[k] = Stretch {
+            quantiles: [q(0.5), q(0.9), q(0.99), q(0.999)],
+            count: h.len(),
+            seconds,
+        };
+    };
+    for entry in IntervalLogIterator::new(&bytes) {
+        let entry = entry.map_err(|e| bad(format!("{e:?}")))?;
+        let LogEntry::Interval(h) = entry else { continue };
+        if h.tag().map_or("", |t| t.as_str()) != tag {
+            continue;
+        }
+        let k = (h.start_timestamp().as_secs_f64() / w).floor().max(0.0) as usize;
+        if current.is_some_and(|c| c != k) {
+            close(&mut out, current.unwrap_or(0), &merged, seconds);
+            merged.reset();
+            seconds = 0.0;
+        }
+        current = Some(k);
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(h.encoded_histogram())
+            .map_err(|e| bad(e.to_string()))?;
+        let hist: Histogram<u64> = de.deserialize(&mut raw.as_slice()).map_err(|e| bad(format!("{e:?}")))?;
+        merged.add(&hist).map_err(|e| bad(format!("{e:?}")))?;
+        seconds += h.duration().as_secs_f64();
+    }
+    if let Some(k) = current {
+        close(&mut out, k, &merged, seconds);
     }
     Ok(out)
 }

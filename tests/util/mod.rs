@@ -27,6 +27,9 @@
 //! - [`vm_rss_kb`], [`cpu_seconds`], [`socket_states`], [`wait_for_comm`]:
 //!   what a running process uses, from /proc.
 //! - [`NetNs`]: a throw-away network namespace (root only).
+//! - [`Prometheus`]: a private Prometheus (the package `scripts/test.sh`
+//!   installs) scraping soakd with the mixin's rules and alerts, and its
+//!   query API.
 
 // Each test binary uses only some of these helpers. Without this, the ones a
 // given binary does not use would be dead-code warnings, which
@@ -644,6 +647,30 @@ impl Nginx {
             read_lossy(&self.dir.join("error.log")),
             read_lossy(&self.dir.join("stderr.log"))
         )
+    }
+
+    /// The command line that starts this nginx again with its config and
+    /// directory (in the foreground: its config says `daemon off`), for a
+    /// test that stops it and brings it back; the pid file it writes is
+    /// [`Nginx::pid_file`].
+    pub fn start_command(&self) -> Vec<String> {
+        let mut prefix = self.dir.display().to_string();
+        prefix.push('/');
+        vec![
+            nginx_bin().display().to_string(),
+            "-p".into(),
+            prefix,
+            "-c".into(),
+            self.dir.join("nginx.conf").display().to_string(),
+            "-e".into(),
+            self.dir.join("error.log").display().to_string(),
+        ]
+    }
+
+    /// The master's pid file (rewritten by an nginx started again with
+    /// [`Nginx::start_command`]).
+    pub fn pid_file(&self) -> PathBuf {
+        self.dir.join("nginx.pid")
     }
 
     /// `127.0.0.1:PORT`
@@ -1440,3 +1467,132 @@ impl Drop for NetNs {
 // ---------------------------------------------------------------------------
 // Tests that need root
 // ---------------------------------------------------------------------------
+
+// ---------------------------------------------------------------------------
+// Prometheus
+// ---------------------------------------------------------------------------
+
+/// A private Prometheus: its config, data and log in a temp dir, on a free
+/// port of 127.0.0.1, scraping `targets` (job `soakd`) every second and
+/// evaluating the rule files every second. Killed on drop.
+pub struct Prometheus {
+    /// `127.0.0.1:PORT` of its HTTP API.
+    pub addr: String,
+    child: Child,
+    dir: TempDir,
+}
+
+/// One series of an instant query: its labels and value.
+pub type Sample = (std::collections::BTreeMap<String, String>, f64);
+
+impl Prometheus {
+    /// Starts Prometheus with `rule_files` (paths relative to the
+    /// repository) scraping `targets` (`127.0.0.1:PORT` each); `None` after
+    /// [`cannot_run`] (a failure under CI) when the binary is missing.
+    pub fn start(targets: &[&str], rule_files: &[&str]) -> Option<Prometheus> {
+        let bin = ["/usr/bin/prometheus", "/usr/local/bin/prometheus"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_file());
+        let Some(bin) = bin else {
+            cannot_run("prometheus is not installed (scripts/test.sh installs the Debian package)");
+            return None;
+        };
+        let dir = TempDir::new("prometheus");
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let rules: Vec<String> = rule_files
+            .iter()
+            .map(|f| format!("{:?}", root.join(f).display().to_string()))
+            .collect();
+        let targets: Vec<String> = targets.iter().map(|t| format!("{t:?}")).collect();
+        let config = dir.path().join("prometheus.yml");
+        fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: [{}]\nscrape_configs:\n  - job_name: soakd\n    static_configs:\n      - targets: [{}]\n",
+                rules.join(", "),
+                targets.join(", ")
+            ),
+        )
+        .expect("write prometheus.yml");
+        let port = free_port();
+        let addr = format!("127.0.0.1:{port}");
+        let log = fs::File::create(dir.path().join("log")).expect("create the prometheus log");
+        let child = Command::new(bin)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!("--web.listen-address={addr}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start prometheus");
+        let p = Prometheus { addr, child, dir };
+        wait_until(
+            || port_accepts(&p.addr) && http_get(&p.addr, "/-/ready").starts_with("HTTP/1.1 200"),
+            Duration::from_secs(30),
+            "prometheus ready",
+        );
+        Some(p)
+    }
+
+    /// The series of the instant query `expr` now.
+    pub fn query(&self, expr: &str) -> Vec<Sample> {
+        let mut q = String::new();
+        for b in expr.bytes() {
+            match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => q.push(b as char),
+                _ => q.push_str(&format!("%{b:02X}")),
+            }
+        }
+        let text = http_get(&self.addr, &format!("/api/v1/query?query={q}"));
+        let (head, mut body) = text.split_once("\r\n\r\n").unwrap_or(("", ""));
+        // Go sends a long answer chunked: take the chunks' data.
+        let mut joined = String::new();
+        if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+            while let Some((size, rest)) = body.split_once("\r\n") {
+                let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+                if n == 0 || rest.len() < n {
+                    break;
+                }
+                joined.push_str(&rest[..n]);
+                body = rest[n..].trim_start_matches("\r\n");
+            }
+            body = &joined;
+        }
+        let v: serde_json::Value = serde_json::from_str(body)
+            .unwrap_or_else(|e| panic!("prometheus answered {expr:?} with no JSON ({e}):\n{text}"));
+        assert_eq!(v["status"], "success", "{expr}: {v}");
+        v["data"]["result"]
+            .as_array()
+            .map(|r| {
+                r.iter()
+                    .map(|s| {
+                        let labels = s["metric"]
+                            .as_object()
+                            .map(|m| {
+                                m.iter()
+                                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                                    .collect()
+                            })
+                            .unwrap_or_default();
+                        let value = s["value"][1].as_str().and_then(|x| x.parse().ok()).unwrap_or(f64::NAN);
+                        (labels, value)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Its log so far (for failure messages).
+    pub fn log(&self) -> String {
+        read_lossy(&self.dir.path().join("log"))
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

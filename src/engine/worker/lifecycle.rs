@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use super::conn::{State, grid_due, jitter, tick_ceil};
+use super::probe;
 use super::protocol::{Output, Protocol, Tally};
 use super::socket::{self, Connecting};
 use super::transport::Transport;
@@ -125,8 +126,11 @@ impl Worker {
     /// may flow.
     pub(super) fn on_connected(&mut self, key: usize, now: u64) {
         self.set_state(key, State::Open);
+        let wi = self.conns[key].workload as usize;
+        if self.outage != 0 {
+            self.opened_in_outage(wi);
+        }
         let c = &mut self.conns[key];
-        let wi = c.workload as usize;
         let w = &self.wl[wi];
         let st = &mut self.local[wi];
         st.counters.opened += 1;
@@ -325,12 +329,17 @@ impl Worker {
             self.set_state(key, State::Idle);
             return;
         }
+        if self.outage != 0 && !was_open {
+            self.failed_in_outage(wi);
+        }
         self.back_off(key, healthy, now);
     }
 
     /// Waits out the slot's next backoff step (100 ms doubling to 10 s, half
-    /// jittered) before it reconnects; `reset` starts over at 100 ms.
+    /// jittered) before it reconnects; `reset` starts over at 100 ms. A
+    /// probe slot in an outage waits a probe's wait instead (`probe.rs`).
     pub(super) fn back_off(&mut self, key: usize, reset: bool, now: u64) {
+        let probing = self.outage != 0 && self.probing(key);
         let c = &mut self.conns[key];
         if reset {
             c.backoff_ms = 0;
@@ -342,7 +351,8 @@ impl Worker {
         };
         // Half fixed, half random: spreads a crowd of failed slots over time
         // so a recovering target is not hit by all of them at once.
-        let delay_ns = (c.backoff_ms as f64 * (0.5 + 0.5 * self.rng.f64()) * 1e6) as u64;
+        let wait_ms = probe::retry_ms(c.backoff_ms, probing);
+        let delay_ns = (wait_ms as f64 * (0.5 + 0.5 * self.rng.f64()) * 1e6) as u64;
         self.set_state(key, State::Backoff);
         self.wheel.schedule(key as u32, tick_ceil(now + delay_ns));
     }

@@ -33,6 +33,7 @@ mod h2_streams;
 mod http1;
 mod io;
 mod lifecycle;
+mod probe;
 mod protocol;
 pub(super) mod socket;
 mod transport;
@@ -41,7 +42,7 @@ mod ws;
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Interest, Poll, Token};
@@ -107,6 +108,10 @@ pub struct Shared {
     /// Wakes the control thread: a worker that has nothing left in flight
     /// after a stop says so at once, so the drain ends without polling.
     pub control: Arc<mio::Waker>,
+    /// Per workload (bit `wi`, see `probe::bit`): an outage is on and the
+    /// server has not answered since; workers read it once per loop
+    /// iteration, as `phase` (see `probe.rs`).
+    pub outage: AtomicU64,
 }
 
 /// Per-workload settings the workers need, computed from the plan. Each
@@ -378,6 +383,11 @@ pub struct Worker {
     closing: u64,
     /// When the per-interval walk is next due (ns; see `ProtoRt::walks`).
     next_walk: u64,
+    /// The control thread's outage mask as last seen (see `probe.rs`).
+    outage: u64,
+    /// Workloads whose waiting slots a probe's connection woke in this
+    /// outage.
+    probe_woken: u64,
 }
 
 impl Worker {
@@ -447,6 +457,8 @@ impl Worker {
             told_idle: false,
             closing: 0,
             next_walk: WALK_INTERVAL,
+            outage: 0,
+            probe_woken: 0,
             shared,
             wl,
         })
@@ -502,6 +514,10 @@ impl Worker {
                     break;
                 }
                 self.begin_drain(now);
+            }
+            let outage = self.shared.outage.load(Ordering::Acquire);
+            if outage != self.outage {
+                self.on_outage(outage, now);
             }
             self.expire_timers(now);
             self.run_ramp(now);

@@ -22,6 +22,8 @@ use crate::plan::{self, Baseline, Plan, ReportDest, Threshold, WorkloadSpec, def
 use crate::verdict::{Options, Run, compare};
 use crate::{Error, target};
 
+mod demo;
+
 /// soakd: hold thousands of keep-alive connections (HTTP/1.1, HTTP/2,
 /// WebSocket) against a target for hours or days, measure latency
 /// truthfully, classify every failure.
@@ -58,6 +60,13 @@ pub enum Command {
     /// when something is, 2 on bad input.
     #[command(after_help = EXIT_CODES)]
     Compare(CompareArgs),
+    /// Judge a series of runs' reports, each against the one before it and
+    /// against the first: p50, p99, p99.9, requests/s and error rate,
+    /// better, same or worse; name the first run worse than its
+    /// predecessor. Exit 3 when the newest run is worse than the one before
+    /// it, 2 on bad input.
+    #[command(after_help = EXIT_CODES)]
+    History(HistoryArgs),
     /// Combine the JSON reports (and HDR logs) of a plan's shards into one.
     Merge(MergeArgs),
     /// Turn a JSON report into a self-contained HTML page with charts.
@@ -119,6 +128,25 @@ pub struct CompareArgs {
     /// Print the comparison as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Flags of `soakd history`.
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// The runs' JSON reports (`soakd run --report`), or directories of
+    /// them; put in start order whatever the order given.
+    #[arg(value_name = "REPORT|DIR", required = true)]
+    pub reports: Vec<PathBuf>,
+    /// Also write a self-contained HTML page: each figure across the runs,
+    /// the verdicts marked.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Print the history as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// The smallest relative change that counts.
+    #[arg(long, value_name = "PCT", default_value = "10%", value_parser = tolerance)]
+    pub tolerance: f64,
 }
 
 /// Flags of `soakd check`.
@@ -211,7 +239,8 @@ pub struct RunArgs {
     /// A pass/fail condition on the run's figures, e.g. "p99<50ms",
     /// "error_rate<=0.1%", "rps>=900", "open_min>=1000" (repeatable). Any
     /// failed threshold makes the exit code 3. Metrics: p50 p90 p99 p999
-    /// max mean lag_p99 tls_handshake_p99 error_rate errors rps open_min.
+    /// max mean lag_p99 tls_handshake_p99 error_rate errors rps open_min,
+    /// and on the run's outages outages outage_max recovery_max downtime.
     #[arg(long = "threshold", value_name = "EXPR", value_parser = threshold, allow_hyphen_values = true)]
     pub thresholds: Vec<Threshold>,
     /// The live threshold gauges (soakd_threshold_passing) and
@@ -222,16 +251,21 @@ pub struct RunArgs {
     /// failed continuously for DUR; the report says why, exit code 3.
     #[arg(long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
     pub abort_on_fail: Option<Duration>,
-    /// At the end, compare with this earlier run's JSON report (as `soakd
-    /// compare` does); something worse makes the exit code 3.
+    /// Compare with this earlier run's JSON report: every
+    /// --baseline-window while the run goes (soakd_baseline_* metrics,
+    /// --abort-on-fail) and as a whole at the end (as `soakd compare`
+    /// does); something worse at the end makes the exit code 3.
     #[arg(long, value_name = "REPORT")]
     pub baseline: Option<PathBuf>,
     /// The baseline's HDR interval log (default: the one its report names).
-    #[arg(long, value_name = "FILE", requires = "baseline")]
+    #[arg(long, value_name = "FILE")]
     pub baseline_hdr_log: Option<PathBuf>,
     /// With --baseline: the smallest relative change that counts.
-    #[arg(long, value_name = "PCT", value_parser = tolerance, requires = "baseline")]
+    #[arg(help = with_default("With --baseline: the smallest relative change that counts", format!("{}%", defaults::TOLERANCE * 100.0)), long, value_name = "PCT", value_parser = tolerance)]
     pub tolerance: Option<f64>,
+    /// With --baseline: how much of the run each live verdict judges.
+    #[arg(help = with_default("With --baseline: how much of the run each live verdict (soakd_baseline_verdict) judges", humantime::format_duration(defaults::BASELINE_WINDOW)), long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub baseline_window: Option<Duration>,
     /// Write the self-contained HTML report (charts over time, percentile
     /// spectrum) to FILE at the end of the run.
     #[arg(long, value_name = "FILE")]
@@ -255,6 +289,10 @@ pub struct RunArgs {
     /// and start a new soak.
     #[arg(long)]
     pub fresh: bool,
+    /// Outages and events: how outages are found, commands run at a time
+    /// of the run, events marked from outside.
+    #[command(flatten)]
+    pub disruptions: crate::config::DisruptionArgs,
 }
 
 /// `--shard` and `--shard-sources`, shared by `run` and `check`.
@@ -331,6 +369,7 @@ impl RunArgs {
             "url" => String::new(),
             other => format!("--{}", crate::config::settings::flag_of(other)),
         })?;
+        let (outages, events) = self.disruptions.plans(self.duration)?;
         let plan = Plan {
             workloads: vec![workload],
             threads: self.threads.map_or_else(defaults::threads, |t| t as usize),
@@ -345,10 +384,12 @@ impl RunArgs {
             thresholds: self.thresholds.clone(),
             threshold_window: self.threshold_window,
             abort_on_fail: self.abort_on_fail,
-            baseline: self.baseline(),
+            baseline: self.baseline()?,
             state: plan::StateFile::of(self.state.clone(), self.checkpoint_interval, self.fresh)?,
             shard: plan::Shard::WHOLE,
             shard_sources: false,
+            outages,
+            events,
         };
         let (shard, from) = self.shard.resolve()?.unwrap_or((plan::Shard::WHOLE, "--shard".into()));
         let plan = plan::shard::apply(plan, shard, self.shard.shard_sources, &from)?;
@@ -357,12 +398,13 @@ impl RunArgs {
     }
 
     /// `--baseline` and its companions.
-    fn baseline(&self) -> Option<Baseline> {
-        self.baseline.clone().map(|report| Baseline {
-            report,
-            hdr_log: self.baseline_hdr_log.clone(),
-            tolerance: self.tolerance.unwrap_or(defaults::TOLERANCE),
-        })
+    fn baseline(&self) -> Result<Option<Baseline>, Error> {
+        Baseline::of(
+            self.baseline.clone(),
+            self.baseline_hdr_log.clone(),
+            self.tolerance,
+            self.baseline_window,
+        )
     }
 }
 
@@ -393,12 +435,16 @@ impl RunArgs {
             thresholds: (!self.thresholds.is_empty()).then(|| self.thresholds.clone()),
             threshold_window: self.threshold_window,
             abort_on_fail: self.abort_on_fail,
-            baseline: self.baseline(),
+            baseline: self.baseline.clone(),
+            baseline_hdr_log: self.baseline_hdr_log.clone(),
+            tolerance: self.tolerance,
+            baseline_window: self.baseline_window,
             shard: self.shard.resolve()?,
             shard_sources: self.shard.shard_sources,
             state: self.state.clone(),
             checkpoint_interval: self.checkpoint_interval,
             fresh: self.fresh,
+            disruptions: self.disruptions.clone(),
         };
         let plan = crate::config::load(&path, over.clone())?;
         let reload: Reload = Arc::new(move || crate::config::load(&path, over.clone()));
@@ -452,6 +498,44 @@ pub struct TargetArgs {
     /// before. Needed by the HTTP/2 faults.
     #[arg(long)]
     pub h2: bool,
+    /// Restarts and brownouts on a schedule, for outage tests and demos.
+    #[command(flatten)]
+    pub outage: TargetOutageArgs,
+}
+
+/// `soakd target`'s scheduled disruptions (see `target::OutageSchedule`).
+#[derive(Debug, Args)]
+pub struct TargetOutageArgs {
+    /// Every DUR (first after DUR), close the listener and every
+    /// connection, as a stopped server does, for --down-for.
+    #[arg(long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub restart_every: Option<Duration>,
+    /// How long each restart stays down.
+    #[arg(long, value_name = "DUR", default_value = "0s", value_parser = duration, allow_hyphen_values = true)]
+    pub down_for: Duration,
+    /// Every DUR (first after DUR), delay every HTTP/1.1 response by
+    /// --brownout-delay more, for --brownout-for.
+    #[arg(long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub brownout_every: Option<Duration>,
+    /// How long each brownout lasts.
+    #[arg(long, value_name = "DUR", default_value = "0s", value_parser = duration, allow_hyphen_values = true)]
+    pub brownout_for: Duration,
+    /// The extra delay of each response during a brownout.
+    #[arg(long, value_name = "DUR", default_value = "0s", value_parser = duration, allow_hyphen_values = true)]
+    pub brownout_delay: Duration,
+}
+
+impl TargetOutageArgs {
+    fn schedule(&self) -> target::OutageSchedule {
+        target::OutageSchedule {
+            restart_every: self.restart_every,
+            down_for: self.down_for,
+            brownout_every: self.brownout_every,
+            brownout_for: self.brownout_for,
+            brownout_delay: self.brownout_delay,
+            epoch: None,
+        }
+    }
 }
 
 /// Flags of `soakd demo`.
@@ -548,8 +632,29 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
             });
             crate::html::write(&args.html, &page)
         }
+        Command::History(args) => {
+            if let Some(p) = &args.html {
+                crate::html::check_writable(p, "--html")?;
+            }
+            let runs = crate::verdict::history::load(&args.reports)?;
+            let opts = Options {
+                tolerance: args.tolerance,
+                ..Options::default()
+            };
+            let h = crate::verdict::history::history(runs, &opts);
+            if args.json {
+                println!("{}", h.to_json());
+            } else {
+                print!("{}", h.text());
+            }
+            if let Some(p) = &args.html {
+                crate::html::write(p, &crate::html::history::render(&h))?;
+                eprintln!("soakd history: HTML page written to {}", p.display());
+            }
+            h.verdict()
+        }
         Command::Target(args) => serve_target(args),
-        Command::Demo(args) => demo(args),
+        Command::Demo(args) => demo::demo(args),
         Command::Check(args) => {
             let over = crate::config::Overrides {
                 shard: args.shard.resolve()?,
@@ -588,7 +693,7 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
 
 /// The target's TLS, when asked for: the given pair, or a certificate made
 /// now (its PEM path and fingerprint are printed for clients to trust).
-fn target_tls(
+pub(super) fn target_tls(
     tls: bool,
     cert: Option<&PathBuf>,
     key: Option<&PathBuf>,
@@ -617,6 +722,7 @@ fn serve_target(args: TargetArgs) -> Result<(), Error> {
         fault: args.fault,
         tls: tls.as_ref().map(|t| t.config.clone()),
         h2: args.h2,
+        outage: args.outage.schedule(),
         degrade: target::Degrade {
             leak_bytes_per_s: args.leak.unwrap_or(0.0),
             fds_per_s: args.fd_leak.unwrap_or(0.0),
@@ -634,85 +740,6 @@ fn serve_target(args: TargetArgs) -> Result<(), Error> {
     let _ = signals.forever().next();
     handle.stop();
     Ok(())
-}
-
-fn demo(args: DemoArgs) -> Result<(), Error> {
-    let tls = target_tls(args.tls, None, None, None)?;
-    let handle = target::spawn(&target::TargetConfig {
-        listen: ([127, 0, 0, 1], 0).into(),
-        threads: 1,
-        delay: Duration::ZERO,
-        fault: None,
-        tls: tls.as_ref().map(|t| t.config.clone()),
-        h2: args.h2,
-        degrade: target::Degrade::default(),
-    })?;
-    let (scheme, path) = match (tls.is_some(), args.ws) {
-        (false, false) => ("http", "/"),
-        (true, false) => ("https", "/"),
-        (false, true) => ("ws", "/ws"),
-        (true, true) => ("wss", "/ws"),
-    };
-    let url = format!("{scheme}://{}{path}", handle.local_addr());
-    eprintln!(
-        "soakd demo: built-in target on {url}{}; holding {} connections, one {} every {} on each{}",
-        if args.h2 {
-            " over HTTP/2, 10 streams per connection"
-        } else {
-            ""
-        },
-        args.connections,
-        if args.ws { "message" } else { "request" },
-        humantime::format_duration(args.interval),
-        match args.duration {
-            Some(d) => format!(", for {}", humantime::format_duration(d)),
-            None => "; Ctrl-C to stop and see the report".into(),
-        }
-    );
-    let mut argv = vec![
-        "soakd".to_string(),
-        "run".into(),
-        url,
-        "-c".into(),
-        args.connections.to_string(),
-    ];
-    argv.extend(["-i".into(), humantime::format_duration(args.interval).to_string()]);
-    argv.extend(["--ramp".into(), "1000".into()]);
-    if args.ws {
-        // The echo answers each message with itself: a request/response
-        // workload whose latency is the round trip of one message.
-        argv.extend(["--ws-message".into(), "soakd demo".into()]);
-    }
-    if let Some(d) = args.duration {
-        argv.extend(["-d".into(), humantime::format_duration(d).to_string()]);
-    }
-    argv.extend([
-        "--metrics-listen".into(),
-        args.metrics_listen
-            .map_or(Some(defaults::METRICS_LISTEN), |l| l.0)
-            .map_or("off".into(), |a| a.to_string()),
-    ]);
-    if let Some(t) = &tls {
-        argv.extend(["--cacert".into(), t.cert_path.display().to_string()]);
-    }
-    if args.h2 {
-        // HTTP/2 required (h2c with prior knowledge, or ALPN h2), ten
-        // streams on each connection.
-        argv.extend(["--http".into(), "2".into(), "--streams".into(), "10".into()]);
-    }
-    // The demo is `soakd run` with fixed flags, so it exercises exactly
-    // the code path operators use.
-    let run = match Cli::try_parse_from(&argv).map(|c| c.command) {
-        Ok(Command::Run(run)) => run,
-        Ok(_) => return Err(Error::Internal("demo flags parse as another command".into())),
-        Err(e) => return Err(Error::Internal(format!("demo flags do not parse: {e}"))),
-    };
-    let mut plan = run.into_plan()?;
-    plan.report = args.report.as_deref().map(ReportDest::parse);
-    let dest = plan.report.clone();
-    let result = crate::run(plan);
-    handle.stop();
-    crate::daemon::output(&result?, dest.as_ref())
 }
 
 #[cfg(test)]
@@ -773,6 +800,7 @@ mod tests {
         assert_eq!(p.hdr_log_interval, Duration::from_millis(500));
         let b = p.baseline.unwrap();
         assert_eq!((b.report.to_str(), b.tolerance), (Some("base.json"), 0.05));
+        assert_eq!(b.window, defaults::BASELINE_WINDOW);
         let p = parse(&["http://127.0.0.1:1/"]).unwrap();
         assert_eq!(p.hdr_log_interval, defaults::HDR_LOG_INTERVAL);
         assert!(p.thresholds.is_empty() && p.baseline.is_none());
@@ -818,7 +846,15 @@ mod tests {
             (&["http://127.0.0.1:1/", "--abort-on-fail", "0s"][..], "greater than 0"),
             (
                 &["http://127.0.0.1:1/", "--abort-on-fail", "1m"][..],
-                "no threshold is given",
+                "neither a threshold nor a baseline is given",
+            ),
+            (
+                &["http://127.0.0.1:1/", "--baseline-window", "1m"][..],
+                "--baseline-window / baseline_window goes with a baseline",
+            ),
+            (
+                &["http://127.0.0.1:1/", "--baseline-window", "0s"][..],
+                "greater than 0",
             ),
         ] {
             let e = parse(args).unwrap_err();
