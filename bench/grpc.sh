@@ -26,7 +26,6 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
-SOAKD=${SOAKD:-}
 SERVER=${SERVER:-grpcio}
 PARTS=${PARTS:-cpu alloc}
 ROUNDS=${ROUNDS:-2}
@@ -39,12 +38,9 @@ PEERS_VENV=${SOAKD_PEERS_VENV:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/soakd/pee
 METHOD=soakd.test.v1.Echo/Unary
 DATA='{"text": "soak"}'
 
-if [ -z "$SOAKD" ]; then
-    cargo build --release --quiet
-    SOAKD=$ROOT/target/release/soakd
-fi
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
+use_soakd
 bench_init
 need /usr/bin/time time
 need h2load nghttp2-client
