@@ -70,6 +70,7 @@ fn unary_run(port: u16, stats: &PathBuf, schema: &[&str], n: u64) {
     assert_eq!(calls.len(), 17, "every code is listed: {calls:?}");
     assert_eq!(calls["ok"], n, "{calls:?}");
     assert_eq!(calls.values().map(|v| v.as_u64().unwrap()).sum::<u64>(), n);
+    assert_eq!(grpc["error_rate"], 0.0, "{grpc}");
     assert_eq!(
         server_calls(stats) - before,
         n,
@@ -96,6 +97,75 @@ fn unary_calls_from_proto_protoset_and_reflection_all_complete() {
     unary_run(peer.port, &stats, &["--protoset", &set.display().to_string()], 500);
     // Neither: the schema comes from the server's reflection (v1alpha).
     unary_run(peer.port, &stats, &[], 500);
+}
+
+/// Calls that end with a status other than OK are the `grpc_error_rate`
+/// threshold's figure: grpcio fails every 4th call UNAVAILABLE, so a
+/// limit of 10% fails (exit 3) and one of 30% passes, in the same run;
+/// the report's figure is the same quarter. On a workload that makes no
+/// gRPC call the threshold is bad input.
+#[test]
+fn grpc_error_rate_threshold_judges_the_non_ok_calls() {
+    let dir = TempDir::new("grpc-error-rate");
+    let Some((peer, _stats)) = server(&dir) else { return };
+    let url = format!("grpc://127.0.0.1:{}", peer.port);
+    let proto = proto_dir().join("echo.proto").display().to_string();
+    let args = [
+        "run",
+        &url,
+        "--call",
+        CALL,
+        "--proto",
+        &proto,
+        "--data",
+        r#"{"text": "abort-every-4"}"#,
+        "-c",
+        "1",
+        "--requests",
+        "400",
+        "--threshold",
+        "grpc_error_rate<=10%",
+        "--threshold",
+        "grpc_error_rate<=30%",
+        "--source-addr",
+        "127.0.31.6",
+        "--metrics-listen",
+        "off",
+    ];
+    let r = soakd_report(&args, 60);
+    assert_eq!(r.status.code(), Some(3), "a failed threshold\n{}", r.stderr);
+    let grpc = &r.report["workloads"][0]["http"]["grpc"];
+    // --requests counts answers (OK): the failed calls come on top, one
+    // in four of all calls (one connection, one stream: in order).
+    let (ok, unavailable) = (
+        grpc["calls"]["ok"].as_u64().unwrap(),
+        grpc["calls"]["unavailable"].as_u64().unwrap(),
+    );
+    assert_eq!(ok, 400, "{grpc}");
+    assert_eq!(unavailable, (ok + unavailable) / 4, "{grpc}");
+    let rate = unavailable as f64 / (ok + unavailable) as f64;
+    assert_eq!(grpc["error_rate"].as_f64(), Some(rate), "{grpc}");
+    let th = r.report["thresholds"].as_array().expect("thresholds");
+    let judged: Vec<(bool, f64)> = th
+        .iter()
+        .map(|t| (t["pass"].as_bool().unwrap(), t["measured"].as_f64().unwrap()))
+        .collect();
+    assert_eq!(judged, vec![(false, rate), (true, rate)], "{th:?}");
+
+    let out = soakd_timeout(
+        &[
+            "run",
+            "http://127.0.0.1:1/",
+            "--threshold",
+            "grpc_error_rate<1%",
+            "-d",
+            "1s",
+        ],
+        30,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no workload makes gRPC calls"), "{err}");
 }
 
 /// grpcio ages every connection out after 2 s (GOAWAY, a 1 s grace, then

@@ -13,8 +13,8 @@
 pub mod checks;
 pub mod defaults;
 mod describe;
-pub mod grpc;
 pub mod events;
+pub mod grpc;
 mod http;
 pub mod mix;
 pub mod shard;
@@ -385,6 +385,17 @@ impl Plan {
         {
             return Err(Error::Usage(format!(
                 "{key} {:?}: no workload speaks TLS (https://), so there is no handshake to measure; drop it or use an https:// URL",
+                t.text
+            )));
+        }
+        if self.workloads.iter().all(|w| w.target.grpc.is_none())
+            && let Some((_, t)) = self
+                .all_thresholds()
+                .into_iter()
+                .find(|(_, t)| t.metric == Metric::GrpcErrorRate)
+        {
+            return Err(Error::Usage(format!(
+                "{key} {:?}: no workload makes gRPC calls (grpc:// or grpcs://), so no call ends with a status; drop it, or use error_rate for HTTP",
                 t.text
             )));
         }

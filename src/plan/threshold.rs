@@ -72,6 +72,11 @@ name_table! {
         PingP99 = "ping_p99",
         /// WebSocket closes by the server (every code, abnormal included).
         Closes = "closes",
+        // gRPC
+        /// gRPC calls that ended with a status other than OK ÷ calls that
+        /// ended, a 0–1 ratio (a call soakd gave up on before its status
+        /// came is in `error_rate`, not here).
+        GrpcErrorRate = "grpc_error_rate",
     }
 }
 
@@ -102,7 +107,7 @@ impl Metric {
     /// The unit of the metric's values.
     pub fn unit(self) -> Unit {
         match self {
-            Metric::ErrorRate | Metric::Downtime => Unit::Ratio,
+            Metric::ErrorRate | Metric::Downtime | Metric::GrpcErrorRate => Unit::Ratio,
             Metric::Errors | Metric::Rps | Metric::OpenMin | Metric::Closes | Metric::Outages => Unit::Count,
             Metric::TargetRssSlope | Metric::SoakdRssSlope => Unit::BytesPerSecond,
             Metric::TargetFdsSlope => Unit::PerSecond,

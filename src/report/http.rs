@@ -46,6 +46,26 @@ pub struct GrpcFigures {
     pub method: String,
     /// Calls that ended, by status code label (every code, 0 included).
     pub calls: BTreeMap<String, u64>,
+    /// Calls that ended with a status other than OK ÷ calls that ended
+    /// (`null`: none ended); the `grpc_error_rate` threshold's figure.
+    pub error_rate: Option<f64>,
+}
+
+/// Calls that ended with a status other than OK ÷ calls that ended, from
+/// counts by code (`None`: none ended). The one definition: the report,
+/// its merge, and the `grpc_error_rate` threshold (live and at the end).
+pub fn grpc_error_rate(calls: &[u64; Code::COUNT]) -> Option<f64> {
+    let all: u64 = calls.iter().sum();
+    (all > 0).then(|| (all - calls[Code::Ok as usize]) as f64 / all as f64)
+}
+
+/// [`grpc_error_rate`] of the counts by label a report holds.
+fn error_rate_of(calls: &BTreeMap<String, u64>) -> Option<f64> {
+    let mut by_code = [0u64; Code::COUNT];
+    for c in Code::ALL {
+        by_code[c as usize] = calls.get(c.label()).copied().unwrap_or(0);
+    }
+    grpc_error_rate(&by_code)
 }
 
 impl GrpcFigures {
@@ -58,6 +78,7 @@ impl GrpcFigures {
                 .iter()
                 .map(|c| (c.label().to_string(), h2.grpc_calls[*c as usize]))
                 .collect(),
+            error_rate: grpc_error_rate(&h2.grpc_calls),
         }
     }
 }
@@ -112,10 +133,14 @@ impl HttpFigures {
             resets: add(&self.resets, &o.resets),
             retried: self.retried + o.retried,
             grpc: match (&self.grpc, &o.grpc) {
-                (Some(a), Some(b)) => Some(GrpcFigures {
-                    method: a.method.clone(),
-                    calls: add(&a.calls, &b.calls),
-                }),
+                (Some(a), Some(b)) => {
+                    let calls = add(&a.calls, &b.calls);
+                    Some(GrpcFigures {
+                        method: a.method.clone(),
+                        error_rate: error_rate_of(&calls),
+                        calls,
+                    })
+                }
                 (a, b) => a.clone().or_else(|| b.clone()),
             },
         }

@@ -106,6 +106,10 @@ def record(method, request, context):
 
 def unary(request, context):
     n = record("Unary", request, context)
+    # "abort-every-K": every K-th call ends UNAVAILABLE (non-OK statuses
+    # for soakd's gRPC error figures).
+    if request.text.startswith("abort-every-") and n % int(request.text[len("abort-every-"):]) == 0:
+        context.abort(grpc.StatusCode.UNAVAILABLE, "abort-every asked for it")
     return EchoReply(echo=request, seq=n)
 
 
