@@ -95,6 +95,11 @@ CONFIG = {
     # GOAWAYs are the weather (load balancers send them routinely); one with
     # an error code means the server gave up on the connection.
     'goaway_error_for': '1m',
+    # gRPC. SoakdGrpcErrorRatio: the share of a method's calls ending with
+    # a status other than OK over 5m, above this, for this long (a rising
+    # ratio crosses it; the grpc_error_rate threshold is the run's own).
+    'grpc_error_ratio': 0.01,
+    'grpc_error_ratio_for': '10m',
     # Outages (issue 30). SoakdOutage: soakd found the target in an outage
     # (soakd_outage_active; its own rules: --outage-errors, --outage-open,
     # --outage-settle) for this long. SoakdEventFailed: an event's command
@@ -652,7 +657,8 @@ def panels():
            about one per connection held; growth with connections flat is a
            descriptor leak (soakd's own are in the soakd process row).""",
            w=6),
-    ] + baseline_panels() + outage_panels() + websocket_panels() + h2_panels()
+    ] + baseline_panels() + outage_panels() + websocket_panels() + h2_panels() \
+        + grpc_panels()
 
 
 # soakd run --baseline
@@ -803,6 +809,34 @@ def h2_panels():
            (soakd_http_version_info is 1 for it): with --http auto, a line
            moving from HTTP/2 to HTTP/1.1 means the server (or a proxy in
            front of it) stopped offering h2 in ALPN.""", w=6),
+    ]
+
+
+# gRPC: the row of grpc:// and grpcs:// targets (empty for the others).
+def grpc_panels():
+    return [
+        row('gRPC'),
+        timeseries('gRPC calls / s by status', 'ops', [
+            ('sum by (target, method, code) (%s) > 0'
+             % sel('target_method_code:soakd_grpc_calls:rate1m'),
+             '{{target}} {{method}} {{code}}'),
+        ], """gRPC calls that ended per second, by method and status code
+           (the grpc-status of the trailers, or of a trailers-only answer),
+           stacked. Every code but ok is also a grpc_status error of the
+           request panels; deadline_exceeded here is the server's, soakd's
+           own --request-timeout is the error kind timeout.""", w=12,
+           summed=True, stack=True, overrides=[
+               by_name('.* ok$', color('green')),
+               by_name('^(?!.* ok$).*$', color('red'))]),
+        timeseries('gRPC non-OK ratio by method', 'percentunit', [
+            (sel('target_method:soakd_grpc_non_ok_ratio:rate5m'),
+             '{{target}} {{method}}'),
+        ], """Calls ending with a status other than OK / calls that ended,
+           over 5 minutes, per method. Above %(grpc_error_ratio_pct)s for
+           %(grpc_error_ratio_for_words)s raises SoakdGrpcErrorRatio (the
+           red line); the run's own verdict is the grpc_error_rate
+           threshold.""", w=12, summed=True,
+           thresholds=[('red', CONFIG['grpc_error_ratio'])]),
     ]
 
 
@@ -1024,6 +1058,18 @@ RULE_GROUPS = [
         summed_rate('soakd_schedule_lag_seconds_bucket', '5m', 'le',
                     comment="The generator's own health: due time -> written."),
         p99_5m('soakd_schedule_lag_seconds'),
+    ]),
+    # gRPC
+    group('soakd-grpc', [
+        record('target_method_code:soakd_grpc_calls:rate1m',
+               'sum by (job, target, method, code) (rate(soakd_grpc_calls_total[1m]))'),
+        record('target_method:soakd_grpc_non_ok_ratio:rate5m', """
+            sum by (job, target, method) (rate(soakd_grpc_calls_total{code!="ok"}[5m]))
+              / sum by (job, target, method) (rate(soakd_grpc_calls_total[5m]))
+        """, comment="""
+            gRPC calls that ended with a status other than OK over the calls that
+            ended, per method (the grpc_error_rate threshold's figure, over 5
+            minutes). NaN (no alert, a gap) when no call ended."""),
     ]),
     # WebSocket
     group('soakd-websocket', [
@@ -1326,6 +1372,21 @@ ALERT_GROUPS = [
             disruption it was to cause may not have happened as planned: the command's
             output is in soakd's event log (--event-log), its status in the report's
             events."""),
+        # gRPC
+        alert('SoakdGrpcErrorRatio',
+              'target_method:soakd_grpc_non_ok_ratio:rate5m > %(grpc_error_ratio)s',
+              '%(grpc_error_ratio_for)s', 'warning',
+              'soakd: {{ $value | humanizePercentage }} of the gRPC calls to'
+              ' {{ $labels.method }} of {{ $labels.target }} end non-OK', """
+            Over 5 minutes {{ $value | humanizePercentage }} of the gRPC calls soakd (job
+            {{ $labels.job }}, all instances combined) made to {{ $labels.method }} of
+            {{ $labels.target }} ended with a status other than OK, above
+            %(grpc_error_ratio_pct)s for %(grpc_error_ratio_for_words)s. The dashboard's gRPC
+            row has the codes: unavailable (the server shedding load or restarting; connection
+            ageing alone never shows here, soakd sends those calls again), deadline_exceeded
+            (the server's own deadline, from grpc-timeout), resource_exhausted (its limits),
+            internal or unknown (the handler failing). Read the server's logs from when the
+            ratio started to rise."""),
         # HTTP/2
         alert('SoakdH2GoawayError', """
             sum by (job, target, code) (increase(soakd_h2_goaways_total{code!="NO_ERROR"}[5m])) > 0

@@ -11,8 +11,12 @@ mod util;
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::Duration;
 
-use util::{PyPeer, TempDir, grpc_python, soakd_report, soakd_timeout};
+use util::{
+    Prometheus, PyPeer, TempDir, free_port, grpc_python, soakd_report, soakd_timeout, spawn_soakd, wait_for,
+    wait_with_timeout,
+};
 
 const CALL: &str = "soakd.test.v1.Echo/Unary";
 
@@ -166,6 +170,81 @@ fn grpc_error_rate_threshold_judges_the_non_ok_calls() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no workload makes gRPC calls"), "{err}");
+}
+
+/// The dashboard's gRPC row and SoakdGrpcErrorRatio against a real
+/// Prometheus loading grafana/rules.yml and alerts.yml, scraping soakd
+/// while grpcio fails every 4th call: every query of the row returns
+/// series, the non-OK ratio is the quarter, and the alert is pending (its
+/// `for` is 10 minutes: grafana/tests/grpc_test.yml tests the firing).
+#[test]
+fn the_grpc_row_and_alert_read_soakd_in_prometheus() {
+    let dir = TempDir::new("grpc-dashboard");
+    let Some((peer, _stats)) = server(&dir) else { return };
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let Some(prom) = Prometheus::start(&[&metrics], &["grafana/rules.yml", "grafana/alerts.yml"]) else {
+        return;
+    };
+    let url = format!("grpc://127.0.0.1:{}", peer.port);
+    let proto = proto_dir().join("echo.proto").display().to_string();
+    let child = spawn_soakd(&[
+        "run",
+        &url,
+        "--call",
+        CALL,
+        "--proto",
+        &proto,
+        "--data",
+        r#"{"text": "abort-every-4"}"#,
+        "-c",
+        "2",
+        "-r",
+        "200",
+        "-d",
+        "40s",
+        "--source-addr",
+        "127.0.31.7",
+        "--metrics-listen",
+        &metrics,
+    ]);
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string("grafana/dashboards/soakd.json").unwrap()).unwrap();
+    let panels = dash["panels"].as_array().unwrap();
+    let row = panels.iter().position(|p| p["title"] == "gRPC").expect("a gRPC row");
+    let mut asked = 0;
+    for p in panels[row + 1..].iter().take_while(|p| p["type"] != "row") {
+        for q in p["targets"].as_array().into_iter().flatten() {
+            let expr = q["expr"]
+                .as_str()
+                .unwrap()
+                .replace("$__rate_interval", "1m")
+                .replace("$job", "soakd")
+                .replace("$instance", ".*")
+                .replace("$target", ".*");
+            wait_for(
+                || (!prom.query(&expr).is_empty()).then_some(()),
+                Duration::from_secs(30),
+                &format!("data for panel {:?}: {expr}", p["title"]),
+            );
+            asked += 1;
+        }
+    }
+    assert!(asked >= 2, "{asked} queries");
+    let ratio = prom.query("target_method:soakd_grpc_non_ok_ratio:rate5m");
+    assert_eq!(ratio.len(), 1, "{ratio:?}");
+    assert_eq!(ratio[0].0["method"], CALL);
+    assert!((ratio[0].1 - 0.25).abs() < 0.03, "{ratio:?}");
+    wait_for(
+        || {
+            let v = prom.query("ALERTS{alertname=\"SoakdGrpcErrorRatio\",alertstate=\"pending\"}");
+            (!v.is_empty()).then_some(())
+        },
+        Duration::from_secs(20),
+        "SoakdGrpcErrorRatio pending",
+    );
+    util::signal(child.id(), "TERM");
+    let (status, stderr) = wait_with_timeout(child, 60);
+    assert!(status.success(), "{stderr}");
 }
 
 /// grpcio ages every connection out after 2 s (GOAWAY, a 1 s grace, then
