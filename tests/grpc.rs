@@ -155,6 +155,13 @@ fn grpc_error_rate_threshold_judges_the_non_ok_calls() {
         .map(|t| (t["pass"].as_bool().unwrap(), t["measured"].as_f64().unwrap()))
         .collect();
     assert_eq!(judged, vec![(false, rate), (true, rate)], "{th:?}");
+    // The summary says it too.
+    let line = format!(
+        "{CALL}  calls {}  non-OK {unavailable} ({:.3}%): unavailable {unavailable}",
+        ok + unavailable,
+        rate * 100.0
+    );
+    assert!(r.stderr.contains(&line), "{line:?} in\n{}", r.stderr);
 
     let out = soakd_timeout(
         &[

@@ -427,11 +427,47 @@ fn threshold_value(metric: &str, v: Option<f64>) -> String {
         crate::plan::threshold::show_trend(m.unit(), n)
     } else if metric.starts_with('p') || metric == "max" || metric == "mean" || metric.ends_with("_p99") {
         label(n, Unit::Seconds)
-    } else if metric == "error_rate" {
+    } else if metric.ends_with("error_rate") {
         format!("{:.3}%", n * 100.0)
     } else {
         cell_num(Some(n))
     }
+}
+
+/// The gRPC calls of each gRPC workload by status code (codes seen only,
+/// OK first); nothing for a run without one.
+fn grpc(s: &mut String, r: &Report) {
+    let calls: Vec<_> = r
+        .workloads
+        .iter()
+        .filter_map(|w| w.http.grpc.as_ref().map(|g| (&w.name, g)))
+        .collect();
+    if calls.is_empty() {
+        return;
+    }
+    s.push_str(
+        "<h2>gRPC calls</h2><table><tr><th>workload</th><th>method</th><th>calls</th><th>non-OK rate</th><th>by status</th></tr>",
+    );
+    for (name, g) in calls {
+        let all: u64 = g.calls.values().sum();
+        let ok = g.calls.get("ok").copied().unwrap_or(0);
+        let mut codes = vec![format!("ok {ok}")];
+        codes.extend(
+            g.calls
+                .iter()
+                .filter(|(c, n)| **n > 0 && c.as_str() != "ok")
+                .map(|(c, n)| format!("<span class=fail>{} {n}</span>", esc(c))),
+        );
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{all}</td><td>{}</td><td>{}</td></tr>",
+            esc(name),
+            esc(&g.method),
+            threshold_value("grpc_error_rate", g.error_rate),
+            codes.join(" · "),
+        );
+    }
+    s.push_str("</table>");
 }
 
 fn thresholds(s: &mut String, rows: &[ThresholdResult]) {
@@ -528,6 +564,7 @@ pub fn render(i: &Inputs<'_>) -> String {
     }
     summary(&mut s, r, i.baseline);
     disruptions::tables(&mut s, r);
+    grpc(&mut s, r);
     thresholds(&mut s, &r.thresholds);
     trends::table(&mut s, r);
     verdicts(&mut s, i.verdicts, i.baseline.is_some());
@@ -633,6 +670,29 @@ mod tests {
         assert!(page.contains("stroke-dasharray"));
         assert!(!page.contains("<script"));
         assert!(!page.contains("https://"));
+    }
+
+    #[test]
+    fn grpc_calls_by_status_only_for_grpc_workloads() {
+        let page = |r: &Report| {
+            render(&Inputs {
+                report: r,
+                baseline: None,
+                spectrum: None,
+                verdicts: None,
+            })
+        };
+        assert!(!page(&report()).contains("gRPC calls"), "no gRPC workload, no table");
+        let r: Report = serde_json::from_value(json!({"duration_seconds": 1.0, "workloads": [{"name": "rpc",
+            "http": {"grpc": {"method": "pkg.Svc/Get", "calls": {"ok": 300, "unavailable": 100, "internal": 0},
+                               "error_rate": 0.25}}}]}))
+        .unwrap();
+        let p = page(&r);
+        assert!(p.contains("<h2>gRPC calls</h2>"));
+        assert!(p.contains(
+            "<td>rpc</td><td>pkg.Svc/Get</td><td>400</td><td>25.000%</td><td>ok 300 · <span class=fail>unavailable 100</span></td>"
+        ), "{p}");
+        assert!(!p.contains("internal 0"), "codes not seen are left out");
     }
 
     #[test]

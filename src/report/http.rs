@@ -146,3 +146,30 @@ impl HttpFigures {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_calls_add_across_shards_and_the_rate_is_of_the_sum() {
+        let mut a = H2Stats::default();
+        a.grpc_calls[Code::Ok as usize] = 90;
+        a.grpc_calls[Code::Unavailable as usize] = 10;
+        let mut b = H2Stats::default();
+        b.grpc_calls[Code::Ok as usize] = 300;
+        let shard = |h: &H2Stats| HttpFigures {
+            grpc: Some(GrpcFigures::of("pkg.Svc/Get", Some(h))),
+            ..HttpFigures::default()
+        };
+        assert_eq!(shard(&a).grpc.unwrap().error_rate, Some(0.1));
+        assert_eq!(shard(&b).grpc.unwrap().error_rate, Some(0.0));
+        let g = shard(&a).plus(&shard(&b)).grpc.unwrap();
+        assert_eq!(g.calls["ok"], 390);
+        assert_eq!(g.calls["unavailable"], 10);
+        assert_eq!(g.calls.len(), 17);
+        // 10 of 400, not the mean of the shards' rates.
+        assert_eq!(g.error_rate, Some(0.025));
+        assert_eq!(grpc_error_rate(&[0; Code::COUNT]), None, "no call ended");
+    }
+}

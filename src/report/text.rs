@@ -63,6 +63,29 @@ impl Report {
                     h.retried
                 );
             }
+            if let Some(g) = &h.grpc {
+                let all: u64 = g.calls.values().sum();
+                let non_ok: Vec<String> = g
+                    .calls
+                    .iter()
+                    .filter(|(code, n)| **n > 0 && code.as_str() != "ok")
+                    .map(|(code, n)| format!("{code} {n}"))
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "  grpc          {}: {}  calls {}  non-OK {} ({}){}",
+                    w.name,
+                    g.method,
+                    all,
+                    all - g.calls.get("ok").copied().unwrap_or(0),
+                    g.error_rate.map_or("-".into(), |r| format!("{:.3}%", r * 100.0)),
+                    if non_ok.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", non_ok.join("  "))
+                    }
+                );
+            }
             if let Some(ws) = &w.ws {
                 s.push_str(&ws.summary(&w.name));
             }

@@ -300,12 +300,45 @@ pub fn compare(base: &Run, new: &Run, opts: &Options) -> Comparison {
         .iter()
         .map(|&(b, n)| (bw[b].0, bw[b].1, nw[n].0, nw[n].1))
         .collect();
+    // gRPC workloads also compare their non-OK ratio (in the workload's
+    // http section, not its figures).
+    let grpc_rate = |r: &Report, i: usize| r.workloads[i].http.grpc.as_ref().and_then(|g| g.error_rate);
+    let grpc: Vec<Option<(f64, f64)>> = paired
+        .iter()
+        .map(|&(b, n)| grpc_rate(&base.report, b).zip(grpc_rate(&new.report, n)))
+        .collect();
     let unmatched = missing
         .into_iter()
         .map(|(name, in_new)| format!("{name} (only in {})", if in_new { &new.label } else { &base.label }))
         .collect();
     let mut rows = Vec::new();
-    for (bname, bv, nname, nv) in pairs {
+    for ((bname, bv, nname, nv), grpc) in pairs.into_iter().zip(grpc) {
+        let grpc_row = grpc.map(|(b, n)| {
+            let j = judge(
+                &Evidence {
+                    kind: Kind::ErrorRate,
+                    baseline: b,
+                    new: n,
+                    samples: None,
+                    tail: f64::INFINITY,
+                    lag: None,
+                },
+                opts,
+            );
+            Row {
+                workload: nname.to_string(),
+                metric: "grpc_error_rate",
+                baseline: b,
+                new: n,
+                abs_change: j.abs_change,
+                rel_change: j.rel_change,
+                verdict: j.verdict,
+                method: j.method,
+                p_value: j.p_value,
+                samples: j.samples,
+                lag: None,
+            }
+        });
         for m in &METRICS {
             let (Some(b), Some(n)) = (m.value(bv), m.value(nv)) else {
                 continue;
@@ -339,6 +372,7 @@ pub fn compare(base: &Run, new: &Run, opts: &Options) -> Comparison {
                 lag,
             });
         }
+        rows.extend(grpc_row);
     }
     Comparison {
         baseline: base.label.clone(),
@@ -400,12 +434,12 @@ impl Comparison {
             }
             let shown = |v: f64| match r.metric {
                 "rps" => format!("{v:.1}"),
-                "error_rate" => format!("{:.3}%", v * 100.0),
+                "error_rate" | "grpc_error_rate" => format!("{:.3}%", v * 100.0),
                 _ => human(Some(v)),
             };
             let change = match r.metric {
                 "rps" => format!("{:+.1}", r.abs_change),
-                "error_rate" => format!("{:+.3}%", r.abs_change * 100.0),
+                "error_rate" | "grpc_error_rate" => format!("{:+.3}%", r.abs_change * 100.0),
                 _ if r.abs_change < 0.0 => format!("-{}", human(Some(-r.abs_change))),
                 _ => format!("+{}", human(Some(r.abs_change))),
             };
@@ -485,6 +519,33 @@ mod tests {
         assert_eq!(c.rows.len(), 8, "no tls row without handshakes: {c:?}");
         assert!(c.rows.iter().all(|r| r.verdict == Verdict::Same && r.abs_change == 0.0));
         assert!(c.rows.iter().all(|r| r.method != Method::RankTest));
+    }
+
+    #[test]
+    fn grpc_workloads_compare_their_non_ok_ratio() {
+        let with = |rate: f64| {
+            let mut r = report("a", 0.0002, 1000.0, 0);
+            r["workloads"][0]["http"] = serde_json::json!({"grpc": {"method": "p.S/M", "error_rate": rate}});
+            run(r, None)
+        };
+        let c = compare(&with(0.0), &with(0.02), &Options::default());
+        let g = row(&c, "grpc_error_rate");
+        assert_eq!((g.verdict, g.baseline, g.new), (Verdict::Worse, 0.0, 0.02));
+        assert_eq!(
+            c.rows.last().unwrap().metric,
+            "grpc_error_rate",
+            "after the workload's other rows"
+        );
+        assert!(c.text(&Options::default()).contains("+2.000%"));
+        let c = compare(&with(0.02), &with(0.0205), &Options::default());
+        assert_eq!(row(&c, "grpc_error_rate").verdict, Verdict::Same, "under the floor");
+        // Not a gRPC workload on one side: no row.
+        let c = compare(
+            &run(report("a", 0.0002, 1000.0, 0), None),
+            &with(0.5),
+            &Options::default(),
+        );
+        assert!(c.rows.iter().all(|r| r.metric != "grpc_error_rate"));
     }
 
     #[test]
