@@ -12,6 +12,7 @@ mod event_socket;
 mod events;
 pub mod exporter;
 mod hdrlog;
+mod heap;
 pub mod metrics;
 pub mod notify;
 mod procs;
@@ -53,6 +54,8 @@ pub struct Observers {
     notifier: Notifier,
     linger: Duration,
     last_ping: Instant,
+    /// When [`heap::give_back`] last ran (elapsed run time).
+    last_give_back: Duration,
     last_status: Duration,
     completed_at_status: u64,
     /// Every `--target-pid` of the plan, once each, in order: sampled into
@@ -157,6 +160,7 @@ impl Observers {
             notifier: Notifier::from_env(),
             linger: plan.metrics_linger,
             last_ping: Instant::now(),
+            last_give_back: Duration::ZERO,
             last_status: from.unwrap_or_default(),
             completed_at_status: completed,
             target_pids: target_pids(&plan.workloads),
@@ -231,6 +235,12 @@ impl Sink for Observers {
             self.status.note(&n);
         }
         if totals.timeline.wants_sample() {
+            // Free pages go back before soakd's RSS is read, so that the
+            // sample (and soakd_rss_slope) sees what soakd holds.
+            if elapsed >= self.last_give_back + heap::GIVE_BACK_EVERY {
+                heap::give_back();
+                self.last_give_back = elapsed;
+            }
             totals.timeline.sample(metrics::sample_resources(&self.target_pids));
         }
         if let Some(w) = self.thresholds.as_mut()
