@@ -254,6 +254,93 @@ fn the_grpc_row_and_alert_read_soakd_in_prometheus() {
     assert!(status.success(), "{stderr}");
 }
 
+/// `--h2-ping` against grpcio's keepalive enforcement. A server that
+/// allows pings this often ACKs every one: the report has the PINGs and
+/// their round trips, and no error. A server whose policy forbids them
+/// (`min_ping_interval_without_data_ms` far above `--h2-ping`, two strikes
+/// allowed) sends GOAWAY ENHANCE_YOUR_CALM "too_many_pings": classified as
+/// `too_many_pings`, and the log names the server's policy and the fix.
+#[test]
+fn h2_ping_is_timed_and_a_server_forbidding_it_is_too_many_pings() {
+    let dir = TempDir::new("grpc-ping");
+    if grpc_python().is_none() {
+        return;
+    }
+    let stats = dir.path().join("stats.json");
+    let proto = proto_dir().join("echo.proto").display().to_string();
+    let run = |options: &str, load: &[&str], source: &str| {
+        let peer = PyPeer::start_env(
+            "grpc_server.py",
+            &[&proto_dir(), &stats, &"v1alpha"],
+            &[("SOAKD_GRPC_OPTIONS", options), ("SOAKD_GRPC_LAZY_STATS", "1")],
+        )
+        .expect("grpcio");
+        let url = format!("grpc://127.0.0.1:{}", peer.port);
+        let mut args = vec![
+            "run",
+            url.as_str(),
+            "--call",
+            CALL,
+            "--proto",
+            proto.as_str(),
+            "--h2-ping",
+            "100ms",
+            "-d",
+            "3s",
+            "--source-addr",
+            source,
+            "--metrics-listen",
+            "off",
+        ];
+        args.extend_from_slice(load);
+        soakd_report(&args, 60)
+    };
+
+    let allowed = r#"[["grpc.http2.min_ping_interval_without_data_ms", 10], ["grpc.keepalive_permit_without_calls", 1], ["grpc.http2.max_ping_strikes", 0]]"#;
+    let r = run(allowed, &["-c", "2", "-r", "50"], "127.0.31.8");
+    assert!(r.status.success(), "exit {}\n{}", r.status, r.stderr);
+    assert_eq!(util::total_errors(&r.report), 0, "{}", r.report);
+    let ping = &r.report["workloads"][0]["http"]["ping"];
+    let (sent, acked) = (ping["sent"].as_u64().unwrap(), ping["acked"].as_u64().unwrap());
+    // 2 connections × ~3 s / 100 ms, the first at a random point of the
+    // first interval; at most one per connection unanswered at the end.
+    assert!(sent >= 40, "{ping}");
+    assert!(acked + 2 >= sent && acked <= sent, "{ping}");
+    assert_eq!(ping["rtt_seconds"]["count"].as_u64(), Some(acked), "{ping}");
+    assert!(ping["rtt_seconds"]["p99"].as_f64().unwrap() > 0.0, "{ping}");
+    assert!(
+        r.stderr.contains(&format!("pings {sent} (acked {acked}, rtt p99 ")),
+        "{}",
+        r.stderr
+    );
+
+    let strict = r#"[["grpc.http2.min_ping_interval_without_data_ms", 60000], ["grpc.http2.max_ping_strikes", 1]]"#;
+    let r = run(strict, &["-c", "1", "-i", "10s"], "127.0.31.9");
+    let pings = r.report["errors"]["too_many_pings"].as_u64().unwrap_or(0);
+    assert!(pings >= 1, "{}\n{}", r.report["errors"], r.stderr);
+    assert_eq!(
+        r.report["errors"]["goaway_error"].as_u64().unwrap_or(0),
+        0,
+        "{}",
+        r.report["errors"]
+    );
+    assert!(
+        r.stderr.contains("too_many_pings")
+            && r.stderr
+                .contains("--h2-ping 100ms is more often than its keepalive policy allows"),
+        "{}",
+        r.stderr
+    );
+    // On a workload that does not speak HTTP/2: bad input.
+    let out = soakd_timeout(&["run", "http://127.0.0.1:1/", "--h2-ping", "1s", "-d", "1s"], 30);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--h2-ping is HTTP/2's keepalive and this workload speaks HTTP/1.1"),
+        "{err}"
+    );
+}
+
 /// grpcio ages every connection out after 2 s (GOAWAY, a 1 s grace, then
 /// the close): an open-loop unary soak across the rotations loses nothing
 /// (calls above a GOAWAY's last stream are sent again on the next

@@ -316,6 +316,10 @@ workload_settings! {
     /// HTTP/2: soakd's receive window, connection and stream, in bytes.
     h2_window: Option<u32> as Window, default defaults::H2_WINDOW, flag "h2-window", into h2_window,
         reload recycle;
+    /// HTTP/2: send a PING on each connection every DUR (gRPC's
+    /// keepalive) and time its ACK, or `off`.
+    h2_ping: Option<OrOff> as PingDur, shown defaults::H2_PING, flag "h2-ping", into h2_ping,
+        reload recycle;
     // WebSocket
     /// ws://: send TEXT on each connection's schedule (paced -i, open loop
     /// -r, or closed loop) and time it to the next message received.

@@ -100,6 +100,8 @@ pub struct WorkloadSnapshot {
     /// A gRPC target's method (`package.Service/Method`); `None` for
     /// other targets, which have no `soakd_grpc_*` series.
     pub grpc_method: Option<String>,
+    /// `--h2-ping` is on: the `soakd_h2_ping*` series are rendered.
+    pub h2_ping: bool,
     /// `--baseline`: the baseline's figures and the verdicts against
     /// them (`None`: no baseline workload pairs with this one).
     pub baseline: Option<BaselineGauges>,

@@ -111,6 +111,7 @@ impl Observers {
                 for (i, w) in plan.workloads.iter().enumerate() {
                     m.mark_ws(Some(i), w.target.ws.is_some());
                     m.mark_grpc(Some(i), w.target.grpc.as_deref().map(|g| g.method_name()));
+                    m.mark_h2_ping(Some(i), w.h2_ping.is_some());
                 }
                 // A continued run's counters are where the checkpoint left
                 // them from the first scrape on: Prometheus must never see
@@ -298,12 +299,14 @@ impl Sink for Observers {
             m.add_workload(&w.name, &w.request_names(), w.target_pids.clone());
             m.mark_ws(None, w.target.ws.is_some());
             m.mark_grpc(None, w.target.grpc.as_deref().map(|g| g.method_name()));
+            m.mark_h2_ping(None, w.h2_ping.is_some());
         }
     }
 
     fn workload_changed(&mut self, i: usize, w: &Workload) {
         if let Some(m) = self.metrics.as_mut() {
             m.mark_ws(Some(i), w.target.ws.is_some());
+            m.mark_h2_ping(Some(i), w.h2_ping.is_some());
         }
     }
 

@@ -151,6 +151,15 @@ pub const MAX_WEIGHT: u32 = 10_000;
 /// Weight of a request that gives none.
 pub const WEIGHT: u32 = 1;
 
+/// How often each HTTP/2 connection sends a PING (`--h2-ping`, gRPC's
+/// keepalive): off unless asked, as gRPC clients default to (a server
+/// enforces a minimum interval and punishes pings more often than that).
+pub const H2_PING: Option<Duration> = None;
+/// How long a PING of `--h2-ping` may go without its ACK before the
+/// connection is failed (`h2_ping_timeout`): gRPC's default keepalive
+/// timeout (20 s in C-core, grpc-go and grpc-java).
+pub const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
+
 // WebSocket
 /// How often a held WebSocket pings the server (`--ws-ping`; `off`,
 /// `None`, never).

@@ -135,6 +135,8 @@ pub struct Workload {
     pub streams: u16,
     /// soakd's HTTP/2 receive window (connection and stream), bytes.
     pub h2_window: u32,
+    /// `--h2-ping`: a PING on each HTTP/2 connection this often.
+    pub h2_ping: Option<std::time::Duration>,
 }
 
 /// How each connection of a workload behaves: carried from the flags or
@@ -484,6 +486,8 @@ pub struct WorkloadSpec {
     pub streams: u16,
     /// HTTP/2 receive window, bytes.
     pub h2_window: u32,
+    /// `--h2-ping` as given (`Some(None)`: off).
+    pub h2_ping: Option<Option<std::time::Duration>>,
     /// WebSocket settings (only for `ws://`/`wss://` URLs).
     pub ws: WsSpec,
     /// gRPC settings (only for `grpc://`/`grpcs://` URLs).
@@ -579,6 +583,15 @@ impl WorkloadSpec {
                 key("http")
             )));
         }
+        let h2_ping = self.h2_ping.unwrap_or(defaults::H2_PING);
+        if h2_ping.is_some() && (parsed.ws || !http.may_be_h2(parsed.tls)) {
+            return Err(Error::Usage(format!(
+                "{} is HTTP/2's keepalive and this workload speaks {}; drop it (for a WebSocket, {} pings)",
+                key("h2_ping"),
+                if parsed.ws { "WebSocket" } else { "HTTP/1.1" },
+                key("ws_ping")
+            )));
+        }
         let ws = ws::build(&self.ws, &parsed, &self.headers, self.model, key)?.map(std::sync::Arc::new);
         let (grpc, requests) = if parsed.grpc {
             let (t, requests) =
@@ -617,6 +630,7 @@ impl WorkloadSpec {
             http,
             streams: self.streams,
             h2_window: self.h2_window,
+            h2_ping,
         })
     }
 }

@@ -36,6 +36,23 @@ pub struct HttpFigures {
     /// A gRPC workload's calls (`null` for other workloads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grpc: Option<GrpcFigures>,
+    /// `--h2-ping`: the PINGs sent and their round trips (`null` without
+    /// it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ping: Option<PingFigures>,
+}
+
+/// The PINGs of `--h2-ping` (gRPC's keepalive).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct PingFigures {
+    /// PINGs sent.
+    pub sent: u64,
+    /// ACKs received for them.
+    pub acked: u64,
+    /// PING → ACK round trip. Across merged shards: the largest of the
+    /// shards' quantiles (an upper bound), not a merged histogram.
+    pub rtt_seconds: super::Percentiles,
 }
 
 /// A gRPC workload's figures: its method and its calls by status code.
@@ -108,6 +125,7 @@ impl HttpFigures {
             resets: by_code(&h2.resets),
             retried: h2.retried,
             grpc: None,
+            ping: None,
         }
     }
 
@@ -139,6 +157,33 @@ impl HttpFigures {
                         method: a.method.clone(),
                         error_rate: error_rate_of(&calls),
                         calls,
+                    })
+                }
+                (a, b) => a.clone().or_else(|| b.clone()),
+            },
+            ping: match (&self.ping, &o.ping) {
+                (Some(a), Some(b)) => {
+                    let max = |x: Option<f64>, y: Option<f64>| match (x, y) {
+                        (Some(x), Some(y)) => Some(x.max(y)),
+                        (x, y) => x.or(y),
+                    };
+                    let (ra, rb) = (&a.rtt_seconds, &b.rtt_seconds);
+                    Some(PingFigures {
+                        sent: a.sent + b.sent,
+                        acked: a.acked + b.acked,
+                        rtt_seconds: super::Percentiles {
+                            count: ra.count + rb.count,
+                            min: match (ra.min, rb.min) {
+                                (Some(x), Some(y)) => Some(x.min(y)),
+                                (x, y) => x.or(y),
+                            },
+                            mean: None,
+                            p50: max(ra.p50, rb.p50),
+                            p90: max(ra.p90, rb.p90),
+                            p99: max(ra.p99, rb.p99),
+                            p999: max(ra.p999, rb.p999),
+                            max: max(ra.max, rb.max),
+                        },
                     })
                 }
                 (a, b) => a.clone().or_else(|| b.clone()),

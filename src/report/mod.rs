@@ -660,6 +660,14 @@ impl Report {
                             .grpc
                             .as_deref()
                             .map(|g| http::GrpcFigures::of(g.method_name(), t.stats[wi].h2.as_deref())),
+                        ping: w.h2_ping.map(|_| {
+                            let ws = &t.stats[wi].ws;
+                            http::PingFigures {
+                                sent: ws.pings,
+                                acked: ws.pongs,
+                                rtt_seconds: Percentiles::of(&ws.ping_rtt),
+                            }
+                        }),
                         ..http::HttpFigures::of(t.stats[wi].h2.as_deref(), &t.gauges[wi])
                     },
                     ws: WsFigures::of(w.target.ws.as_deref(), &t.stats[wi]),

@@ -52,7 +52,7 @@ impl Report {
             if h.requested.as_deref() == Some("2") || h.version.as_deref() == Some("2") {
                 let _ = writeln!(
                     s,
-                    "  http          {}: requested {}  negotiated {}  streams {} per connection (server limit {})  goaways {}  resets {}  retried {}",
+                    "  http          {}: requested {}  negotiated {}  streams {} per connection (server limit {})  goaways {}  resets {}  retried {}{}",
                     w.name,
                     h.requested.as_deref().unwrap_or("-"),
                     h.version.as_deref().unwrap_or("-"),
@@ -60,7 +60,13 @@ impl Report {
                     h.streams_limit.map_or("none".into(), |l| l.to_string()),
                     h.goaways.values().sum::<u64>(),
                     h.resets.values().sum::<u64>(),
-                    h.retried
+                    h.retried,
+                    h.ping.as_ref().map_or(String::new(), |p| format!(
+                        "  pings {} (acked {}, rtt p99 {})",
+                        p.sent,
+                        p.acked,
+                        p.rtt_seconds.p99.map_or("-".into(), |s| format!("{:.3}ms", s * 1000.0))
+                    ))
                 );
             }
             if let Some(g) = &h.grpc {

@@ -82,6 +82,16 @@ name_table! {
         /// counted apart, in the workload's `grpc` figures); the
         /// connection stays.
         GrpcStatus = "grpc_status",
+        // HTTP/2 keepalive (--h2-ping)
+        /// The server ended the connection with GOAWAY ENHANCE_YOUR_CALM
+        /// and the debug data "too_many_pings": soakd's `--h2-ping` is
+        /// more often than the server's keepalive policy allows (gRPC's
+        /// `min_ping_interval_without_data`, grpc-go's EnforcementPolicy).
+        TooManyPings = "too_many_pings",
+        /// An HTTP/2 PING soakd sent (`--h2-ping`) got no ACK within
+        /// [`H2_PING_TIMEOUT`](crate::plan::defaults::H2_PING_TIMEOUT): the
+        /// connection is dead or the server stopped reading.
+        H2PingTimeout = "h2_ping_timeout",
     }
 }
 

@@ -17,7 +17,10 @@ pub struct WsStats {
     pub received: u64,
     /// Replies that completed a request message.
     pub replies: u64,
-    /// Pings sent.
+    /// Pings sent. An HTTP/2 workload's PINGs of `--h2-ping` count here
+    /// too, as do their ACKs in `pongs` and their round trips in
+    /// `ping_rtt`: a workload speaks one of the two, and the `ping_p99`
+    /// threshold reads either.
     pub pings: u64,
     /// Pongs received for them.
     pub pongs: u64,

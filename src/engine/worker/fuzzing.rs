@@ -47,6 +47,8 @@ pub fn drive(kind: u8, script: &[u8]) {
             requests: vec![crate::wire::h2::render_request(get, false).expect("a request")].into(),
             // Half the runs read the responses as gRPC calls.
             grpc: settings & 16 != 0,
+            // A quarter of the runs ping every millisecond.
+            ping: if settings & 32 != 0 { 1_000_000 } else { 0 },
         })),
         _ => ProtoRt::Ws(ws_plan(settings & 8 != 0)),
     };

@@ -91,6 +91,8 @@ pub struct H2Rt {
     /// `grpc-status` (trailers, or a trailers-only response), counted by
     /// code; a status other than OK fails the call (`grpc_status`).
     pub grpc: bool,
+    /// `--h2-ping`: a PING every this many ns on each connection (0: off).
+    pub ping: u64,
 }
 
 /// One connection's HTTP/2 state.
@@ -126,6 +128,13 @@ pub(super) struct H2 {
     goaway: Option<(u32, ErrorCode)>,
     /// Input changed what may go out (see [`Output::Ready`]).
     ready: bool,
+    /// `--h2-ping`: when the next PING is due (ns; `u64::MAX`: none).
+    ping_at: u64,
+    /// When the PING still waiting for its ACK was sent (ns; 0: none).
+    /// Its payload is this time, so the ACK brings it back.
+    ping_sent: u64,
+    /// The GOAWAY was ENHANCE_YOUR_CALM "too_many_pings".
+    calm_pings: bool,
 }
 
 impl std::fmt::Debug for H2 {
@@ -158,6 +167,9 @@ impl H2 {
             recv: RecvWindow::new(rt.window),
             goaway: None,
             ready: false,
+            ping_at: u64::MAX,
+            ping_sent: 0,
+            calm_pings: false,
             rt,
         };
         h.reset();
@@ -181,6 +193,9 @@ impl H2 {
         self.recv = RecvWindow::new(self.rt.window);
         self.goaway = None;
         self.ready = false;
+        self.ping_at = u64::MAX;
+        self.ping_sent = 0;
+        self.calm_pings = false;
     }
 
     /// The connection is up: the preface, soakd's SETTINGS (no dynamic
@@ -338,7 +353,11 @@ impl H2 {
             None => return None,
         };
         if code != ErrorCode::NoError {
-            return Some(Output::Error(ErrorKind::GoawayError));
+            return Some(Output::Error(if self.calm_pings {
+                ErrorKind::TooManyPings
+            } else {
+                ErrorKind::GoawayError
+            }));
         }
         (self.streams.in_flight() == 0).then_some(Output::End(Ending::SentAway))
     }
@@ -447,11 +466,26 @@ impl H2 {
                     let g = &mut t.g.h2_streams_limit;
                     *g = if *g == 0 { limit } else { (*g).min(limit) };
                 }
+                if !self.settings_seen && self.rt.ping > 0 {
+                    // The first PING at a random point of the first
+                    // interval, so connections opened together do not
+                    // ping in step.
+                    self.ping_at = t.now + self.rt.ping.saturating_mul(fastrand::u64(50..=100)) / 100;
+                }
                 self.settings_seen = true;
                 self.control(|out| encode_settings(out, true, &[]))
             }
             Frame::Ping { ack: false, data } => self.control(|out| encode_ping(out, true, data)),
-            Frame::Ping { ack: true, .. } | Frame::Ignored { .. } => None,
+            Frame::Ping { ack: true, data } => {
+                // Only our own PING's ACK carries its send time.
+                if self.ping_sent != 0 && data == self.ping_sent.to_be_bytes() {
+                    crate::stats::record_ns(&mut t.st.ws.ping_rtt, t.now.saturating_sub(self.ping_sent));
+                    t.st.ws.pongs += 1;
+                    self.ping_sent = 0;
+                }
+                None
+            }
+            Frame::Ignored { .. } => None,
             Frame::WindowUpdate { stream: 0, increment } => {
                 self.ready = true;
                 self.send
@@ -514,8 +548,22 @@ impl H2 {
                     kind: ErrorKind::StreamReset,
                 })
             }
-            Frame::GoAway { last_stream, code, .. } => {
+            Frame::GoAway {
+                last_stream,
+                code,
+                debug,
+            } => {
                 t.st.h2_mut().goaways[code as usize] += 1;
+                if code == ErrorCode::EnhanceYourCalm && debug == b"too_many_pings" {
+                    self.calm_pings = true;
+                    let every = std::time::Duration::from_nanos(self.rt.ping);
+                    crate::netio::log_once("h2-too-many-pings", || {
+                        format!(
+                            "the server ended a connection with GOAWAY ENHANCE_YOUR_CALM \"too_many_pings\": --h2-ping {} is more often than its keepalive policy allows (gRPC's grpc.http2.min_ping_interval_without_data_ms, 5 minutes by default; grpc-go's EnforcementPolicy.MinTime); give a longer --h2-ping or have the server permit it",
+                            humantime::format_duration(every)
+                        )
+                    });
+                }
                 self.goaway = Some((last_stream, code));
                 // Pushed from the last entry so that they come out first
                 // to last.
@@ -724,6 +772,52 @@ impl H2 {
         }
     }
 
+    /// `--h2-ping`: the next PING, or the ACK owed, whichever is first.
+    #[inline]
+    pub(super) fn deadline(&self) -> Option<u64> {
+        let ack_due = match self.ping_sent {
+            0 => u64::MAX,
+            sent => sent + crate::plan::defaults::H2_PING_TIMEOUT.as_nanos() as u64,
+        };
+        let d = self.ping_at.min(ack_due);
+        (d != u64::MAX).then_some(d)
+    }
+
+    /// `--h2-ping`'s timer fired: a PING whose ACK is overdue fails the
+    /// connection; a PING due goes out (one at a time: while one waits
+    /// for its ACK, the next is skipped, as gRPC's keepalive does).
+    pub(super) fn on_time(&mut self, t: &mut Tally<'_>) -> Output {
+        let now = t.now;
+        if self.ping_sent != 0 && now >= self.ping_sent + crate::plan::defaults::H2_PING_TIMEOUT.as_nanos() as u64 {
+            crate::netio::log_once("h2-ping-timeout", || {
+                format!(
+                    "an HTTP/2 PING got no ACK within {}: the connection is failed (h2_ping_timeout) and reconnects",
+                    humantime::format_duration(crate::plan::defaults::H2_PING_TIMEOUT)
+                )
+            });
+            return Output::Error(ErrorKind::H2PingTimeout);
+        }
+        if now < self.ping_at {
+            return Output::Taken;
+        }
+        let every = self.rt.ping;
+        self.ping_at = if self.ping_at + every > now {
+            self.ping_at + every
+        } else {
+            now + every
+        };
+        if self.ping_sent != 0 || self.goaway.is_some() {
+            return Output::Taken;
+        }
+        self.ping_sent = now.max(1);
+        t.st.ws.pings += 1;
+        let data = self.ping_sent.to_be_bytes();
+        match self.control(|out| encode_ping(out, false, data)) {
+            Some(out) => out,
+            None => Output::Ready,
+        }
+    }
+
     /// Entries keep their index in a deeper layout.
     pub(super) fn relayout(&mut self, old: &[Inflight], new: &mut [Inflight]) {
         new[..old.len()].copy_from_slice(old);
@@ -751,6 +845,7 @@ mod tests {
                 window: 1 << 20,
                 requests: vec![h2::render_request(GET, false).unwrap()].into(),
                 grpc: false,
+                ping: 0,
             })),
         )
     }
@@ -767,6 +862,8 @@ mod tests {
         h: H2,
         st: WorkloadStats,
         g: Gauges,
+        /// The loop's clock for the next calls, ns.
+        now: u64,
     }
 
     impl Conn {
@@ -777,7 +874,18 @@ mod tests {
                 h,
                 st: WorkloadStats::default(),
                 g: Gauges::default(),
+                now: 0,
             }
+        }
+
+        /// The protocol's timer fired at `self.now`.
+        fn on_time(&mut self) -> Output {
+            let mut t = Tally {
+                st: &mut self.st,
+                g: &mut self.g,
+                now: self.now,
+            };
+            self.h.on_time(&mut t)
         }
 
         /// Feeds `bytes` the way the loop does; every output until taken
@@ -789,7 +897,7 @@ mod tests {
                 let mut t = Tally {
                     st: &mut self.st,
                     g: &mut self.g,
-                    now: 0,
+                    now: self.now,
                 };
                 let (n, out) = self.h.receive(cx, &mut t, &bytes[pos..]);
                 pos += n;
@@ -988,6 +1096,76 @@ mod tests {
             h2::encode_ping(&mut flood, false, [0; 8]);
         }
         assert_eq!(c.feed(&cx, &flood), [Output::Error(ErrorKind::H2Protocol)]);
+    }
+
+    /// `--h2-ping`: the first PING within the first interval, its payload
+    /// the send time, the ACK's round trip recorded; one PING at a time;
+    /// an ACK 20 s late fails the connection; GOAWAY ENHANCE_YOUR_CALM
+    /// "too_many_pings" is its own kind.
+    #[test]
+    fn h2_pings_are_timed_one_at_a_time_and_classified() {
+        const MS: u64 = 1_000_000;
+        let mut w = workload(1);
+        if let ProtoRt::H2(h) = &mut w.proto {
+            Arc::get_mut(h).unwrap().ping = 100 * MS;
+        }
+        let entries = vec![Inflight::default(); 1];
+        let cx = Cx::of(&w, &entries, 0, entries.len());
+        let mut c = Conn::new(&w, 1);
+        let preface = c.h.outgoing(&cx).len();
+        c.h.sent(preface);
+        assert_eq!(c.h.deadline(), None, "nothing before the server's SETTINGS");
+        c.now = 1_000 * MS;
+        assert!(c.feed(&cx, &settings(1)).is_empty());
+        let owed = c.h.outgoing(&cx).len();
+        c.h.sent(owed);
+        let due = c.h.deadline().expect("a PING scheduled");
+        assert!((1_050 * MS..=1_100 * MS).contains(&due), "{due}");
+        c.now = due - 1;
+        assert_eq!(c.on_time(), Output::Taken, "not yet");
+        c.now = due;
+        assert_eq!(c.on_time(), Output::Ready);
+        let mut want = Vec::new();
+        h2::encode_ping(&mut want, false, due.to_be_bytes());
+        assert_eq!(c.h.outgoing(&cx), &want[..]);
+        c.h.sent(want.len());
+        // Another PING's ACK, and a server's own PING, are not ours.
+        c.now = due + 3 * MS;
+        let mut b = Vec::new();
+        h2::encode_ping(&mut b, true, *b"abcdefgh");
+        assert!(c.feed(&cx, &b).is_empty());
+        assert_eq!(c.st.ws.ping_rtt.len(), 0);
+        let mut ack = Vec::new();
+        h2::encode_ping(&mut ack, true, due.to_be_bytes());
+        assert!(c.feed(&cx, &ack).is_empty());
+        assert_eq!((c.st.ws.pings, c.st.ws.pongs, c.st.ws.ping_rtt.len()), (1, 1, 1));
+        let rtt = c.st.ws.ping_rtt.max();
+        assert!(
+            (2_990..=3_010).contains(&rtt),
+            "3 ms in µs, to the histogram's precision: {rtt}"
+        );
+        // The next PING 100 ms after the first; unanswered, the one after
+        // it is skipped, and 20 s after it was sent the connection fails.
+        c.now = due + 100 * MS;
+        assert_eq!(c.h.deadline(), Some(c.now));
+        assert_eq!(c.on_time(), Output::Ready);
+        let sent = c.now;
+        let owed = c.h.outgoing(&cx).len();
+        c.h.sent(owed);
+        c.now = sent + 100 * MS;
+        assert_eq!(c.on_time(), Output::Taken, "one PING at a time");
+        assert_eq!(c.st.ws.pings, 2);
+        c.now = sent + crate::plan::defaults::H2_PING_TIMEOUT.as_nanos() as u64;
+        assert_eq!(c.on_time(), Output::Error(ErrorKind::H2PingTimeout));
+        // too_many_pings: once nothing is left to hand back, its own kind.
+        let mut c = Conn::new(&w, 1);
+        let mut b = settings(1);
+        h2::encode_goaway(&mut b, 0, ErrorCode::EnhanceYourCalm, b"too_many_pings");
+        assert_eq!(c.feed(&cx, &b), [Output::Error(ErrorKind::TooManyPings)]);
+        let mut c = Conn::new(&w, 1);
+        let mut b = settings(1);
+        h2::encode_goaway(&mut b, 0, ErrorCode::EnhanceYourCalm, b"flood");
+        assert_eq!(c.feed(&cx, &b), [Output::Error(ErrorKind::GoawayError)]);
     }
 
     #[test]

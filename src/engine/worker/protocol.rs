@@ -85,6 +85,7 @@ impl ProtoRt {
                 .map(|r| crate::wire::h2::render_request(&r.bytes, tls).expect("soakd's own HTTP/1.1 rendering parses"))
                 .collect(),
             grpc: w.target.grpc.is_some(),
+            ping: w.h2_ping.map_or(0, |d| d.as_nanos() as u64),
         }))
     }
 
@@ -198,7 +199,8 @@ impl Protocol {
     pub(super) fn deadline(&self) -> Option<u64> {
         match self {
             Protocol::Ws(s) => s.deadline(),
-            Protocol::Http1(_) | Protocol::H2(_) => None,
+            Protocol::H2(h) => h.deadline(),
+            Protocol::Http1(_) => None,
         }
     }
 
@@ -207,7 +209,8 @@ impl Protocol {
     pub(super) fn on_time(&mut self, t: &mut Tally<'_>) -> Output {
         match self {
             Protocol::Ws(s) => s.on_time(t),
-            Protocol::Http1(_) | Protocol::H2(_) => Output::Taken,
+            Protocol::H2(h) => h.on_time(t),
+            Protocol::Http1(_) => Output::Taken,
         }
     }
 

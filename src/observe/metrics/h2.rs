@@ -24,6 +24,20 @@ impl super::Metrics {
             w.grpc_method = method.map(str::to_string);
         }
     }
+
+    /// Marks workload `i` (the last one when `None`) as pinging its HTTP/2
+    /// connections (`--h2-ping`): its `soakd_h2_ping*` series exist from
+    /// now on.
+    pub fn mark_h2_ping(&mut self, i: Option<usize>, ping: bool) {
+        let mut snap = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        let w = match i {
+            Some(i) => snap.workloads.get_mut(i),
+            None => snap.workloads.last_mut(),
+        };
+        if let Some(w) = w {
+            w.h2_ping = ping;
+        }
+    }
 }
 
 /// The HTTP/2 families (and gRPC's, whose calls ride HTTP/2 streams), after [`super`]'s (and before the WebSocket ones,
@@ -45,6 +59,28 @@ pub(super) const FAMILIES: &[Family] = &[
                     &[("target", x.t), ("method", method), ("code", c.label())],
                     v,
                 ));
+            }
+        }),
+    },
+    Family {
+        name: "soakd_h2_pings_total",
+        help: "HTTP/2 PINGs soakd sent (--h2-ping, gRPC's keepalive).",
+        kind: MetricType::COUNTER,
+        labels: &["target"],
+        fill: Fill::Target(|x, out| {
+            if x.w.h2_ping {
+                out.push(x.one(x.w.ws.pings));
+            }
+        }),
+    },
+    Family {
+        name: "soakd_h2_ping_rtt_seconds",
+        help: "HTTP/2 PING to ACK round trip (--h2-ping): the transport latency of each connection, even when idle.",
+        kind: MetricType::HISTOGRAM,
+        labels: &["target"],
+        fill: Fill::Target(|x, out| {
+            if x.w.h2_ping {
+                out.push(super::histogram(&[("target", x.t)], &x.w.ws.ping_rtt));
             }
         }),
     },
