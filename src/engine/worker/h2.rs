@@ -59,6 +59,8 @@ use crate::wire::h2::{
     setting, write_header,
 };
 
+mod keepalive;
+
 /// Largest header block (all fragments) accepted from the server.
 pub(super) const MAX_HEADER_BLOCK: u32 = 64 * 1024;
 /// Largest decoded header list accepted (announced as
@@ -477,12 +479,7 @@ impl H2 {
             }
             Frame::Ping { ack: false, data } => self.control(|out| encode_ping(out, true, data)),
             Frame::Ping { ack: true, data } => {
-                // Only our own PING's ACK carries its send time.
-                if self.ping_sent != 0 && data == self.ping_sent.to_be_bytes() {
-                    crate::stats::record_ns(&mut t.st.ws.ping_rtt, t.now.saturating_sub(self.ping_sent));
-                    t.st.ws.pongs += 1;
-                    self.ping_sent = 0;
-                }
+                self.on_ping_ack(t, data);
                 None
             }
             Frame::Ignored { .. } => None,
@@ -554,16 +551,7 @@ impl H2 {
                 debug,
             } => {
                 t.st.h2_mut().goaways[code as usize] += 1;
-                if code == ErrorCode::EnhanceYourCalm && debug == b"too_many_pings" {
-                    self.calm_pings = true;
-                    let every = std::time::Duration::from_nanos(self.rt.ping);
-                    crate::netio::log_once("h2-too-many-pings", || {
-                        format!(
-                            "the server ended a connection with GOAWAY ENHANCE_YOUR_CALM \"too_many_pings\": --h2-ping {} is more often than its keepalive policy allows (gRPC's grpc.http2.min_ping_interval_without_data_ms, 5 minutes by default; grpc-go's EnforcementPolicy.MinTime); give a longer --h2-ping or have the server permit it",
-                            humantime::format_duration(every)
-                        )
-                    });
-                }
+                self.calm_pings = keepalive::too_many_pings(code, debug, self.rt.ping);
                 self.goaway = Some((last_stream, code));
                 // Pushed from the last entry so that they come out first
                 // to last.
@@ -769,52 +757,6 @@ impl H2 {
             AtClose::Idle
         } else {
             AtClose::Truncated
-        }
-    }
-
-    /// `--h2-ping`: the next PING, or the ACK owed, whichever is first.
-    #[inline]
-    pub(super) fn deadline(&self) -> Option<u64> {
-        let ack_due = match self.ping_sent {
-            0 => u64::MAX,
-            sent => sent + crate::plan::defaults::H2_PING_TIMEOUT.as_nanos() as u64,
-        };
-        let d = self.ping_at.min(ack_due);
-        (d != u64::MAX).then_some(d)
-    }
-
-    /// `--h2-ping`'s timer fired: a PING whose ACK is overdue fails the
-    /// connection; a PING due goes out (one at a time: while one waits
-    /// for its ACK, the next is skipped, as gRPC's keepalive does).
-    pub(super) fn on_time(&mut self, t: &mut Tally<'_>) -> Output {
-        let now = t.now;
-        if self.ping_sent != 0 && now >= self.ping_sent + crate::plan::defaults::H2_PING_TIMEOUT.as_nanos() as u64 {
-            crate::netio::log_once("h2-ping-timeout", || {
-                format!(
-                    "an HTTP/2 PING got no ACK within {}: the connection is failed (h2_ping_timeout) and reconnects",
-                    humantime::format_duration(crate::plan::defaults::H2_PING_TIMEOUT)
-                )
-            });
-            return Output::Error(ErrorKind::H2PingTimeout);
-        }
-        if now < self.ping_at {
-            return Output::Taken;
-        }
-        let every = self.rt.ping;
-        self.ping_at = if self.ping_at + every > now {
-            self.ping_at + every
-        } else {
-            now + every
-        };
-        if self.ping_sent != 0 || self.goaway.is_some() {
-            return Output::Taken;
-        }
-        self.ping_sent = now.max(1);
-        t.st.ws.pings += 1;
-        let data = self.ping_sent.to_be_bytes();
-        match self.control(|out| encode_ping(out, false, data)) {
-            Some(out) => out,
-            None => Output::Ready,
         }
     }
 
