@@ -529,6 +529,8 @@ mod tests {
                 "h2_retries_exhausted",
                 "send_stalled",
                 "grpc_status",
+                "too_many_pings",
+                "h2_ping_timeout",
             ]
         );
         for (i, k) in ErrorKind::ALL.iter().enumerate() {
