@@ -341,6 +341,60 @@ fn h2_ping_is_timed_and_a_server_forbidding_it_is_too_many_pings() {
     );
 }
 
+/// A server slower than `--request-timeout`: soakd sends the deadline as
+/// `grpc-timeout`, and grpcio enforces it too. Each call ends once, as
+/// either the server's DEADLINE_EXCEEDED (a `grpc_status` error counted
+/// under `deadline_exceeded`) or soakd's own expiry (`timeout`), never
+/// both; nothing hangs and the run ends on time. (soakd's clock starts
+/// when it writes the call, the server's when it reads it: soakd's own
+/// expiry is normally first, and closes the connection.)
+#[test]
+fn a_server_past_the_deadline_ends_each_call_once() {
+    let dir = TempDir::new("grpc-deadline");
+    let Some((peer, _stats)) = server(&dir) else { return };
+    let url = format!("grpc://127.0.0.1:{}", peer.port);
+    let proto = proto_dir().join("echo.proto").display().to_string();
+    let started = std::time::Instant::now();
+    let r = soakd_report(
+        &[
+            "run",
+            &url,
+            "--call",
+            CALL,
+            "--proto",
+            &proto,
+            "--data",
+            r#"{"text": "sleep-ms-1000"}"#,
+            "-c",
+            "2",
+            "--request-timeout",
+            "300ms",
+            "-d",
+            "3s",
+            "--source-addr",
+            "127.0.31.10",
+            "--metrics-listen",
+            "off",
+        ],
+        60,
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "no hang: {:?}",
+        started.elapsed()
+    );
+    let w = &r.report["workloads"][0];
+    let sent = w["requests"]["sent"].as_u64().unwrap();
+    let timeouts = r.report["errors"]["timeout"].as_u64().unwrap_or(0);
+    let server = w["http"]["grpc"]["calls"]["deadline_exceeded"].as_u64().unwrap();
+    let status_errors = r.report["errors"]["grpc_status"].as_u64().unwrap_or(0);
+    let in_flight = w["requests"]["in_flight_at_end"].as_u64().unwrap_or(0);
+    assert!(sent >= 10, "2 connections × 3 s / 300 ms: {sent}");
+    assert_eq!(w["http"]["grpc"]["calls"]["ok"], 0, "no call answered");
+    assert_eq!(status_errors, server, "every non-OK status is deadline_exceeded");
+    assert_eq!(sent, timeouts + server + in_flight, "each call ended once");
+}
+
 /// grpcio ages every connection out after 2 s (GOAWAY, a 1 s grace, then
 /// the close): an open-loop unary soak across the rotations loses nothing
 /// (calls above a GOAWAY's last stream are sent again on the next

@@ -108,6 +108,9 @@ def unary(request, context):
     n = record("Unary", request, context)
     # "abort-every-K": every K-th call ends UNAVAILABLE (non-OK statuses
     # for soakd's gRPC error figures).
+    # "sleep-ms-N": answer N ms late (past a deadline soakd sent).
+    if request.text.startswith("sleep-ms-"):
+        time.sleep(int(request.text[len("sleep-ms-"):]) / 1000)
     if request.text.startswith("abort-every-") and n % int(request.text[len("abort-every-"):]) == 0:
         context.abort(grpc.StatusCode.UNAVAILABLE, "abort-every asked for it")
     return EchoReply(echo=request, seq=n)
