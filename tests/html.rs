@@ -288,3 +288,63 @@ fn soakd_report_overlays_a_baseline_and_refuses_bad_paths() {
         "the run must not start: {stderr}"
     );
 }
+
+/// The gRPC section of a report whose gRPC workload had non-OK calls: the
+/// page has the table (calls, the non-OK rate, the codes seen), and a
+/// browser draws the non-OK codes in the page's failure red (#c00, used
+/// for nothing else on a page without thresholds); the same workload with
+/// every call OK draws no red, and an HTTP run's page has no section.
+#[test]
+fn the_grpc_table_a_browser_renders() {
+    let dir = TempDir::new("html-grpc");
+    let page_of = |name: &str, calls: Value, rate: f64| {
+        let json = dir.path().join(format!("{name}.json"));
+        let report = serde_json::json!({
+            "duration_seconds": 60.0,
+            "workloads": [{"name": "echo", "url": "grpc://127.0.0.1:50051",
+                "http": {"requested": "2", "version": "2", "streams": 10,
+                    "grpc": {"method": "soakd.test.v1.Echo/Unary", "calls": calls, "error_rate": rate}}}]
+        });
+        std::fs::write(&json, report.to_string()).unwrap();
+        let html = dir.path().join(format!("{name}.html"));
+        let out = soakd(&["report", json.to_str().unwrap(), "--html", html.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let page = std::fs::read_to_string(&html).unwrap();
+        (html, page)
+    };
+    let (failing, page) = page_of(
+        "failing",
+        serde_json::json!({"ok": 7500, "unavailable": 2000, "deadline_exceeded": 500, "internal": 0}),
+        0.25,
+    );
+    assert!(page.contains("<h2>gRPC calls</h2>"), "{page}");
+    assert!(page.contains(
+        "<td>echo</td><td>soakd.test.v1.Echo/Unary</td><td>10000</td><td>25.000%</td><td>ok 7500 · \
+<span class=fail>deadline_exceeded 500</span> · <span class=fail>unavailable 2000</span></td>"
+    ));
+    let (healthy, page) = page_of("healthy", serde_json::json!({"ok": 10000, "unavailable": 0}), 0.0);
+    assert!(page.contains("<td>0.000%</td><td>ok 10000</td>"), "{page}");
+    let plain = dir.path().join("plain.json");
+    std::fs::write(&plain, r#"{"duration_seconds": 1.0, "workloads": [{"name": "web"}]}"#).unwrap();
+    let plain_html = dir.path().join("plain.html");
+    let out = soakd(&[
+        "report",
+        plain.to_str().unwrap(),
+        "--html",
+        plain_html.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    assert!(!std::fs::read_to_string(&plain_html).unwrap().contains("gRPC"));
+
+    let Some(browser) = chromium() else { return };
+    let red = [0xcc, 0x00, 0x00];
+    let shot = |html: &Path, sub: &str| {
+        let d = dir.path().join(sub);
+        std::fs::create_dir_all(&d).unwrap();
+        screenshot(&browser, html, &d)
+    };
+    let (_, _, drawn) = look_at(&shot(&failing, "failing"), red);
+    assert!(drawn, "the non-OK codes were not drawn in red");
+    let (_, _, drawn) = look_at(&shot(&healthy, "healthy"), red);
+    assert!(!drawn, "red on a page whose calls were all OK");
+}
