@@ -395,6 +395,60 @@ fn a_server_past_the_deadline_ends_each_call_once() {
     assert_eq!(sent, timeouts + server + in_flight, "each call ended once");
 }
 
+/// `expect_grpc_status` (a config key, per workload or request): the
+/// codes listed end a call well. grpcio fails every 4th call UNAVAILABLE;
+/// with `["ok", "unavailable"]` those calls are answers, not errors, and
+/// still counted by code. An HTTP check on a gRPC workload, and a name
+/// that is no code, are bad input.
+#[test]
+fn expect_grpc_status_lists_the_codes_that_end_a_call_well() {
+    let dir = TempDir::new("grpc-expect");
+    let Some((peer, _stats)) = server(&dir) else { return };
+    let proto = proto_dir().join("echo.proto").display().to_string();
+    let config = |extra: &str| {
+        let path = dir.path().join("soak.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[[workload]]\nurl = \"grpc://127.0.0.1:{}\"\ncall = \"{CALL}\"\nproto = [{proto:?}]\ndata = '{{\"text\": \"abort-every-4\"}}'\nconnections = 1\nsource_addrs = [\"127.0.31.11\"]\n{extra}\n",
+                peer.port
+            ),
+        )
+        .unwrap();
+        path.display().to_string()
+    };
+    let path = config(r#"expect_grpc_status = ["ok", "unavailable"]"#);
+    let r = soakd_report(
+        &["run", "--config", &path, "--requests", "400", "--metrics-listen", "off"],
+        60,
+    );
+    assert!(r.status.success(), "exit {}\n{}", r.status, r.stderr);
+    assert_eq!(util::total_errors(&r.report), 0, "{}", r.report["errors"]);
+    let calls = &r.report["workloads"][0]["http"]["grpc"]["calls"];
+    assert_eq!(
+        calls["ok"].as_u64().unwrap() + calls["unavailable"].as_u64().unwrap(),
+        400,
+        "{calls}"
+    );
+    assert_eq!(calls["unavailable"], 100, "{calls}");
+
+    for (extra, message) in [
+        (
+            "expect_status = [200]",
+            "expect_status checks an HTTP response, and a gRPC call's answer is a status: use",
+        ),
+        (
+            r#"expect_grpc_status = ["ok", "gone"]"#,
+            r#""gone" is not a gRPC status code; expected one of ok, cancelled"#,
+        ),
+    ] {
+        let out = soakd_timeout(&["check", "--config", &config(extra)], 30);
+        assert_eq!(out.status.code(), Some(2), "{extra}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(message), "{extra}: {err}");
+    }
+}
+
 /// grpcio ages every connection out after 2 s (GOAWAY, a 1 s grace, then
 /// the close): an open-loop unary soak across the rotations loses nothing
 /// (calls above a GOAWAY's last stream are sent again on the next

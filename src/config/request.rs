@@ -30,6 +30,7 @@ pub(super) struct FileRequest {
     expect_body_contains: Option<Spanned<String>>,
     check_body_limit: Option<Spanned<u64>>,
     max_body_bytes: Option<Spanned<u64>>,
+    expect_grpc_status: Option<Spanned<Vec<String>>>,
 }
 
 /// The check keys, which a workload (inherited) and a request both take
@@ -46,6 +47,7 @@ macro_rules! check_spec {
             expect_body_contains: $t.expect_body_contains.as_ref().map(|v| v.get_ref().clone()),
             check_body_limit: $t.check_body_limit.as_ref().map(|v| *v.get_ref()),
             max_body_bytes: $t.max_body_bytes.as_ref().map(|v| *v.get_ref()),
+            expect_grpc_status: $t.expect_grpc_status.as_ref().map(|v| v.get_ref().clone()),
         }
     };
 }

@@ -401,6 +401,8 @@ workload_settings! {
         check_body_limit: Option<Spanned<u64>>,
         /// Longest body accepted.
         max_body_bytes: Option<Spanned<u64>>,
+        /// gRPC: the status codes that end a call well.
+        expect_grpc_status: Option<Spanned<Vec<String>>>,
     }
 }
 

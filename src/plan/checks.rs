@@ -32,6 +32,9 @@ pub struct CheckSpec {
     pub check_body_limit: Option<u64>,
     /// Longest body accepted.
     pub max_body_bytes: Option<u64>,
+    /// gRPC: the status codes (their labels, `ok` to `unauthenticated`)
+    /// that end a call well (default: `ok` alone).
+    pub expect_grpc_status: Option<Vec<String>>,
 }
 
 impl CheckSpec {
@@ -46,6 +49,10 @@ impl CheckSpec {
                 .or_else(|| parent.expect_body_contains.clone()),
             check_body_limit: self.check_body_limit.or(parent.check_body_limit),
             max_body_bytes: self.max_body_bytes.or(parent.max_body_bytes),
+            expect_grpc_status: self
+                .expect_grpc_status
+                .clone()
+                .or_else(|| parent.expect_grpc_status.clone()),
         }
     }
 
@@ -88,10 +95,35 @@ impl CheckSpec {
         if self.check_body_limit == Some(0) {
             return Err(format!("{} must be at least 1 byte", key("check_body_limit")));
         }
+        let grpc_ok = match &self.expect_grpc_status {
+            None => None,
+            Some(list) if list.is_empty() => {
+                return Err(format!(
+                    "{} is empty; list the status codes that end a call well (e.g. [\"ok\", \"not_found\"]) or leave it out",
+                    key("expect_grpc_status")
+                ));
+            }
+            Some(list) => {
+                let mut mask = 0u32;
+                for name in list {
+                    let Some(code) = crate::wire::grpc::Code::from_label(name) else {
+                        let all: Vec<&str> = crate::wire::grpc::Code::ALL.iter().map(|c| c.label()).collect();
+                        return Err(format!(
+                            "{}: {name:?} is not a gRPC status code; expected one of {}",
+                            key("expect_grpc_status"),
+                            all.join(", ")
+                        ));
+                    };
+                    mask |= 1 << code as u32;
+                }
+                Some(mask)
+            }
+        };
         let any = self.expect_status.is_some()
             || self.expect_header.is_some()
             || self.expect_body_contains.is_some()
-            || self.max_body_bytes.is_some();
+            || self.max_body_bytes.is_some()
+            || grpc_ok.is_some();
         if !any {
             return Ok(None);
         }
@@ -106,6 +138,7 @@ impl CheckSpec {
             body: self.expect_body_contains.as_deref().map(Needle::new),
             body_limit: self.check_body_limit.unwrap_or(CHECK_BODY_LIMIT),
             max_body: self.max_body_bytes,
+            grpc_ok,
         }))
     }
 }
@@ -128,6 +161,9 @@ pub struct Checks {
     pub body_limit: u64,
     /// Longest body accepted.
     pub max_body: Option<u64>,
+    /// gRPC: the codes that end a call well, bit `code` each (`None`: OK
+    /// alone).
+    pub grpc_ok: Option<u32>,
 }
 
 impl PartialEq for Checks {
@@ -137,6 +173,7 @@ impl PartialEq for Checks {
             && self.body.as_ref().map(Needle::bytes) == o.body.as_ref().map(Needle::bytes)
             && self.body_limit == o.body_limit
             && self.max_body == o.max_body
+            && self.grpc_ok == o.grpc_ok
     }
 }
 
@@ -156,6 +193,30 @@ pub struct CheckState {
 }
 
 impl Checks {
+    /// gRPC: whether a call ending with `code` ended well.
+    #[inline]
+    pub fn grpc_accepts(&self, code: crate::wire::grpc::Code) -> bool {
+        match self.grpc_ok {
+            Some(mask) => mask & (1 << code as u32) != 0,
+            None => code == crate::wire::grpc::Code::Ok,
+        }
+    }
+
+    /// True when the checks look at HTTP responses (statuses, fields,
+    /// bodies), which a gRPC call does not have.
+    pub fn http_keys(spec: &CheckSpec) -> Vec<&'static str> {
+        [
+            (spec.expect_status.is_some(), "expect_status"),
+            (spec.expect_header.is_some(), "expect_header"),
+            (spec.expect_body_contains.is_some(), "expect_body_contains"),
+            (spec.check_body_limit.is_some(), "check_body_limit"),
+            (spec.max_body_bytes.is_some(), "max_body_bytes"),
+        ]
+        .into_iter()
+        .filter_map(|(given, k)| given.then_some(k))
+        .collect()
+    }
+
     /// True when body bytes must be handed to [`Checks::on_body`].
     pub fn wants_body(&self) -> bool {
         self.body.is_some() || self.max_body.is_some()

@@ -593,7 +593,7 @@ impl H2 {
         block: &[u8],
     ) -> Option<Output> {
         if self.rt.grpc {
-            return self.on_grpc_block(t, stream, end_stream, block);
+            return self.on_grpc_block(cx, t, stream, end_stream, block);
         }
         let e = self.streams.entry_of(stream);
         let checks = e
@@ -632,7 +632,14 @@ impl H2 {
     /// A whole header block of a gRPC call: the response's headers, its
     /// trailers, or a trailers-only response (`wire::grpc::ResponseHeads`
     /// says which); the status is kept until the stream ends.
-    fn on_grpc_block(&mut self, t: &mut Tally<'_>, stream: u32, end_stream: bool, block: &[u8]) -> Option<Output> {
+    fn on_grpc_block(
+        &mut self,
+        cx: &Cx<'_>,
+        t: &mut Tally<'_>,
+        stream: u32,
+        end_stream: bool,
+        block: &[u8],
+    ) -> Option<Output> {
         let mut fields = BlockFields::default();
         if self.hpack.decode(block, |n, v| fields.field(n, v)).is_err() {
             return Some(Output::Error(ErrorKind::H2Protocol));
@@ -657,12 +664,13 @@ impl H2 {
                 s.grpc_status = Some(call.code);
             }
         }
-        end_stream.then(|| self.end_call(t, e))
+        end_stream.then(|| self.end_call(cx, t, e))
     }
 
-    /// A gRPC call's stream ended: counted by its status; OK is a response,
-    /// any other code fails the call (`grpc_status`), the connection stays.
-    fn end_call(&mut self, t: &mut Tally<'_>, e: usize) -> Output {
+    /// A gRPC call's stream ended: counted by its status; OK (or a code
+    /// `expect_grpc_status` lists) is a response, any other code fails the
+    /// call (`grpc_status`), the connection stays.
+    fn end_call(&mut self, cx: &Cx<'_>, t: &mut Tally<'_>, e: usize) -> Output {
         let s = &mut self.streams[e];
         let code = match s.grpc_status {
             Some(c) => c,
@@ -672,7 +680,11 @@ impl H2 {
         let status = s.status;
         t.st.h2_mut().grpc_calls[code as usize] += 1;
         self.streams.close(e);
-        if code != Code::Ok {
+        let accepted = match cx.w.requests[cx.entries[e].req as usize].checks.as_deref() {
+            Some(checks) => checks.grpc_accepts(code),
+            None => code == Code::Ok,
+        };
+        if !accepted {
             return Output::Failed {
                 entry: e as u16,
                 kind: ErrorKind::GrpcStatus,
@@ -728,7 +740,7 @@ impl H2 {
     /// The response on entry `e` is complete: judge it, free the entry.
     fn complete(&mut self, cx: &Cx<'_>, t: &mut Tally<'_>, e: usize) -> Output {
         if self.rt.grpc {
-            return self.end_call(t, e);
+            return self.end_call(cx, t, e);
         }
         let req = &cx.w.requests[cx.entries[e].req as usize];
         let status = self.streams[e].status;

@@ -76,6 +76,8 @@ pub struct GrpcTarget {
     /// The call, once the schema is known (`None`: the reflection fetch
     /// has not run yet).
     pub call: Option<Arc<GrpcCall>>,
+    /// `expect_grpc_status`: the codes that end a call well (`None`: OK).
+    pub checks: Option<Arc<crate::plan::Checks>>,
 }
 
 impl GrpcTarget {
@@ -97,8 +99,17 @@ pub fn build(
     url: &ParsedUrl,
     headers: &[(String, String)],
     timeout: Duration,
+    checks: &crate::plan::CheckSpec,
     key: &dyn Fn(&str) -> String,
 ) -> Result<(GrpcTarget, Vec<Request>), Error> {
+    if let Some(k) = crate::plan::Checks::http_keys(checks).first() {
+        return Err(Error::Usage(format!(
+            "{} checks an HTTP response, and a gRPC call's answer is a status: use {} (the codes that end a call well) instead",
+            key(k),
+            key("expect_grpc_status")
+        )));
+    }
+    let checks = checks.compile(key).map_err(Error::Usage)?.map(Arc::new);
     if url.target != "/" {
         return Err(Error::Usage(format!(
             "a grpc:// URL names the server only, and {:?} has a path; give the method as {} package.Service/Method and drop the path",
@@ -157,6 +168,7 @@ pub fn build(
         timeout,
         authority: url.host_header.clone(),
         call: None,
+        checks,
     };
     let requests = match Schema::load(&t.source) {
         None => vec![placeholder(&t)],
@@ -184,7 +196,7 @@ pub fn finish(t: &mut GrpcTarget, schema: &Schema) -> Result<Vec<Request>, Error
         bytes,
         head: false,
         weight: defaults::WEIGHT,
-        checks: None,
+        checks: t.checks.clone(),
     }])
 }
 
@@ -196,7 +208,7 @@ fn placeholder(t: &GrpcTarget) -> Request {
         bytes: Arc::from(&b"POST / HTTP/1.1\r\n\r\n"[..]),
         head: false,
         weight: defaults::WEIGHT,
-        checks: None,
+        checks: t.checks.clone(),
     }
 }
 
