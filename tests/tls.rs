@@ -447,7 +447,12 @@ fn target_restarted_mid_soak_over_tls() {
     // the kill can catch a few of them, not the 50 that reconnect (7 were
     // caught once on a loaded 2-core machine).
     assert_eq!(errors_of(&r.report, "tls_certificate"), 0, "{}\n{}", r.report, r.stderr);
-    assert!(errors_of(&r.report, "tls_handshake") <= 10, "{}\n{}", r.report, r.stderr);
+    assert!(
+        errors_of(&r.report, "tls_handshake") <= 10,
+        "{}\n{}",
+        r.report,
+        r.stderr
+    );
 }
 
 #[test]
