@@ -40,6 +40,14 @@ fn server_calls(stats: &PathBuf) -> u64 {
     v["calls"]["Unary"].as_u64().unwrap_or(0)
 }
 
+/// `soakd run` of the unary method on `url` with the schema from `proto`,
+/// then `rest`; its report within `timeout_s`.
+fn run_call(url: &str, proto: &str, rest: &[&str], timeout_s: u64) -> util::RunResult {
+    let mut args = vec!["run", url, "--call", CALL, "--proto", proto];
+    args.extend_from_slice(rest);
+    soakd_report(&args, timeout_s)
+}
+
 /// Runs `n` unary calls with the schema `schema` and checks both sides.
 fn unary_run(port: u16, stats: &PathBuf, schema: &[&str], n: u64) {
     let url = format!("grpc://127.0.0.1:{port}");
@@ -114,29 +122,27 @@ fn grpc_error_rate_threshold_judges_the_non_ok_calls() {
     let Some((peer, _stats)) = server(&dir) else { return };
     let url = format!("grpc://127.0.0.1:{}", peer.port);
     let proto = proto_dir().join("echo.proto").display().to_string();
-    let args = [
-        "run",
+    let r = run_call(
         &url,
-        "--call",
-        CALL,
-        "--proto",
         &proto,
-        "--data",
-        r#"{"text": "abort-every-4"}"#,
-        "-c",
-        "1",
-        "--requests",
-        "400",
-        "--threshold",
-        "grpc_error_rate<=10%",
-        "--threshold",
-        "grpc_error_rate<=30%",
-        "--source-addr",
-        "127.0.31.6",
-        "--metrics-listen",
-        "off",
-    ];
-    let r = soakd_report(&args, 60);
+        &[
+            "--data",
+            r#"{"text": "abort-every-4"}"#,
+            "-c",
+            "1",
+            "--requests",
+            "400",
+            "--threshold",
+            "grpc_error_rate<=10%",
+            "--threshold",
+            "grpc_error_rate<=30%",
+            "--source-addr",
+            "127.0.31.6",
+            "--metrics-listen",
+            "off",
+        ],
+        60,
+    );
     assert_eq!(r.status.code(), Some(3), "a failed threshold\n{}", r.stderr);
     let grpc = &r.report["workloads"][0]["http"]["grpc"];
     // --requests counts answers (OK): the failed calls come on top, one
@@ -355,14 +361,10 @@ fn a_server_past_the_deadline_ends_each_call_once() {
     let url = format!("grpc://127.0.0.1:{}", peer.port);
     let proto = proto_dir().join("echo.proto").display().to_string();
     let started = std::time::Instant::now();
-    let r = soakd_report(
+    let r = run_call(
+        &url,
+        &proto,
         &[
-            "run",
-            &url,
-            "--call",
-            CALL,
-            "--proto",
-            &proto,
             "--data",
             r#"{"text": "sleep-ms-1000"}"#,
             "-c",
@@ -470,27 +472,25 @@ fn connection_ageing_loses_no_call() {
     .expect("grpcio");
     let url = format!("grpc://127.0.0.1:{}", peer.port);
     let proto = proto_dir().join("echo.proto").display().to_string();
-    let args = [
-        "run",
+    let r = run_call(
         &url,
-        "--call",
-        CALL,
-        "--proto",
         &proto,
-        "-c",
-        "10",
-        "--streams",
-        "10",
-        "-r",
-        "1000",
-        "-d",
-        "12s",
-        "--source-addr",
-        "127.0.31.5",
-        "--metrics-listen",
-        "off",
-    ];
-    let r = soakd_report(&args, 60);
+        &[
+            "-c",
+            "10",
+            "--streams",
+            "10",
+            "-r",
+            "1000",
+            "-d",
+            "12s",
+            "--source-addr",
+            "127.0.31.5",
+            "--metrics-listen",
+            "off",
+        ],
+        60,
+    );
     assert!(r.status.success(), "exit {}\n{}", r.status, r.stderr);
     assert_eq!(util::total_errors(&r.report), 0, "{}", r.report);
     let w = &r.report["workloads"][0];

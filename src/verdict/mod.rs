@@ -314,30 +314,15 @@ pub fn compare(base: &Run, new: &Run, opts: &Options) -> Comparison {
     let mut rows = Vec::new();
     for ((bname, bv, nname, nv), grpc) in pairs.into_iter().zip(grpc) {
         let grpc_row = grpc.map(|(b, n)| {
-            let j = judge(
-                &Evidence {
-                    kind: Kind::ErrorRate,
-                    baseline: b,
-                    new: n,
-                    samples: None,
-                    tail: f64::INFINITY,
-                    lag: None,
-                },
-                opts,
-            );
-            Row {
-                workload: nname.to_string(),
-                metric: "grpc_error_rate",
+            let e = Evidence {
+                kind: Kind::ErrorRate,
                 baseline: b,
                 new: n,
-                abs_change: j.abs_change,
-                rel_change: j.rel_change,
-                verdict: j.verdict,
-                method: j.method,
-                p_value: j.p_value,
-                samples: j.samples,
+                samples: None,
+                tail: f64::INFINITY,
                 lag: None,
-            }
+            };
+            Row::judged(nname, "grpc_error_rate", &e, opts)
         });
         for m in &METRICS {
             let (Some(b), Some(n)) = (m.value(bv), m.value(nv)) else {
@@ -347,30 +332,15 @@ pub fn compare(base: &Run, new: &Run, opts: &Options) -> Comparison {
                 m.3.and_then(|i| Some((series(base, bname, i)?, series(new, nname, i)?)));
             // The generator's lateness at the same quantile, in either run.
             let lag = m.lag(bv).zip(m.lag(nv)).map(|(a, b)| a.max(b));
-            let j = judge(
-                &Evidence {
-                    kind: m.1,
-                    baseline: b,
-                    new: n,
-                    samples: samples.as_ref().map(|(a, c)| (a.as_slice(), c.as_slice())),
-                    tail: m.tail(bv).min(m.tail(nv)),
-                    lag,
-                },
-                opts,
-            );
-            rows.push(Row {
-                workload: nname.to_string(),
-                metric: m.0,
+            let e = Evidence {
+                kind: m.1,
                 baseline: b,
                 new: n,
-                abs_change: j.abs_change,
-                rel_change: j.rel_change,
-                verdict: j.verdict,
-                method: j.method,
-                p_value: j.p_value,
-                samples: j.samples,
+                samples: samples.as_ref().map(|(a, c)| (a.as_slice(), c.as_slice())),
+                tail: m.tail(bv).min(m.tail(nv)),
                 lag,
-            });
+            };
+            rows.push(Row::judged(nname, m.0, &e, opts));
         }
         rows.extend(grpc_row);
     }
@@ -380,6 +350,26 @@ pub fn compare(base: &Run, new: &Run, opts: &Options) -> Comparison {
         tolerance: opts.tolerance,
         rows,
         unmatched,
+    }
+}
+
+impl Row {
+    /// The row of `metric` of `workload`, judged on `e` with `opts`.
+    fn judged(workload: &str, metric: &'static str, e: &Evidence<'_>, opts: &Options) -> Row {
+        let j = judge(e, opts);
+        Row {
+            workload: workload.to_string(),
+            metric,
+            baseline: e.baseline,
+            new: e.new,
+            abs_change: j.abs_change,
+            rel_change: j.rel_change,
+            verdict: j.verdict,
+            method: j.method,
+            p_value: j.p_value,
+            samples: j.samples,
+            lag: e.lag,
+        }
     }
 }
 

@@ -15,27 +15,25 @@ impl super::Metrics {
     /// calling `method`: its `soakd_grpc_calls_total` series exist from now
     /// on, every code at 0.
     pub fn mark_grpc(&mut self, i: Option<usize>, method: Option<&str>) {
-        let mut snap = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
-        let w = match i {
-            Some(i) => snap.workloads.get_mut(i),
-            None => snap.workloads.last_mut(),
-        };
-        if let Some(w) = w {
-            w.grpc_method = method.map(str::to_string);
-        }
+        self.mark(i, |w| w.grpc_method = method.map(str::to_string));
     }
 
     /// Marks workload `i` (the last one when `None`) as pinging its HTTP/2
     /// connections (`--h2-ping`): its `soakd_h2_ping*` series exist from
     /// now on.
     pub fn mark_h2_ping(&mut self, i: Option<usize>, ping: bool) {
+        self.mark(i, |w| w.h2_ping = ping);
+    }
+
+    /// Applies `f` to workload `i`'s snapshot (the last one when `None`).
+    fn mark(&mut self, i: Option<usize>, f: impl FnOnce(&mut super::WorkloadSnapshot)) {
         let mut snap = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
         let w = match i {
             Some(i) => snap.workloads.get_mut(i),
             None => snap.workloads.last_mut(),
         };
         if let Some(w) = w {
-            w.h2_ping = ping;
+            f(w);
         }
     }
 }
