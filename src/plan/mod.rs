@@ -13,8 +13,8 @@
 pub mod checks;
 pub mod defaults;
 mod describe;
-pub mod grpc;
 pub mod events;
+pub mod grpc;
 mod http;
 pub mod mix;
 pub mod shard;

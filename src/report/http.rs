@@ -46,6 +46,9 @@ pub struct GrpcFigures {
     pub method: String,
     /// Calls that ended, by status code label (every code, 0 included).
     pub calls: BTreeMap<String, u64>,
+    /// Held server streams (`--stream subscribe`; `null` for unary calls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<super::GrpcStreamFigures>,
 }
 
 impl GrpcFigures {
@@ -58,6 +61,7 @@ impl GrpcFigures {
                 .iter()
                 .map(|c| (c.label().to_string(), h2.grpc_calls[*c as usize]))
                 .collect(),
+            streams: None,
         }
     }
 }
@@ -115,6 +119,10 @@ impl HttpFigures {
                 (Some(a), Some(b)) => Some(GrpcFigures {
                     method: a.method.clone(),
                     calls: add(&a.calls, &b.calls),
+                    streams: match (&a.streams, &b.streams) {
+                        (Some(x), Some(y)) => Some(x.plus(y)),
+                        (x, y) => x.clone().or_else(|| y.clone()),
+                    },
                 }),
                 (a, b) => a.clone().or_else(|| b.clone()),
             },

@@ -15,6 +15,7 @@ pub mod baseline;
 mod by_name;
 pub use by_name::{ByName, CheckFailures, Closes, Errors, Responses};
 use by_name::{no_check_failures, no_errors, no_responses};
+mod grpc_streams;
 mod http;
 pub use http::HttpFigures;
 mod load;
@@ -25,6 +26,7 @@ mod read;
 mod text;
 mod trend;
 mod ws;
+pub use grpc_streams::{GrpcStreamFigures, GrpcStreamHistograms};
 pub use ws::{WsFigures, WsHistograms};
 
 pub use read::{Counted, HOST_ERRORS, error_rate, read};
@@ -658,7 +660,16 @@ impl Report {
                             .target
                             .grpc
                             .as_deref()
-                            .map(|g| http::GrpcFigures::of(g.method_name(), t.stats[wi].h2.as_deref())),
+                            .map(|g| http::GrpcFigures::of(g.method_name(), t.stats[wi].h2.as_deref()))
+                            .map(|mut f| {
+                                f.streams = w
+                                    .target
+                                    .grpc
+                                    .as_deref()
+                                    .and_then(|g| g.hold)
+                                    .map(|_| GrpcStreamFigures::of(t.stats[wi].grpc.as_deref(), secs));
+                                f
+                            }),
                         ..http::HttpFigures::of(t.stats[wi].h2.as_deref(), &t.gauges[wi])
                     },
                     ws: WsFigures::of(w.target.ws.as_deref(), &t.stats[wi]),

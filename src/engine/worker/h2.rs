@@ -58,6 +58,10 @@ use crate::wire::h2::{
     PREFACE, PeerSettings, RecvWindow, SendWindow, encode_ping, encode_settings, encode_window_update, set_stream_id,
     setting, write_header,
 };
+use hold::Hold;
+
+#[path = "h2_hold.rs"]
+mod hold;
 
 /// Largest header block (all fragments) accepted from the server.
 pub(super) const MAX_HEADER_BLOCK: u32 = 64 * 1024;
@@ -91,6 +95,9 @@ pub struct H2Rt {
     /// `grpc-status` (trailers, or a trailers-only response), counted by
     /// code; a status other than OK fails the call (`grpc_status`).
     pub grpc: bool,
+    /// gRPC `--stream subscribe`: each stream slot holds a server-streaming
+    /// call open (`h2_hold.rs`) instead of sending requests.
+    pub hold: Option<crate::plan::grpc::Hold>,
 }
 
 /// One connection's HTTP/2 state.
@@ -126,6 +133,11 @@ pub(super) struct H2 {
     goaway: Option<(u32, ErrorCode)>,
     /// Input changed what may go out (see [`Output::Ready`]).
     ready: bool,
+    /// Held server streams (`--stream subscribe`; `h2_hold.rs`).
+    hold: Option<Box<Hold>>,
+    /// A held stream was answered on this connection (its first response
+    /// headers: the connection works, see [`Output::Opened`]).
+    answered: bool,
 }
 
 impl std::fmt::Debug for H2 {
@@ -158,6 +170,8 @@ impl H2 {
             recv: RecvWindow::new(rt.window),
             goaway: None,
             ready: false,
+            hold: rt.hold.map(|h| Box::new(Hold::new(h, rt.streams, depth))),
+            answered: false,
             rt,
         };
         h.reset();
@@ -181,6 +195,7 @@ impl H2 {
         self.recv = RecvWindow::new(self.rt.window);
         self.goaway = None;
         self.ready = false;
+        self.answered = false;
     }
 
     /// The connection is up: the preface, soakd's SETTINGS (no dynamic
@@ -205,15 +220,21 @@ impl H2 {
         }
     }
 
+    /// Requests in flight (held streams are not requests: see
+    /// `h2_hold.rs`).
     #[inline]
     pub(super) fn in_flight(&self) -> u16 {
+        if self.hold.is_some() {
+            return 0;
+        }
         self.streams.in_flight()
     }
 
-    /// How many requests may be in flight now.
+    /// How many requests may be in flight now (none when the streams are
+    /// held: they open themselves).
     #[inline]
     pub(super) fn capacity(&self) -> u16 {
-        if !self.settings_seen || self.goaway.is_some() || self.streams.exhausted() {
+        if !self.settings_seen || self.hold.is_some() || self.goaway.is_some() || self.streams.exhausted() {
             return 0;
         }
         (self.rt.streams as u32)
@@ -225,6 +246,9 @@ impl H2 {
     /// out first).
     #[inline]
     pub(super) fn oldest(&self) -> Option<u16> {
+        if self.hold.is_some() {
+            return None;
+        }
         self.streams.oldest()
     }
 
@@ -448,7 +472,9 @@ impl H2 {
                     *g = if *g == 0 { limit } else { (*g).min(limit) };
                 }
                 self.settings_seen = true;
-                self.control(|out| encode_settings(out, true, &[]))
+                let out = self.control(|out| encode_settings(out, true, &[]));
+                self.open_held(t);
+                out
             }
             Frame::Ping { ack: false, data } => self.control(|out| encode_ping(out, true, data)),
             Frame::Ping { ack: true, .. } | Frame::Ignored { .. } => None,
@@ -505,6 +531,9 @@ impl H2 {
             Frame::RstStream { stream, code } => {
                 let e = self.streams.entry_of(stream)?;
                 t.st.h2_mut().resets[code as usize] += 1;
+                if self.held(e) {
+                    return Some(self.held_reset(t, e, code));
+                }
                 if code == ErrorCode::RefusedStream {
                     return Some(self.hand_back(cx, t, e));
                 }
@@ -517,6 +546,10 @@ impl H2 {
             Frame::GoAway { last_stream, code, .. } => {
                 t.st.h2_mut().goaways[code as usize] += 1;
                 self.goaway = Some((last_stream, code));
+                if self.hold.is_some() {
+                    self.held_goaway(t, last_stream);
+                    return Some(Output::Ready);
+                }
                 // Pushed from the last entry so that they come out first
                 // to last.
                 for (e, s) in self.streams.iter_mut().rev() {
@@ -613,7 +646,13 @@ impl H2 {
                 });
             }
             Ok(Block::Informational) => return None,
-            Ok(Block::Headers) => s.status = fields.http_status.unwrap_or(0),
+            Ok(Block::Headers) => {
+                s.status = fields.http_status.unwrap_or(0);
+                if !end_stream && self.held(e) && !std::mem::replace(&mut self.answered, true) {
+                    // The first held stream answered: the connection works.
+                    return Some(Output::Opened);
+                }
+            }
             Ok(Block::End(call)) => {
                 if s.status == 0 {
                     s.status = fields.http_status.unwrap_or(0);
@@ -634,6 +673,9 @@ impl H2 {
             None => s.grpc.on_end_without_trailers().map_or(Code::Unknown, |c| c.code),
         };
         let status = s.status;
+        if self.held(e) {
+            return self.end_held_call(t, e, code);
+        }
         t.st.h2_mut().grpc_calls[code as usize] += 1;
         self.streams.close(e);
         if code != Code::Ok {
@@ -674,6 +716,11 @@ impl H2 {
             && !data.is_empty()
         {
             checks.on_body(&mut self.streams[e].check, data);
+        }
+        if !data.is_empty()
+            && let Some(out) = self.held_data(t, e, data)
+        {
+            return Some(out);
         }
         if end_stream {
             return Some(self.complete(cx, t, e));
@@ -717,6 +764,9 @@ impl H2 {
             // HTTP/1.1-only one closes on the h2c preface).
             return AtClose::Failed(ErrorKind::H2NotNegotiated);
         }
+        if self.hold.is_some() {
+            return self.held_at_close();
+        }
         if self.streams.in_flight() == 0 {
             AtClose::Idle
         } else {
@@ -728,6 +778,39 @@ impl H2 {
     pub(super) fn relayout(&mut self, old: &[Inflight], new: &mut [Inflight]) {
         new[..old.len()].copy_from_slice(old);
         self.streams.grow(new.len());
+        if let Some(h) = self.hold.as_deref_mut() {
+            h.grow(new.len());
+        }
+    }
+
+    /// The held streams' timer (a lifetime's end, a reopen), ns.
+    #[inline]
+    pub(super) fn deadline(&self) -> Option<u64> {
+        self.hold.as_deref().and_then(Hold::deadline)
+    }
+
+    /// The timer is due (see [`H2::deadline`]).
+    pub(super) fn on_time(&mut self, t: &mut Tally<'_>) -> Output {
+        self.held_on_time(t)
+    }
+
+    /// The connection closes now: held streams' last figures.
+    pub(super) fn closed(&mut self, t: &mut Tally<'_>) {
+        self.held_closed(t);
+    }
+
+    /// The run is stopping: held streams end without being restarts.
+    pub(super) fn start_close(&mut self) {
+        if let Some(h) = self.hold.as_deref_mut() {
+            h.stopping = true;
+        }
+    }
+
+    /// The once-an-interval walk: held streams' silences.
+    pub(super) fn walk(&mut self, t: &mut Tally<'_>) {
+        if let Some(h) = self.hold.as_deref_mut() {
+            h.walk(t.now, t.st.grpc_mut());
+        }
     }
 }
 
@@ -751,6 +834,7 @@ mod tests {
                 window: 1 << 20,
                 requests: vec![h2::render_request(GET, false).unwrap()].into(),
                 grpc: false,
+                hold: None,
             })),
         )
     }

@@ -85,6 +85,7 @@ impl ProtoRt {
                 .map(|r| crate::wire::h2::render_request(&r.bytes, tls).expect("soakd's own HTTP/1.1 rendering parses"))
                 .collect(),
             grpc: w.target.grpc.is_some(),
+            hold: w.target.grpc.as_ref().and_then(|g| g.hold),
         }))
     }
 
@@ -109,6 +110,7 @@ impl ProtoRt {
     /// that a walk over the slots records (WebSocket subscribe silences).
     pub(super) fn walks(&self) -> bool {
         matches!(self, ProtoRt::Ws(p) if p.mode == WsMode::Subscribe)
+            || matches!(self, ProtoRt::H2(h) if h.hold.is_some())
     }
 }
 
@@ -198,7 +200,8 @@ impl Protocol {
     pub(super) fn deadline(&self) -> Option<u64> {
         match self {
             Protocol::Ws(s) => s.deadline(),
-            Protocol::Http1(_) | Protocol::H2(_) => None,
+            Protocol::H2(h) => h.deadline(),
+            Protocol::Http1(_) => None,
         }
     }
 
@@ -207,7 +210,8 @@ impl Protocol {
     pub(super) fn on_time(&mut self, t: &mut Tally<'_>) -> Output {
         match self {
             Protocol::Ws(s) => s.on_time(t),
-            Protocol::Http1(_) | Protocol::H2(_) => Output::Taken,
+            Protocol::H2(h) => h.on_time(t),
+            Protocol::Http1(_) => Output::Taken,
         }
     }
 
@@ -314,7 +318,11 @@ impl Protocol {
     pub(super) fn closed(&mut self, t: &mut Tally<'_>) -> bool {
         match self {
             Protocol::Ws(s) => s.closed(t),
-            Protocol::Http1(_) | Protocol::H2(_) => false,
+            Protocol::H2(h) => {
+                h.closed(t);
+                false
+            }
+            Protocol::Http1(_) => false,
         }
     }
 
@@ -323,7 +331,11 @@ impl Protocol {
     pub(super) fn start_close(&mut self, now: u64, deadline: u64) -> bool {
         match self {
             Protocol::Ws(s) => s.start_close(now, deadline),
-            Protocol::Http1(_) | Protocol::H2(_) => false,
+            Protocol::H2(h) => {
+                h.start_close();
+                false
+            }
+            Protocol::Http1(_) => false,
         }
     }
 
@@ -339,8 +351,10 @@ impl Protocol {
     /// The once-an-interval walk (see [`ProtoRt::walks`]): the
     /// connection's figure of the interval that ended at `t.now`.
     pub(super) fn walk(&mut self, t: &mut Tally<'_>) {
-        if let Protocol::Ws(s) = self {
-            s.walk(t);
+        match self {
+            Protocol::Ws(s) => s.walk(t),
+            Protocol::H2(h) => h.walk(t),
+            Protocol::Http1(_) => {}
         }
     }
 

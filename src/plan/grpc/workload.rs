@@ -38,6 +38,10 @@ pub struct GrpcSpec {
     pub data_file: Option<PathBuf>,
     /// `--data-bin FILE`.
     pub data_bin: Option<PathBuf>,
+    /// `--stream subscribe`: hold server-streaming calls open.
+    pub stream: Option<String>,
+    /// `--stream-lifetime DUR`: how long each held stream lives.
+    pub stream_lifetime: Option<Duration>,
 }
 
 impl GrpcSpec {
@@ -51,6 +55,8 @@ impl GrpcSpec {
             (self.data.is_some(), "data"),
             (self.data_file.is_some(), "data_file"),
             (self.data_bin.is_some(), "data_bin"),
+            (self.stream.is_some(), "stream"),
+            (self.stream_lifetime.is_some(), "stream_lifetime"),
         ]
         .into_iter()
         .filter_map(|(yes, k)| yes.then_some(k))
@@ -76,7 +82,21 @@ pub struct GrpcTarget {
     /// The call, once the schema is known (`None`: the reflection fetch
     /// has not run yet).
     pub call: Option<Arc<GrpcCall>>,
+    /// `--stream subscribe`: each stream slot holds one server-streaming
+    /// call open (`None`: calls are unary).
+    pub hold: Option<Hold>,
 }
+
+/// How held server streams live (`--stream subscribe`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hold {
+    /// `--stream-lifetime`: each stream is cancelled and opened anew after
+    /// this long (jittered ±10%); `None`: held until the run ends.
+    pub lifetime: Option<Duration>,
+}
+
+/// The values `--stream` takes.
+pub const STREAM_MODES: &[&str] = &["subscribe"];
 
 impl GrpcTarget {
     /// True until the schema is fetched from the server.
@@ -149,6 +169,34 @@ pub fn build(
             )));
         }
     };
+    let hold = match spec.stream.as_deref() {
+        None if spec.stream_lifetime.is_some() => {
+            return Err(Error::Usage(format!(
+                "{} is how long a held stream lives, and no stream is held; add {} subscribe or drop it",
+                key("stream_lifetime"),
+                key("stream")
+            )));
+        }
+        None => None,
+        Some("subscribe") => {
+            if spec.stream_lifetime.is_some_and(|d| d.is_zero()) {
+                return Err(Error::Usage(format!(
+                    "{} 0 would end each stream as it opens; give a duration above 0, or drop it to hold streams until the run ends",
+                    key("stream_lifetime")
+                )));
+            }
+            Some(Hold {
+                lifetime: spec.stream_lifetime,
+            })
+        }
+        Some(other) => {
+            return Err(Error::Usage(format!(
+                "{} {other:?}: the stream mode is one of {}",
+                key("stream"),
+                STREAM_MODES.join(", ")
+            )));
+        }
+    };
     let mut t = GrpcTarget {
         given,
         source,
@@ -157,6 +205,7 @@ pub fn build(
         timeout,
         authority: url.host_header.clone(),
         call: None,
+        hold,
     };
     let requests = match Schema::load(&t.source) {
         None => vec![placeholder(&t)],
@@ -166,15 +215,32 @@ pub fn build(
 }
 
 /// Resolves the method in `schema`, encodes the request and renders it: the
-/// workload's one request. Only unary calls are sent so far.
+/// workload's one request: a unary call, or the call each held server
+/// stream opens with (`--stream subscribe`).
 pub fn finish(t: &mut GrpcTarget, schema: &Schema) -> Result<Vec<Request>, Error> {
     let call = prepare_call(schema, &t.given, &t.data, &t.metadata)?;
-    if call.method.kind != MethodKind::Unary {
-        return Err(Error::Usage(format!(
-            "{} is a {} method; soakd sends unary calls only so far",
-            call.method.name,
-            call.method.kind.name()
-        )));
+    match (call.method.kind, t.hold.is_some()) {
+        (MethodKind::Unary, false) | (MethodKind::ServerStreaming, true) => {}
+        (MethodKind::ServerStreaming, false) => {
+            return Err(Error::Usage(format!(
+                "{} is a server_streaming method: add --stream subscribe to hold its streams open and count their messages",
+                call.method.name
+            )));
+        }
+        (kind, true) => {
+            return Err(Error::Usage(format!(
+                "--stream subscribe holds server-streaming calls, and {} is a {} method; drop --stream for a unary one",
+                call.method.name,
+                kind.name()
+            )));
+        }
+        (kind, false) => {
+            return Err(Error::Usage(format!(
+                "{} is a {} method; soakd sends unary calls and holds server streams (--stream subscribe) so far",
+                call.method.name,
+                kind.name()
+            )));
+        }
     }
     let bytes = render(t, &call);
     let name = call.method.name.clone();
@@ -211,7 +277,11 @@ fn render(t: &GrpcTarget, call: &GrpcCall) -> Arc<[u8]> {
         t.authority,
         crate::wire::grpc::CONTENT_TYPE
     );
-    if let Some(v) = crate::wire::grpc::render_timeout(t.timeout) {
+    // A held stream has no deadline: it lives until its lifetime or the
+    // run ends, and `grpc-timeout` would have the server end it.
+    if t.hold.is_none()
+        && let Some(v) = crate::wire::grpc::render_timeout(t.timeout)
+    {
         head.push_str(&format!("grpc-timeout: {v}\r\n"));
     }
     for m in &call.metadata {

@@ -1,0 +1,446 @@
+//! Held server streams (`--stream subscribe`) on one HTTP/2 connection:
+//! each of the workload's stream slots (a *lane*) holds one
+//! server-streaming call open, counts its messages without decoding them,
+//! and opens a new one when the call ends.
+//!
+//! The loop never sees these calls: they are not requests (nothing is due,
+//! nothing times out, the connection's capacity for requests is 0), so the
+//! HTTP/2 client (`h2.rs`) opens them itself once the server's SETTINGS are
+//! in, and this file keeps what each lane needs between two frames: the
+//! message decoder (at most a 5-byte prefix and a count, never a message),
+//! when the stream opened and must end, when its last message came and
+//! the longest silence of the interval. No buffer is held per stream: an
+//! idle held stream is its HTTP/2 entry and its lane, ~100 bytes.
+//!
+//! A lane's stream ends in one of four ways:
+//! - **the server ends it** with a status (trailers): counted by code with
+//!   the other calls (`grpc_calls`; non-OK is a `grpc_status` error), and
+//!   opened again after the loop's jittered backoff step (100 ms doubling
+//!   to 10 s, half random; back to the first step after a stream that
+//!   lived a second), so a server ending every stream at once is not
+//!   answered by a burst;
+//! - **its lifetime ends** (`--stream-lifetime`, jittered ±10% so streams
+//!   opened together do not end together): soakd cancels it (RST_STREAM
+//!   CANCEL) and opens the next one at once;
+//! - **its connection goes away** (a GOAWAY above its id, the server's
+//!   close after the GOAWAY's grace, any connection loss): counted as a
+//!   **restart**, not an error of the stream, and opened on the slot's
+//!   next connection;
+//! - the run stops: nothing is counted.
+//!
+//! Timers (a lifetime's end, a reopen after a backoff) are kept as one
+//! earliest time, recomputed over the lanes only when one of them changes
+//! (a stream opening or ending), never per frame.
+
+use super::super::exchange::{AtClose, Output, Tally};
+use super::super::{BACKOFF_FIRST_MS, BACKOFF_MAX_MS, HEALTHY_NS};
+use super::H2;
+use crate::netio::pool;
+use crate::stats::{self, ErrorKind, GrpcStreamStats};
+use crate::wire::grpc::{Code, MessageDecoder, MessageError};
+use crate::wire::h2::{ErrorCode, encode_rst_stream};
+
+/// The largest message a held stream accepts (gRPC's default receive
+/// limit): a larger prefix fails the stream before a byte is counted.
+pub(super) const MAX_MESSAGE: u32 = 4 * 1024 * 1024;
+/// A lane or entry that is none.
+const NONE: u16 = u16::MAX;
+
+/// One lane: a stream slot holding (or about to hold) a call.
+#[derive(Clone, Debug)]
+struct Lane {
+    /// The HTTP/2 entry of its open stream, or [`NONE`].
+    entry: u16,
+    dec: MessageDecoder,
+    /// When its stream opened, ns.
+    opened: u64,
+    /// When its stream's lifetime ends (ns; `u64::MAX`: never).
+    end_at: u64,
+    /// Without a stream: when it may open one (ns; 0: as soon as the
+    /// connection allows).
+    reopen_at: u64,
+    /// Its last message (or the stream's opening), ns.
+    last: u64,
+    /// The longest silence a message ended in the current interval, ns.
+    silence_max: u64,
+    /// Its backoff step, ms (0: none).
+    backoff_ms: u32,
+    /// Its stream has had a message (the next one ends a gap).
+    got: bool,
+}
+
+/// Why a lane's stream ended (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Ended {
+    /// The server ended it (with a status, or a reset).
+    ByServer,
+    /// Its lifetime ran out and soakd cancelled it.
+    Lifetime,
+    /// Its connection went away under it.
+    Restart,
+    /// The run stopped.
+    Stop,
+}
+
+/// The held streams of one connection slot.
+#[derive(Debug)]
+pub(super) struct Hold {
+    lifetime_ns: Option<u64>,
+    lanes: Box<[Lane]>,
+    /// The lane of each HTTP/2 entry ([`NONE`]: not a held stream).
+    lane_of: Box<[u16]>,
+    /// The earliest lane timer, ns (`u64::MAX`: none).
+    next: u64,
+    /// The run is stopping: nothing opens, nothing ending is a restart.
+    pub(super) stopping: bool,
+}
+
+impl Hold {
+    /// `lanes` held streams over `depth` HTTP/2 entries.
+    pub(super) fn new(hold: crate::plan::grpc::Hold, lanes: u16, depth: usize) -> Hold {
+        let lane = Lane {
+            entry: NONE,
+            dec: MessageDecoder::new(MAX_MESSAGE),
+            opened: 0,
+            end_at: u64::MAX,
+            reopen_at: 0,
+            last: 0,
+            silence_max: 0,
+            backoff_ms: 0,
+            got: false,
+        };
+        Hold {
+            lifetime_ns: hold.lifetime.map(|d| d.as_nanos() as u64),
+            lanes: vec![lane; lanes as usize].into_boxed_slice(),
+            lane_of: vec![NONE; depth].into_boxed_slice(),
+            next: u64::MAX,
+            stopping: false,
+        }
+    }
+
+    /// Held streams open now.
+    pub(super) fn live(&self) -> u16 {
+        self.lanes.iter().filter(|l| l.entry != NONE).count() as u16
+    }
+
+    /// The lane of entry `e`, when it is a held stream.
+    #[inline]
+    pub(super) fn lane_of(&self, e: usize) -> Option<usize> {
+        let l = *self.lane_of.get(e)?;
+        (l != NONE).then_some(l as usize)
+    }
+
+    /// True when lane `lane` has no stream and may open one at `now`.
+    fn is_due(&self, lane: usize, now: u64) -> bool {
+        let l = &self.lanes[lane];
+        l.entry == NONE && l.reopen_at <= now
+    }
+
+    /// Lane `lane`'s entry when its stream's lifetime has run out at `now`.
+    fn expired(&self, lane: usize, now: u64) -> Option<usize> {
+        let l = &self.lanes[lane];
+        (l.entry != NONE && l.end_at <= now).then_some(l.entry as usize)
+    }
+
+    /// Lane `lane`'s new stream took entry `e` at `now`.
+    pub(super) fn attach(&mut self, lane: usize, e: u16, now: u64, st: &mut GrpcStreamStats, open: &mut u64) {
+        let end_at = match self.lifetime_ns {
+            // ±10%, so that streams opened together end apart.
+            Some(ns) => now + ((ns as f64 * (0.9 + 0.2 * fastrand::f64())) as u64).max(1),
+            None => u64::MAX,
+        };
+        let l = &mut self.lanes[lane];
+        l.entry = e;
+        l.dec.reset();
+        l.opened = now;
+        l.end_at = end_at;
+        l.last = now;
+        l.silence_max = 0;
+        l.got = false;
+        if let Some(slot) = self.lane_of.get_mut(e as usize) {
+            *slot = lane as u16;
+        }
+        st.opened += 1;
+        *open += 1;
+    }
+
+    /// Bytes of messages on held entry `e` at `now`: each message that
+    /// ends is counted and its gap timed; nothing is copied.
+    #[inline]
+    pub(super) fn on_data(
+        &mut self,
+        e: usize,
+        data: &[u8],
+        now: u64,
+        st: &mut GrpcStreamStats,
+    ) -> Result<(), MessageError> {
+        let Some(lane) = self.lane_of(e) else { return Ok(()) };
+        let l = &mut self.lanes[lane];
+        let Lane {
+            dec,
+            last,
+            silence_max,
+            got,
+            ..
+        } = l;
+        dec.skip(data, |_| {
+            let gap = now.saturating_sub(*last);
+            if std::mem::replace(got, true) {
+                // Between two messages (the first one's wait is the
+                // stream's start, a silence but not a gap).
+                stats::record_ns(&mut st.gap, gap);
+            }
+            *silence_max = (*silence_max).max(gap);
+            *last = now;
+            st.messages += 1;
+        })
+    }
+
+    /// Held entry `e`'s stream ended at `now`, as `why` says: its last
+    /// silence is recorded and its lane waits for its next stream.
+    pub(super) fn detach(&mut self, e: usize, now: u64, why: Ended, t: &mut Tally<'_>) {
+        let Some(lane) = self.lane_of(e) else { return };
+        self.lane_of[e] = NONE;
+        let l = &mut self.lanes[lane];
+        l.entry = NONE;
+        let st = t.st.grpc_mut();
+        stats::record_ns(&mut st.silence, l.silence_max.max(now.saturating_sub(l.last)));
+        l.silence_max = 0;
+        t.g.grpc_streams -= 1;
+        l.reopen_at = match why {
+            Ended::Lifetime => {
+                st.lifetime_ends += 1;
+                0
+            }
+            Ended::Restart => {
+                st.restarts += 1;
+                0
+            }
+            Ended::Stop => 0,
+            Ended::ByServer => {
+                if now.saturating_sub(l.opened) >= HEALTHY_NS {
+                    l.backoff_ms = 0;
+                }
+                l.backoff_ms = if l.backoff_ms == 0 {
+                    BACKOFF_FIRST_MS
+                } else {
+                    (l.backoff_ms * 2).min(BACKOFF_MAX_MS)
+                };
+                // Half fixed, half random, as a connection's backoff.
+                let wait = l.backoff_ms as f64 * (0.5 + 0.5 * fastrand::f64()) * 1e6;
+                now + wait as u64
+            }
+        };
+    }
+
+    /// Recomputes the earliest timer (after a lane changed): lifetimes'
+    /// ends, and, when streams `may_open` on the connection, the reopens
+    /// after a backoff. A lane waiting for the connection to allow it
+    /// (reopen at 0: the next connection's SETTINGS, a stream ending under
+    /// the server's limit) has no timer: an event opens it.
+    pub(super) fn retime(&mut self, may_open: bool) {
+        self.next = self
+            .lanes
+            .iter()
+            .map(|l| match l.entry {
+                NONE if may_open && l.reopen_at != 0 => l.reopen_at,
+                NONE => u64::MAX,
+                _ => l.end_at,
+            })
+            .min()
+            .unwrap_or(u64::MAX);
+    }
+
+    /// The earliest timer, ns.
+    #[inline]
+    pub(super) fn deadline(&self) -> Option<u64> {
+        (self.next != u64::MAX).then_some(self.next)
+    }
+
+    /// The once-an-interval walk: each held stream's longest silence of
+    /// the interval ending at `now` (one a message ended, or the one still
+    /// running), then a new interval.
+    pub(super) fn walk(&mut self, now: u64, st: &mut GrpcStreamStats) {
+        for l in self.lanes.iter_mut().filter(|l| l.entry != NONE) {
+            stats::record_ns(&mut st.silence, l.silence_max.max(now.saturating_sub(l.last)));
+            l.silence_max = 0;
+        }
+    }
+
+    /// Grows the entry map (a reload deepened the storage).
+    pub(super) fn grow(&mut self, depth: usize) {
+        if depth > self.lane_of.len() {
+            let mut v = self.lane_of.to_vec();
+            v.resize(depth, NONE);
+            self.lane_of = v.into_boxed_slice();
+        }
+    }
+}
+
+/// The held streams' part of the HTTP/2 client (a child module of `h2.rs`,
+/// so the client's file stays the table of its frames).
+impl H2 {
+    /// Opens a stream on every lane that is due, as far as the server's
+    /// limit allows, unless the connection may not open any (before the
+    /// server's SETTINGS, after a GOAWAY, at the stop).
+    pub(super) fn open_held(&mut self, t: &mut Tally<'_>) {
+        let may = self.settings_seen && self.goaway.is_none() && !self.streams.exhausted();
+        let Some(hold) = self.hold.as_deref_mut() else { return };
+        let may = may && !hold.stopping;
+        if may {
+            let room = (self.rt.streams as u32)
+                .min(self.peer.max_streams)
+                .min(self.streams.len() as u32) as u16;
+            for lane in 0..hold.lanes.len() {
+                if self.streams.in_flight() >= room || self.streams.exhausted() {
+                    break;
+                }
+                if !hold.is_due(lane, t.now) {
+                    continue;
+                }
+                let e = self.streams.open(self.peer.initial_window, self.rt.window);
+                self.order.push_back((e, self.streams[e as usize].seq));
+                hold.attach(lane, e, t.now, t.st.grpc_mut(), &mut t.g.grpc_streams);
+                self.ready = true;
+            }
+        }
+        hold.retime(may);
+    }
+
+    /// The lane of entry `e` when it is a held stream.
+    #[inline]
+    pub(super) fn held(&self, e: usize) -> bool {
+        self.hold.as_deref().is_some_and(|h| h.lane_of(e).is_some())
+    }
+
+    /// Held entry `e`'s stream ends at `t.now` as `why` says: its entry is
+    /// freed, and lanes that are due open their next streams.
+    fn end_held(&mut self, t: &mut Tally<'_>, e: usize, why: Ended) -> Output {
+        self.streams.close(e);
+        if let Some(h) = self.hold.as_deref_mut() {
+            h.detach(e, t.now, why, t);
+        }
+        self.open_held(t);
+        Output::Ready
+    }
+
+    /// A held stream's call ended with `code` (its trailers): counted by
+    /// code with the other calls. Once the server sent a GOAWAY, an
+    /// UNAVAILABLE end is the drain ending the stream (grpcio ends held
+    /// calls so at the end of `max_connection_age_grace`): a restart,
+    /// opened on the next connection, not an error. Any other non-OK code
+    /// is a `grpc_status` error; the lane opens again after a backoff step
+    /// (or on the next connection when this one is going).
+    pub(super) fn end_held_call(&mut self, t: &mut Tally<'_>, e: usize, code: Code) -> Output {
+        t.st.h2_mut().grpc_calls[code as usize] += 1;
+        let drained = self.goaway.is_some() && code == Code::Unavailable;
+        if code != Code::Ok && !drained {
+            t.st.counters.error(ErrorKind::GrpcStatus, 1);
+        }
+        let why = if drained { Ended::Restart } else { Ended::ByServer };
+        self.end_held(t, e, why)
+    }
+
+    /// Messages on held entry `e`: counted; a message over the limit (or
+    /// a bad prefix) fails that stream alone (`h2_protocol`): it is
+    /// cancelled and its lane opens again after a backoff step.
+    pub(super) fn held_data(&mut self, t: &mut Tally<'_>, e: usize, data: &[u8]) -> Option<Output> {
+        let h = self.hold.as_deref_mut()?;
+        if h.on_data(e, data, t.now, t.st.grpc_mut()).is_ok() {
+            return None;
+        }
+        t.st.counters.error(ErrorKind::H2Protocol, 1);
+        let id = self.streams[e].id;
+        encode_rst_stream(pool::get(&mut self.out), id, ErrorCode::Cancel);
+        Some(self.end_held(t, e, Ended::ByServer))
+    }
+
+    /// The server reset held entry `e`: REFUSED_STREAM is retried after a
+    /// backoff step, any other code is a `stream_reset` error; once a
+    /// GOAWAY came, the stream is a restart (its connection is going).
+    pub(super) fn held_reset(&mut self, t: &mut Tally<'_>, e: usize, code: ErrorCode) -> Output {
+        let why = if self.goaway.is_some() {
+            Ended::Restart
+        } else {
+            if code != ErrorCode::RefusedStream {
+                t.st.counters.error(ErrorKind::StreamReset, 1);
+            }
+            Ended::ByServer
+        };
+        self.end_held(t, e, why)
+    }
+
+    /// A GOAWAY: held streams above its last stream (or not yet sent) are
+    /// restarts, opened on the next connection; the others live until the
+    /// server ends them or closes (`at_close`).
+    pub(super) fn held_goaway(&mut self, t: &mut Tally<'_>, last_stream: u32) {
+        for e in 0..self.streams.len() {
+            if !self.held(e) {
+                continue;
+            }
+            let s = &self.streams[e];
+            if s.rendered && s.id <= last_stream {
+                continue;
+            }
+            self.streams.close(e);
+            if let Some(h) = self.hold.as_deref_mut() {
+                h.detach(e, t.now, Ended::Restart, t);
+            }
+        }
+        self.order.clear();
+        self.open_held(t);
+    }
+
+    /// The connection's timer: streams whose lifetime ran out are
+    /// cancelled (RST_STREAM CANCEL) and opened anew; lanes whose backoff
+    /// ran out open.
+    pub(super) fn held_on_time(&mut self, t: &mut Tally<'_>) -> Output {
+        let Some(lanes) = self.hold.as_deref().map(|h| h.lanes.len()) else {
+            return Output::Taken;
+        };
+        for lane in 0..lanes {
+            let Some(e) = self.hold.as_deref().and_then(|h| h.expired(lane, t.now)) else {
+                continue;
+            };
+            let id = self.streams[e].id;
+            encode_rst_stream(pool::get(&mut self.out), id, ErrorCode::Cancel);
+            self.streams.close(e);
+            if let Some(h) = self.hold.as_deref_mut() {
+                h.detach(e, t.now, Ended::Lifetime, t);
+            }
+            self.ready = true;
+        }
+        self.open_held(t);
+        if std::mem::take(&mut self.ready) {
+            Output::Ready
+        } else {
+            Output::Taken
+        }
+    }
+
+    /// The connection closes (whoever closed it): its held streams'
+    /// last silences are recorded, and they are restarts unless the run is
+    /// stopping. Nothing once done (the streams are gone).
+    pub(super) fn held_closed(&mut self, t: &mut Tally<'_>) {
+        let Some(h) = self.hold.as_deref_mut() else { return };
+        let why = if h.stopping { Ended::Stop } else { Ended::Restart };
+        for lane in 0..h.lanes.len() {
+            let e = h.lanes[lane].entry;
+            if e != NONE {
+                h.detach(e as usize, t.now, why, t);
+            }
+        }
+    }
+
+    /// What the server's close means with held streams: after a GOAWAY it
+    /// is the end of its grace (the connection was sent away: the streams
+    /// still open are restarts, not `eof`); without one, a close that cuts
+    /// held streams is `eof`.
+    pub(super) fn held_at_close(&self) -> AtClose {
+        match &self.hold {
+            Some(_) if self.goaway.is_some() => AtClose::SentAway,
+            Some(h) if h.live() > 0 => AtClose::Truncated,
+            _ => AtClose::Idle,
+        }
+    }
+}
