@@ -72,6 +72,10 @@ name_table! {
         PingP99 = "ping_p99",
         /// WebSocket closes by the server (every code, abnormal included).
         Closes = "closes",
+        // gRPC
+        /// Held gRPC streams restarted because their connection went away
+        /// (`--stream subscribe` under connection ageing).
+        StreamRestarts = "stream_restarts",
     }
 }
 
@@ -103,7 +107,12 @@ impl Metric {
     pub fn unit(self) -> Unit {
         match self {
             Metric::ErrorRate | Metric::Downtime => Unit::Ratio,
-            Metric::Errors | Metric::Rps | Metric::OpenMin | Metric::Closes | Metric::Outages => Unit::Count,
+            Metric::Errors
+            | Metric::Rps
+            | Metric::OpenMin
+            | Metric::Closes
+            | Metric::Outages
+            | Metric::StreamRestarts => Unit::Count,
             Metric::TargetRssSlope | Metric::SoakdRssSlope => Unit::BytesPerSecond,
             Metric::TargetFdsSlope => Unit::PerSecond,
             Metric::P50Drift | Metric::P99Drift | Metric::ErrorRateDrift => Unit::Relative,

@@ -538,6 +538,7 @@ pub fn measure(metric: Metric, stats: &WorkloadStats, secs: f64, open_min: Optio
         Metric::WsP99 => q(&stats.latency, 0.99).filter(|_| stats.ws.replies > 0),
         Metric::PingP99 => q(&stats.ws.ping_rtt, 0.99),
         Metric::Closes => Some(stats.ws.total_closes() as f64),
+        Metric::StreamRestarts => Some(stats.grpc.as_deref().map_or(0, |g| g.restarts) as f64),
         // Trends come from the timeline (`ThresholdResult::of_trend`).
         Metric::TargetRssSlope
         | Metric::TargetFdsSlope
