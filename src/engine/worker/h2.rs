@@ -1194,6 +1194,83 @@ mod tests {
         assert_eq!(c.h.in_flight(), 0);
     }
 
+    /// Held server streams (`--stream subscribe`): opened on the server's
+    /// SETTINGS, never requests; messages split anywhere are counted
+    /// without a copy; after a GOAWAY the stream above its last id is a
+    /// restart at once, UNAVAILABLE on the one below is the drain (a
+    /// restart, counted under its code, not an error), and a close with a
+    /// held stream still open is the end of the grace, not `eof`.
+    #[test]
+    fn held_streams_count_messages_and_ride_a_goaway_as_restarts() {
+        use crate::wire::grpc::Code;
+        let mut w = workload(3);
+        if let ProtoRt::H2(h) = &mut w.proto {
+            let h = Arc::get_mut(h).unwrap();
+            h.grpc = true;
+            h.hold = Some(crate::plan::grpc::Hold { lifetime: None });
+        }
+        let entries = vec![Inflight::default(); 3];
+        let cx = Cx::of(&w, &entries, 0, entries.len());
+        let mut c = Conn::new(&w, 3);
+        assert!(c.feed(&cx, &settings(2)).is_empty());
+        assert_eq!(
+            (c.h.capacity(), c.h.in_flight(), c.h.oldest()),
+            (0, 0, None),
+            "not requests"
+        );
+        assert_eq!(c.written_streams(&cx), [1, 3], "the server allows 2 of the 3 lanes");
+        assert_eq!(c.g.grpc_streams, 2);
+        let block = |f: &[(&[u8], &[u8])]| h2::encode_block(f);
+        let head = block(&[(b":status", b"200"), (b"content-type", b"application/grpc")]);
+        let mut b = Vec::new();
+        encode_headers(&mut b, 1, &head, false, 16_384);
+        encode_headers(&mut b, 3, &head, false, 16_384);
+        // Three messages on stream 1, the second split over two frames.
+        encode_data(&mut b, 1, &[0, 0, 0, 0, 1, 7, 0, 0, 0], false, 16_384);
+        encode_data(&mut b, 1, &[0, 2, 8, 9, 0, 0, 0, 0, 0], false, 16_384);
+        let mut outs = Vec::new();
+        for chunk in b.chunks(7) {
+            outs.extend(c.feed(&cx, chunk));
+        }
+        assert_eq!(
+            outs,
+            [Output::Opened],
+            "the first held answer says the connection works"
+        );
+        let g = c.st.grpc.as_deref().unwrap();
+        assert_eq!((g.opened, g.messages), (2, 3));
+        let mut b = Vec::new();
+        encode_goaway(&mut b, 1, ErrorCode::NoError, b"max_age");
+        assert_eq!(c.feed(&cx, &b), [], "stream 3 restarts; stream 1 lives on");
+        let only = block(&[(b"grpc-status", b"14"), (b"grpc-message", b"max_age")]);
+        let mut b = Vec::new();
+        encode_headers(&mut b, 1, &only, true, 16_384);
+        assert_eq!(c.feed(&cx, &b), [Output::End(Ending::SentAway)]);
+        let g = c.st.grpc.as_deref().unwrap();
+        assert_eq!(g.restarts, 2);
+        assert_eq!(c.st.h2.as_deref().unwrap().grpc_calls[Code::Unavailable as usize], 1);
+        assert_eq!(c.st.counters.total_errors(), 0);
+        assert_eq!(c.g.grpc_streams, 0);
+
+        // A new connection: every lane the server allows opens again; a
+        // close after a GOAWAY with a held stream open is SentAway.
+        c.h.reset();
+        c.h.open();
+        c.feed(&cx, &settings(100));
+        assert_eq!(c.written_streams(&cx).len(), 3);
+        let mut b = Vec::new();
+        encode_goaway(&mut b, 1, ErrorCode::NoError, b"");
+        c.feed(&cx, &b);
+        assert_eq!(c.h.at_close(), AtClose::SentAway);
+        let mut t = Tally {
+            st: &mut c.st,
+            g: &mut c.g,
+            now: 0,
+        };
+        c.h.closed(&mut t);
+        assert_eq!((c.st.grpc.as_deref().unwrap().restarts, c.g.grpc_streams), (5, 0));
+    }
+
     /// Stream ids run out after 2^30 requests on one connection: no new
     /// stream is opened past the limit, and once the streams in flight are
     /// answered the connection ends gracefully, to be opened anew.
