@@ -214,3 +214,40 @@ fn held_streams_ride_connection_ageing_as_restarts() {
     let got = s["messages_received"].as_u64().unwrap();
     assert!(got >= 8_000, "{got}");
 }
+
+/// Bad stream settings exit 2 before anything opens, each with its fix:
+/// a server-streaming method without `--stream subscribe`, subscribe on a
+/// unary method, an unknown mode, a lifetime without a held stream.
+#[test]
+fn bad_stream_settings_exit_2_with_the_fix() {
+    let proto = proto_dir().join("echo.proto").display().to_string();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "grpc://127.0.0.1:9", "--proto", proto.as_str(), "-d", "1s"];
+        args.extend_from_slice(extra);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_soakd"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let e = run(&["--call", SUBSCRIBE]);
+    assert!(e.contains("server_streaming method: add --stream subscribe"), "{e}");
+    let e = run(&["--call", "soakd.test.v1.Echo/Unary", "--stream", "subscribe"]);
+    assert!(
+        e.contains("holds server-streaming calls, and soakd.test.v1.Echo/Unary is a unary method"),
+        "{e}"
+    );
+    let e = run(&["--call", SUBSCRIBE, "--stream", "watch"]);
+    assert!(
+        e.contains("--stream \"watch\": the stream mode is one of subscribe"),
+        "{e}"
+    );
+    let e = run(&["--call", SUBSCRIBE, "--stream-lifetime", "1m"]);
+    assert!(
+        e.contains("--stream-lifetime is how long a held stream lives, and no stream is held"),
+        "{e}"
+    );
+    let e = run(&["--call", SUBSCRIBE, "--stream", "subscribe", "--stream-lifetime", "0s"]);
+    assert!(e.contains("expected a duration greater than 0"), "{e}");
+}

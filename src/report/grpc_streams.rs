@@ -69,6 +69,24 @@ impl GrpcStreamFigures {
         }
     }
 
+    /// The text report's line for workload `name`.
+    pub fn summary(&self, name: &str) -> String {
+        let ms = |v: Option<f64>| v.map_or("-".to_string(), |s| format!("{:.1}ms", s * 1e3));
+        format!(
+            "  grpc streams  {name} ({})  opened {}  restarts {}  lifetime ends {}  messages {} ({:.1}/s)  gap p50 {} p99 {}  silence p99 {} max {}\n",
+            self.mode,
+            self.opened,
+            self.restarts,
+            self.lifetime_ends,
+            self.messages_received,
+            self.messages_per_second,
+            ms(self.gap_seconds.p50),
+            ms(self.gap_seconds.p99),
+            ms(self.silence_seconds.p99),
+            ms(self.silence_seconds.max),
+        )
+    }
+
     /// Two shards' figures as one: counts and rates add, the histograms
     /// merge and their percentiles are recomputed (a shard without them
     /// leaves the worse shard's percentiles: an upper bound).

@@ -178,17 +178,10 @@ pub fn build(
             )));
         }
         None => None,
-        Some("subscribe") => {
-            if spec.stream_lifetime.is_some_and(|d| d.is_zero()) {
-                return Err(Error::Usage(format!(
-                    "{} 0 would end each stream as it opens; give a duration above 0, or drop it to hold streams until the run ends",
-                    key("stream_lifetime")
-                )));
-            }
-            Some(Hold {
-                lifetime: spec.stream_lifetime,
-            })
-        }
+        // The duration's kind refuses 0 (a stream ended as it opens).
+        Some("subscribe") => Some(Hold {
+            lifetime: spec.stream_lifetime,
+        }),
         Some(other) => {
             return Err(Error::Usage(format!(
                 "{} {other:?}: the stream mode is one of {}",
