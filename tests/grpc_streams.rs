@@ -251,3 +251,123 @@ fn bad_stream_settings_exit_2_with_the_fix() {
     let e = run(&["--call", SUBSCRIBE, "--stream", "subscribe", "--stream-lifetime", "0s"]);
     assert!(e.contains("expected a duration greater than 0"), "{e}");
 }
+
+/// `soakd run` of a client or bidirectional method with `--stream-message`,
+/// 2 connections × `streams`, plus `extra`; the report's workload.
+fn send_streams(port: u16, method: &str, streams: &str, src: &str, extra: &[&str]) -> serde_json::Value {
+    let url = format!("grpc://127.0.0.1:{port}");
+    let proto = proto_dir().join("echo.proto").display().to_string();
+    let mut args = vec![
+        "run",
+        &url,
+        "--call",
+        method,
+        "--proto",
+        &proto,
+        "--stream-message",
+        r#"{"text": "hi"}"#,
+        "-c",
+        "2",
+        "--streams",
+        streams,
+        "--source-addr",
+        src,
+        "--metrics-listen",
+        "off",
+    ];
+    args.extend_from_slice(extra);
+    let r = soakd_report(&args, 60);
+    assert!(r.status.success(), "exit {}\n{}", r.status, r.stderr);
+    r.report["workloads"][0].clone()
+}
+
+/// Bidirectional streams (Chat): each message is a request timed to the
+/// next reply, in closed loop (the next after each reply) and paced (`-i`
+/// per stream slot: 6 slots × 10 a second for 2 s); grpcio received and
+/// answered exactly what soakd sent and counted.
+#[test]
+fn bidi_messages_go_on_each_streams_schedule_timed_to_the_reply() {
+    let dir = TempDir::new("grpc-bidi");
+    let Some((peer, stats)) = server(&dir, "[]") else {
+        return;
+    };
+    let w = send_streams(peer.port, "soakd.test.v1.Echo/Chat", "2", "127.0.43.13", &["-d", "2s"]);
+    assert_eq!(util::total_errors(&w), 0, "{w:#}");
+    let s = &w["http"]["grpc"]["streams"];
+    assert_eq!(s["mode"], "bidi");
+    assert_eq!(s["opened"], 4);
+    let sent = s["messages_sent"].as_u64().unwrap();
+    assert!(sent >= 500, "closed loop on 4 streams for 2 s: {sent}");
+    assert_eq!(
+        w["requests"]["completed"].as_u64(),
+        Some(sent),
+        "each reply completes its message"
+    );
+    assert!(w["latency_seconds"]["count"].as_u64().unwrap() >= sent, "{w:#}");
+    util::wait_until(
+        || server_stat(&stats, "chat_sent") == sent,
+        std::time::Duration::from_secs(5),
+        "grpcio's count of Chat messages",
+    );
+    assert_eq!(server_stat(&stats, "chat_received"), sent);
+
+    let w = send_streams(
+        peer.port,
+        "soakd.test.v1.Echo/Chat",
+        "3",
+        "127.0.43.13",
+        &["-i", "100ms", "-d", "2s"],
+    );
+    assert_eq!(util::total_errors(&w), 0, "{w:#}");
+    let done = w["requests"]["completed"].as_u64().unwrap();
+    assert!((100..=130).contains(&done), "6 slots x 10/s x 2 s: {done}");
+    assert_eq!(w["requests"]["missed"], 0, "{w:#}");
+}
+
+/// Client streams (Collect) at `-r 100` over 4 stream slots, each
+/// half-closed after `--stream-lifetime 1s` (grpcio answers it, counted
+/// ok) and opened anew; every message sent reached grpcio. Closed loop is
+/// refused: a client stream's messages get no reply to wait for.
+#[test]
+fn client_streams_send_on_the_schedule_and_half_close_at_their_lifetime() {
+    let dir = TempDir::new("grpc-client");
+    let Some((peer, stats)) = server(&dir, "[]") else {
+        return;
+    };
+    let w = send_streams(
+        peer.port,
+        "soakd.test.v1.Echo/Collect",
+        "2",
+        "127.0.43.14",
+        &["-r", "100", "--stream-lifetime", "1s", "-d", "2500ms"],
+    );
+    assert_eq!(util::total_errors(&w), 0, "{w:#}");
+    let s = &w["http"]["grpc"]["streams"];
+    assert_eq!(s["mode"], "client");
+    let sent = s["messages_sent"].as_u64().unwrap();
+    assert!((230..=260).contains(&sent), "100/s for 2.5 s: {sent}");
+    let ends = s["lifetime_ends"].as_u64().unwrap();
+    assert!(ends >= 4, "{s:#}");
+    assert!(w["http"]["grpc"]["calls"]["ok"].as_u64().unwrap() >= ends, "{w:#}");
+    util::wait_until(
+        || server_stat(&stats, "collect_received") == sent,
+        std::time::Duration::from_secs(5),
+        "grpcio's count of Collect messages",
+    );
+
+    let proto = proto_dir().join("echo.proto").display().to_string();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_soakd"))
+        .args([
+            "run",
+            "grpc://127.0.0.1:9",
+            "--proto",
+            &proto,
+            "--call",
+            "soakd.test.v1.Echo/Collect",
+        ])
+        .args(["--stream-message", "{}", "-d", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("closed loop has nothing to wait for"));
+}

@@ -375,6 +375,10 @@ workload_settings! {
     /// (jittered ±10%) [default: held until the run ends].
     stream_lifetime: Option<std::time::Duration> as Dur, flag "stream-lifetime", into grpc.stream_lifetime,
         reload recycle;
+    /// grpc://: a client-streaming or bidirectional method's message (JSON),
+    /// sent on each held stream's schedule (-i, -r, or closed loop for
+    /// bidirectional: the next after each reply).
+    stream_message: Option<String> as Text, flag "stream-message", into grpc.stream_message, reload recycle;
 
     file_only {
         /// The `target` label; `host:port` when absent.

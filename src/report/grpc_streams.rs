@@ -16,8 +16,10 @@ use crate::stats::GrpcStreamStats;
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct GrpcStreamFigures {
-    /// `subscribe`.
+    /// `subscribe` (server streams), `client` or `bidi`.
     pub mode: String,
+    /// Messages sent on client and bidirectional streams.
+    pub messages_sent: u64,
     /// Streams opened.
     pub opened: u64,
     /// Messages received (counted, not decoded).
@@ -50,11 +52,12 @@ pub struct GrpcStreamHistograms {
 
 impl GrpcStreamFigures {
     /// The figures of a workload's held streams over `secs` seconds.
-    pub fn of(s: Option<&GrpcStreamStats>, secs: f64) -> GrpcStreamFigures {
+    pub fn of(mode: &str, s: Option<&GrpcStreamStats>, secs: f64) -> GrpcStreamFigures {
         let d = GrpcStreamStats::default();
         let s = s.unwrap_or(&d);
         GrpcStreamFigures {
-            mode: "subscribe".into(),
+            mode: mode.into(),
+            messages_sent: s.sent,
             opened: s.opened,
             messages_received: s.messages,
             messages_per_second: if secs > 0.0 { s.messages as f64 / secs } else { 0.0 },
@@ -73,11 +76,12 @@ impl GrpcStreamFigures {
     pub fn summary(&self, name: &str) -> String {
         let ms = |v: Option<f64>| v.map_or("-".to_string(), |s| format!("{:.1}ms", s * 1e3));
         format!(
-            "  grpc streams  {name} ({})  opened {}  restarts {}  lifetime ends {}  messages {} ({:.1}/s)  gap p50 {} p99 {}  silence p99 {} max {}\n",
+            "  grpc streams  {name} ({})  opened {}  restarts {}  lifetime ends {}  sent {}  received {} ({:.1}/s)  gap p50 {} p99 {}  silence p99 {} max {}\n",
             self.mode,
             self.opened,
             self.restarts,
             self.lifetime_ends,
+            self.messages_sent,
             self.messages_received,
             self.messages_per_second,
             ms(self.gap_seconds.p50),
@@ -115,6 +119,7 @@ impl GrpcStreamFigures {
         GrpcStreamFigures {
             mode: self.mode.clone(),
             opened: self.opened + o.opened,
+            messages_sent: self.messages_sent + o.messages_sent,
             messages_received: self.messages_received + o.messages_received,
             messages_per_second: self.messages_per_second + o.messages_per_second,
             lifetime_ends: self.lifetime_ends + o.lifetime_ends,
@@ -142,8 +147,8 @@ mod tests {
         let mut b = a.clone();
         crate::stats::record_ns(&mut b.silence, 5_000_000_000);
         let (fa, fb) = (
-            GrpcStreamFigures::of(Some(&a), 10.0),
-            GrpcStreamFigures::of(Some(&b), 10.0),
+            GrpcStreamFigures::of("subscribe", Some(&a), 10.0),
+            GrpcStreamFigures::of("subscribe", Some(&b), 10.0),
         );
         assert_eq!(fa.messages_per_second, 1.0);
         let m = fa.plus(&fb);

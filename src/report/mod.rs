@@ -629,54 +629,52 @@ impl Report {
     pub fn build(plan: &Plan, t: &Totals, ran: Duration) -> Report {
         let secs = ran.as_secs_f64();
         let at_end = |wi: usize| t.open_at_stop.as_ref().map_or(t.gauges[wi].open, |v| v[wi]);
-        let workloads: Vec<WorkloadReport> = plan
-            .workloads
-            .iter()
-            .enumerate()
-            .map(|(wi, w)| {
-                let mut figures = figures(
-                    &t.stats[wi],
-                    &t.gauges[wi],
-                    t.peak_open[wi],
-                    at_end(wi),
-                    t.ramp[wi],
-                    secs,
-                );
-                figures.tls = w
-                    .target
-                    .tls
-                    .as_ref()
-                    .map(|tls| TlsFigures::of(&t.stats[wi].counters, &t.gauges[wi], tls.verified()));
-                WorkloadReport {
-                    name: w.name.clone(),
-                    url: w.target.url.clone(),
-                    load: Load::of(w),
-                    figures,
-                    histograms: Histograms::of(&t.stats[wi]),
-                    by_request: by_request(w, &t.stats[wi], secs),
-                    http: http::HttpFigures {
-                        requested: Some(w.http.name().into()),
-                        streams: w.streams,
-                        grpc: w
-                            .target
-                            .grpc
-                            .as_deref()
-                            .map(|g| http::GrpcFigures::of(g.method_name(), t.stats[wi].h2.as_deref()))
-                            .map(|mut f| {
-                                f.streams = w
-                                    .target
-                                    .grpc
-                                    .as_deref()
-                                    .and_then(|g| g.hold)
-                                    .map(|_| GrpcStreamFigures::of(t.stats[wi].grpc.as_deref(), secs));
-                                f
-                            }),
-                        ..http::HttpFigures::of(t.stats[wi].h2.as_deref(), &t.gauges[wi])
-                    },
-                    ws: WsFigures::of(w.target.ws.as_deref(), &t.stats[wi]),
-                }
-            })
-            .collect();
+        let workloads: Vec<WorkloadReport> =
+            plan.workloads
+                .iter()
+                .enumerate()
+                .map(|(wi, w)| {
+                    let mut figures = figures(
+                        &t.stats[wi],
+                        &t.gauges[wi],
+                        t.peak_open[wi],
+                        at_end(wi),
+                        t.ramp[wi],
+                        secs,
+                    );
+                    figures.tls = w
+                        .target
+                        .tls
+                        .as_ref()
+                        .map(|tls| TlsFigures::of(&t.stats[wi].counters, &t.gauges[wi], tls.verified()));
+                    WorkloadReport {
+                        name: w.name.clone(),
+                        url: w.target.url.clone(),
+                        load: Load::of(w),
+                        figures,
+                        histograms: Histograms::of(&t.stats[wi]),
+                        by_request: by_request(w, &t.stats[wi], secs),
+                        http: http::HttpFigures {
+                            requested: Some(w.http.name().into()),
+                            streams: w.streams,
+                            grpc: w
+                                .target
+                                .grpc
+                                .as_deref()
+                                .map(|g| http::GrpcFigures::of(g.method_name(), t.stats[wi].h2.as_deref()))
+                                .map(|mut f| {
+                                    f.streams =
+                                        w.target.grpc.as_deref().and_then(|g| g.hold.as_ref()).map(|h| {
+                                            GrpcStreamFigures::of(h.mode(), t.stats[wi].grpc.as_deref(), secs)
+                                        });
+                                    f
+                                }),
+                            ..http::HttpFigures::of(t.stats[wi].h2.as_deref(), &t.gauges[wi])
+                        },
+                        ws: WsFigures::of(w.target.ws.as_deref(), &t.stats[wi]),
+                    }
+                })
+                .collect();
         let mut sum = WorkloadStats::default();
         let mut g = Gauges::default();
         for (s, gw) in t.stats.iter().zip(&t.gauges) {

@@ -18,6 +18,9 @@ pub struct GrpcStreamStats {
     pub opened: u64,
     /// Messages received on them (counted, never decoded).
     pub messages: u64,
+    /// Messages sent on client and bidirectional streams.
+    #[serde(default)]
+    pub sent: u64,
     /// Streams soakd cancelled at the end of their `--stream-lifetime`
     /// (each opened anew at once).
     pub lifetime_ends: u64,
@@ -39,6 +42,7 @@ impl Default for GrpcStreamStats {
         GrpcStreamStats {
             opened: 0,
             messages: 0,
+            sent: 0,
             lifetime_ends: 0,
             restarts: 0,
             gap: super::request_histogram(),
@@ -52,6 +56,7 @@ impl GrpcStreamStats {
     pub fn add(&mut self, o: &GrpcStreamStats) {
         self.opened += o.opened;
         self.messages += o.messages;
+        self.sent += o.sent;
         self.lifetime_ends += o.lifetime_ends;
         self.restarts += o.restarts;
         for (a, b) in [(&mut self.gap, &o.gap), (&mut self.silence, &o.silence)] {
@@ -65,6 +70,7 @@ impl GrpcStreamStats {
     pub fn clear(&mut self) {
         self.opened = 0;
         self.messages = 0;
+        self.sent = 0;
         self.lifetime_ends = 0;
         self.restarts = 0;
         for h in [&mut self.gap, &mut self.silence] {

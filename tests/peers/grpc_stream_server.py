@@ -1,6 +1,6 @@
 """grpcio's asyncio server (grpc.aio, PyPI; no one here wrote it) serving
-soakd.test.v1.Echo/Subscribe from tests/proto/echo.proto, for held server
-streams: each call is a coroutine, not a thread, so one process holds
+soakd.test.v1.Echo's streaming methods (Subscribe, Collect, Chat) from
+tests/proto/echo.proto, for held streams: each call is a coroutine, not a thread, so one process holds
 thousands of streams (the thread-pool server of grpc_server.py holds as
 many as it has threads).
 
@@ -11,7 +11,11 @@ Subscribe sends `count` replies (0: without end), one every
 0, prints "port N" once serving, and rewrites STATS_FILE (JSON) 5 times a
 second: streams started, streams open now, replies sent, calls that ended
 by the server (OK), calls cancelled by the client or by the connection
-going away.
+going away; Chat's requests received and replies sent; Collect's requests
+received and calls answered.
+
+Chat answers each request with its echo; Collect counts the requests of
+the stream and answers when the client half-closes.
 
 SOAKD_GRPC_OPTIONS (environment): the server's channel arguments as JSON,
 as for grpc_server.py (e.g. max_connection_age_ms).
@@ -41,9 +45,12 @@ for f in fds.file:
     pool.Add(f)
 cls = lambda name: message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
 EchoReply = cls("soakd.test.v1.EchoReply")
+EchoRequest = cls("soakd.test.v1.EchoRequest")
+Summary = cls("soakd.test.v1.Summary")
 SubscribeRequest = cls("soakd.test.v1.SubscribeRequest")
 
-stats = {"started": 0, "open": 0, "sent": 0, "ended_ok": 0, "cancelled": 0}
+stats = {"started": 0, "open": 0, "sent": 0, "ended_ok": 0, "cancelled": 0,
+         "chat_received": 0, "chat_sent": 0, "collect_received": 0, "collect_answered": 0}
 
 
 async def subscribe(request, context):
@@ -65,6 +72,24 @@ async def subscribe(request, context):
         stats["open"] -= 1
 
 
+async def chat(requests, context):
+    i = 0
+    async for r in requests:
+        stats["chat_received"] += 1
+        i += 1
+        await context.write(EchoReply(echo=r, seq=i))
+        stats["chat_sent"] += 1
+
+
+async def collect(requests, context):
+    n, last = 0, None
+    async for r in requests:
+        n, last = n + 1, r
+        stats["collect_received"] += 1
+    stats["collect_answered"] += 1
+    return Summary(received=n, last=last)
+
+
 async def saver():
     while True:
         tmp = stats_file + ".tmp"
@@ -82,7 +107,13 @@ async def main():
         request_deserializer=SubscribeRequest.FromString,
         response_serializer=lambda m: m.SerializeToString(),
     )
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("soakd.test.v1.Echo", {"Subscribe": handler}),))
+    serialize = lambda m: m.SerializeToString()
+    handlers = {
+        "Subscribe": handler,
+        "Chat": grpc.stream_stream_rpc_method_handler(chat, request_deserializer=EchoRequest.FromString, response_serializer=serialize),
+        "Collect": grpc.stream_unary_rpc_method_handler(collect, request_deserializer=EchoRequest.FromString, response_serializer=serialize),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("soakd.test.v1.Echo", handlers),))
     port = server.add_insecure_port(f"{host}:0")
     await server.start()
     asyncio.get_running_loop().create_task(saver())

@@ -100,6 +100,19 @@ pub struct H2Rt {
     pub hold: Option<crate::plan::grpc::Hold>,
 }
 
+/// Copies a request's pre-rendered HEADERS (and CONTINUATION) frames into
+/// `out`, every frame header given stream `id`.
+fn put_headers(out: &mut Vec<u8>, frames: &[u8], id: u32) {
+    let at = out.len();
+    out.extend_from_slice(frames);
+    let mut f = at;
+    while f + HEADER_LEN <= out.len() {
+        set_stream_id(&mut out[f..], id);
+        let len = u32::from_be_bytes([0, out[f], out[f + 1], out[f + 2]]) as usize;
+        f += HEADER_LEN + len;
+    }
+}
+
 /// One connection's HTTP/2 state.
 pub(super) struct H2 {
     rt: Arc<H2Rt>,
@@ -170,7 +183,7 @@ impl H2 {
             recv: RecvWindow::new(rt.window),
             goaway: None,
             ready: false,
-            hold: rt.hold.map(|h| Box::new(Hold::new(h, rt.streams, depth))),
+            hold: rt.hold.as_ref().map(|h| Box::new(Hold::new(h, rt.streams, depth))),
             answered: false,
             rt,
         };
@@ -196,6 +209,9 @@ impl H2 {
         self.goaway = None;
         self.ready = false;
         self.answered = false;
+        if let Some(h) = self.hold.as_deref_mut() {
+            h.reset();
+        }
     }
 
     /// The connection is up: the preface, soakd's SETTINGS (no dynamic
@@ -224,8 +240,9 @@ impl H2 {
     /// `h2_hold.rs`).
     #[inline]
     pub(super) fn in_flight(&self) -> u16 {
-        if self.hold.is_some() {
-            return 0;
+        if let Some(h) = self.hold.as_deref() {
+            // Bidirectional messages awaiting their reply.
+            return h.awaiting;
         }
         self.streams.in_flight()
     }
@@ -233,8 +250,15 @@ impl H2 {
     /// How many requests may be in flight now (none when the streams are
     /// held: they open themselves).
     #[inline]
-    pub(super) fn capacity(&self) -> u16 {
-        if !self.settings_seen || self.hold.is_some() || self.goaway.is_some() || self.streams.exhausted() {
+    pub(super) fn capacity(&self, paced: bool) -> u16 {
+        if let Some(h) = self.hold.as_deref() {
+            return if self.settings_seen && self.goaway.is_none() {
+                h.capacity(paced)
+            } else {
+                0
+            };
+        }
+        if !self.settings_seen || self.goaway.is_some() || self.streams.exhausted() {
             return 0;
         }
         (self.rt.streams as u32)
@@ -257,7 +281,10 @@ impl H2 {
     /// 9113 §6.5.2: a server may answer such a request with 431 or reset
     /// it; it would be sent only to be refused).
     #[inline]
-    pub(super) fn issue(&mut self, req: u8) -> Issued {
+    pub(super) fn issue(&mut self, t: &mut Tally<'_>, req: u8) -> Issued {
+        if self.hold.is_some() {
+            return self.held_issue(t);
+        }
         if self.rt.requests[req as usize].list_size > self.peer.max_header_list {
             return Issued::Refused(ErrorKind::H2HeaderListTooLarge);
         }
@@ -299,15 +326,7 @@ impl H2 {
                 let r = &self.rt.requests[req];
                 s.rendered = true;
                 s.body_left = (cx.w.requests[req].bytes.len() - r.body_at) as u32;
-                let at = out.len();
-                out.extend_from_slice(&r.frames);
-                // Every frame header of the block gets the stream's id.
-                let mut f = at;
-                while f + HEADER_LEN <= out.len() {
-                    set_stream_id(&mut out[f..], s.id);
-                    let len = u32::from_be_bytes([0, out[f], out[f + 1], out[f + 2]]) as usize;
-                    f += HEADER_LEN + len;
-                }
+                put_headers(out, &r.frames, s.id);
             }
             while s.body_left > 0 {
                 let room = self.send.room().min(s.send.room()).min(self.peer.max_frame);
@@ -353,6 +372,10 @@ impl H2 {
     /// The next output owed without new bytes: a stream to hand back, an
     /// error after a GOAWAY with one, or the end.
     fn pending(&mut self, cx: &Cx<'_>, t: &mut Tally<'_>) -> Option<Output> {
+        if let Some(e) = self.hold.as_deref_mut().and_then(|h| h.retry.pop()) {
+            t.st.h2_mut().retried += 1;
+            return Some(Output::Retry(e));
+        }
         if let Some(e) = self.handback.pop() {
             return Some(self.hand_back(cx, t, e as usize));
         }
@@ -717,10 +740,16 @@ impl H2 {
         {
             checks.on_body(&mut self.streams[e].check, data);
         }
-        if !data.is_empty()
-            && let Some(out) = self.held_data(t, e, data)
-        {
-            return Some(out);
+        // A held stream's messages: counted; a reply on a bidirectional
+        // one answers its message (returned once the window is kept).
+        let held = if data.is_empty() {
+            None
+        } else {
+            self.held_data(t, e, data)
+        };
+        if held.is_some_and(|o| !matches!(o, Output::Response(_))) {
+            // The stream failed and is gone.
+            return held;
         }
         if end_stream {
             return Some(self.complete(cx, t, e));
@@ -733,7 +762,7 @@ impl H2 {
             encode_window_update(pool::get(&mut self.out), stream, n);
             self.ready = true;
         }
-        None
+        held
     }
 
     /// The response on entry `e` is complete: judge it, free the entry.
@@ -890,7 +919,12 @@ mod tests {
         }
 
         fn issue(&mut self) -> u16 {
-            match self.h.issue(0) {
+            let mut t = Tally {
+                st: &mut self.st,
+                g: &mut self.g,
+                now: 0,
+            };
+            match self.h.issue(&mut t, 0) {
                 Issued::Entry(e) => e,
                 other => panic!("{other:?}"),
             }
@@ -972,9 +1006,9 @@ mod tests {
         let cx = Cx::of(&w, &entries, 0, entries.len());
         let mut c = Conn::new(&w, 10);
         assert!(c.h.has_output(), "the preface is owed");
-        assert_eq!(c.h.capacity(), 0, "nothing before the server's SETTINGS");
+        assert_eq!(c.h.capacity(false), 0, "nothing before the server's SETTINGS");
         assert!(c.feed(&cx, &settings(3)).is_empty());
-        assert_eq!(c.h.capacity(), 3);
+        assert_eq!(c.h.capacity(false), 3);
         assert_eq!(c.g.h2_streams_limit, 3);
         for _ in 0..3 {
             c.issue();
@@ -1004,7 +1038,7 @@ mod tests {
         assert_eq!(outs, [Output::Retry(2), Output::Retry(3)]);
         let h2 = c.st.h2.as_deref().unwrap();
         assert_eq!((h2.goaways[ErrorCode::NoError as usize], h2.retried), (1, 2));
-        assert_eq!(c.h.capacity(), 0, "no new stream after GOAWAY");
+        assert_eq!(c.h.capacity(false), 0, "no new stream after GOAWAY");
         let outs = c.feed(&cx, &[response(1, 0x88), response(3, 0x88)].concat());
         assert_eq!(outs, [ok(0, 200), ok(1, 200), Output::End(Ending::SentAway)]);
     }
@@ -1207,14 +1241,14 @@ mod tests {
         if let ProtoRt::H2(h) = &mut w.proto {
             let h = Arc::get_mut(h).unwrap();
             h.grpc = true;
-            h.hold = Some(crate::plan::grpc::Hold { lifetime: None });
+            h.hold = Some(crate::plan::grpc::Hold::default());
         }
         let entries = vec![Inflight::default(); 3];
         let cx = Cx::of(&w, &entries, 0, entries.len());
         let mut c = Conn::new(&w, 3);
         assert!(c.feed(&cx, &settings(2)).is_empty());
         assert_eq!(
-            (c.h.capacity(), c.h.in_flight(), c.h.oldest()),
+            (c.h.capacity(false), c.h.in_flight(), c.h.oldest()),
             (0, 0, None),
             "not requests"
         );
@@ -1285,7 +1319,7 @@ mod tests {
         c.issue();
         c.issue();
         assert_eq!(c.written_streams(&cx), [1, 3]);
-        assert_eq!(c.h.capacity(), 0, "id 5 is past the limit");
+        assert_eq!(c.h.capacity(false), 0, "id 5 is past the limit");
         assert_eq!(c.feed(&cx, &response(3, 0x88)), [ok(1, 200)]);
         assert_eq!(
             c.feed(&cx, &response(1, 0x88)),

@@ -32,13 +32,16 @@
 //! earliest time, recomputed over the lanes only when one of them changes
 //! (a stream opening or ending), never per frame.
 
-use super::super::exchange::{AtClose, Output, Tally};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use super::super::exchange::{AtClose, Issued, Output, Response, Tally};
 use super::super::{BACKOFF_FIRST_MS, BACKOFF_MAX_MS, HEALTHY_NS};
-use super::H2;
+use super::{H2, put_headers};
 use crate::netio::pool;
 use crate::stats::{self, ErrorKind, GrpcStreamStats};
 use crate::wire::grpc::{Code, MessageDecoder, MessageError};
-use crate::wire::h2::{ErrorCode, encode_rst_stream};
+use crate::wire::h2::{ErrorCode, encode_rst_stream, kind, write_header};
 
 /// The largest message a held stream accepts (gRPC's default receive
 /// limit): a larger prefix fails the stream before a byte is counted.
@@ -67,6 +70,21 @@ struct Lane {
     backoff_ms: u32,
     /// Its stream has had a message (the next one ends a gap).
     got: bool,
+    /// Client and bidirectional streams: it is in the turn of lanes that
+    /// may send (possibly stale: checked when its turn comes).
+    queued: bool,
+    /// Bidirectional: a message of it awaits its reply (a loop request).
+    awaiting: bool,
+    /// Client streaming: its lifetime ended and it half-closed; the
+    /// server's answer ends it.
+    closing: bool,
+}
+
+impl Lane {
+    /// It may send a message now.
+    fn sendable(&self) -> bool {
+        self.entry != NONE && !self.awaiting && !self.closing
+    }
 }
 
 /// Why a lane's stream ended (see the module doc).
@@ -93,11 +111,25 @@ pub(super) struct Hold {
     next: u64,
     /// The run is stopping: nothing opens, nothing ending is a restart.
     pub(super) stopping: bool,
+    /// Client and bidirectional streams: the framed message each sends.
+    message: Option<Arc<[u8]>>,
+    /// Bidirectional: each message awaits the next reply.
+    replies: bool,
+    /// Lanes that may send, in turn (O(1) to take the next).
+    turn: VecDeque<u16>,
+    /// Lanes that may send now.
+    sendable: u16,
+    /// Bidirectional messages awaiting their reply: the loop's requests
+    /// in flight on this connection.
+    pub(super) awaiting: u16,
+    /// Entries whose message goes back to the loop unanswered (its stream
+    /// went away under a GOAWAY), one per call.
+    pub(super) retry: Vec<u16>,
 }
 
 impl Hold {
     /// `lanes` held streams over `depth` HTTP/2 entries.
-    pub(super) fn new(hold: crate::plan::grpc::Hold, lanes: u16, depth: usize) -> Hold {
+    pub(super) fn new(hold: &crate::plan::grpc::Hold, lanes: u16, depth: usize) -> Hold {
         let lane = Lane {
             entry: NONE,
             dec: MessageDecoder::new(MAX_MESSAGE),
@@ -108,6 +140,9 @@ impl Hold {
             silence_max: 0,
             backoff_ms: 0,
             got: false,
+            queued: false,
+            awaiting: false,
+            closing: false,
         };
         Hold {
             lifetime_ns: hold.lifetime.map(|d| d.as_nanos() as u64),
@@ -115,7 +150,63 @@ impl Hold {
             lane_of: vec![NONE; depth].into_boxed_slice(),
             next: u64::MAX,
             stopping: false,
+            message: hold.message.clone(),
+            replies: hold.replies,
+            turn: VecDeque::with_capacity(lanes as usize),
+            sendable: 0,
+            awaiting: 0,
+            retry: Vec::new(),
         }
+    }
+
+    /// A new connection: nothing awaits, no lane has a stream (the last
+    /// connection's were detached when it closed).
+    pub(super) fn reset(&mut self) {
+        for l in self.lanes.iter_mut() {
+            l.entry = NONE;
+            l.queued = false;
+            l.awaiting = false;
+            l.closing = false;
+        }
+        self.lane_of.fill(NONE);
+        self.turn.clear();
+        self.sendable = 0;
+        self.awaiting = 0;
+        self.retry.clear();
+    }
+
+    /// Messages that may be in flight now (the loop's capacity): the
+    /// bidirectional ones awaiting replies and the lanes that may send.
+    /// Client streams, whose messages are untimed, send only on a
+    /// schedule (`paced`): in closed loop nothing would ever hold them.
+    pub(super) fn capacity(&self, paced: bool) -> u16 {
+        match &self.message {
+            Some(_) if !self.stopping && (self.replies || paced) => self.awaiting + self.sendable,
+            _ => 0,
+        }
+    }
+
+    /// Lane `lane` may send again: in its turn.
+    fn make_sendable(&mut self, lane: usize) {
+        if self.message.is_none() || !self.lanes[lane].sendable() {
+            return;
+        }
+        self.sendable += 1;
+        if !std::mem::replace(&mut self.lanes[lane].queued, true) {
+            self.turn.push_back(lane as u16);
+        }
+    }
+
+    /// The next lane whose turn it is to send, taken from the turn.
+    fn next_sender(&mut self) -> Option<usize> {
+        while let Some(lane) = self.turn.pop_front() {
+            let l = &mut self.lanes[lane as usize];
+            l.queued = false;
+            if l.sendable() {
+                return Some(lane as usize);
+            }
+        }
+        None
     }
 
     /// Held streams open now.
@@ -139,7 +230,7 @@ impl Hold {
     /// Lane `lane`'s entry when its stream's lifetime has run out at `now`.
     fn expired(&self, lane: usize, now: u64) -> Option<usize> {
         let l = &self.lanes[lane];
-        (l.entry != NONE && l.end_at <= now).then_some(l.entry as usize)
+        (l.entry != NONE && !l.awaiting && !l.closing && l.end_at <= now).then_some(l.entry as usize)
     }
 
     /// Lane `lane`'s new stream took entry `e` at `now`.
@@ -162,6 +253,7 @@ impl Hold {
         }
         st.opened += 1;
         *open += 1;
+        self.make_sendable(lane);
     }
 
     /// Bytes of messages on held entry `e` at `now`: each message that
@@ -173,8 +265,9 @@ impl Hold {
         data: &[u8],
         now: u64,
         st: &mut GrpcStreamStats,
-    ) -> Result<(), MessageError> {
-        let Some(lane) = self.lane_of(e) else { return Ok(()) };
+    ) -> Result<u32, MessageError> {
+        let Some(lane) = self.lane_of(e) else { return Ok(0) };
+        let mut ended = 0;
         let l = &mut self.lanes[lane];
         let Lane {
             dec,
@@ -193,15 +286,24 @@ impl Hold {
             *silence_max = (*silence_max).max(gap);
             *last = now;
             st.messages += 1;
-        })
+            ended += 1;
+        })?;
+        Ok(ended)
     }
 
     /// Held entry `e`'s stream ended at `now`, as `why` says: its last
     /// silence is recorded and its lane waits for its next stream.
-    pub(super) fn detach(&mut self, e: usize, now: u64, why: Ended, t: &mut Tally<'_>) {
-        let Some(lane) = self.lane_of(e) else { return };
+    /// True when a bidirectional message of it was awaiting its reply (the
+    /// caller settles it with the loop; `awaiting` is not changed here).
+    pub(super) fn detach(&mut self, e: usize, now: u64, why: Ended, t: &mut Tally<'_>) -> bool {
+        let Some(lane) = self.lane_of(e) else { return false };
         self.lane_of[e] = NONE;
+        if self.message.is_some() && self.lanes[lane].sendable() {
+            self.sendable -= 1;
+        }
         let l = &mut self.lanes[lane];
+        let awaiting = std::mem::replace(&mut l.awaiting, false);
+        l.closing = false;
         l.entry = NONE;
         let st = t.st.grpc_mut();
         stats::record_ns(&mut st.silence, l.silence_max.max(now.saturating_sub(l.last)));
@@ -231,6 +333,7 @@ impl Hold {
                 now + wait as u64
             }
         };
+        awaiting
     }
 
     /// Recomputes the earliest timer (after a lane changed): lifetimes'
@@ -245,6 +348,8 @@ impl Hold {
             .map(|l| match l.entry {
                 NONE if may_open && l.reopen_at != 0 => l.reopen_at,
                 NONE => u64::MAX,
+                // Ends after its reply, or after the server's answer.
+                _ if l.awaiting || l.closing => u64::MAX,
                 _ => l.end_at,
             })
             .min()
@@ -282,7 +387,10 @@ impl Hold {
 impl H2 {
     /// Opens a stream on every lane that is due, as far as the server's
     /// limit allows, unless the connection may not open any (before the
-    /// server's SETTINGS, after a GOAWAY, at the stop).
+    /// server's SETTINGS, after a GOAWAY, at the stop). A server stream's
+    /// HEADERS and message are rendered in turn like a request's; a
+    /// client or bidirectional stream's HEADERS go out at once, without
+    /// END_STREAM, so its messages can follow them.
     pub(super) fn open_held(&mut self, t: &mut Tally<'_>) {
         let may = self.settings_seen && self.goaway.is_none() && !self.streams.exhausted();
         let Some(hold) = self.hold.as_deref_mut() else { return };
@@ -299,7 +407,14 @@ impl H2 {
                     continue;
                 }
                 let e = self.streams.open(self.peer.initial_window, self.rt.window);
-                self.order.push_back((e, self.streams[e as usize].seq));
+                if hold.message.is_some() {
+                    let s = &mut self.streams[e as usize];
+                    s.rendered = true;
+                    s.st = super::St::Open;
+                    put_headers(pool::get(&mut self.out), &self.rt.requests[0].frames, s.id);
+                } else {
+                    self.order.push_back((e, self.streams[e as usize].seq));
+                }
                 hold.attach(lane, e, t.now, t.st.grpc_mut(), &mut t.g.grpc_streams);
                 self.ready = true;
             }
@@ -313,15 +428,74 @@ impl H2 {
         self.hold.as_deref().is_some_and(|h| h.lane_of(e).is_some())
     }
 
+    /// A message is due (client and bidirectional streams): it goes out on
+    /// the next lane whose turn it is, framed once by the plan and copied
+    /// into the output (DATA frames, both windows permitting). A
+    /// bidirectional message takes its stream's entry until the next reply
+    /// ([`Issued::Entry`]: the loop times it from its due time); a client
+    /// stream's is untimed.
+    pub(super) fn held_issue(&mut self, t: &mut Tally<'_>) -> Issued {
+        let max_frame = self.peer.max_frame;
+        let Some(h) = self.hold.as_deref_mut() else {
+            return Issued::Refused(ErrorKind::SendStalled);
+        };
+        let (Some(msg), Some(lane)) = (h.message.clone(), h.next_sender()) else {
+            return Issued::Refused(ErrorKind::SendStalled);
+        };
+        let e = h.lanes[lane].entry as usize;
+        let s = &mut self.streams[e];
+        let n = msg.len() as u32;
+        if self.send.room() < n || s.send.room() < n {
+            // The server does not take it now: missed, the lane keeps its turn.
+            h.lanes[lane].queued = true;
+            h.turn.push_front(lane as u16);
+            return Issued::Refused(ErrorKind::SendStalled);
+        }
+        let out = pool::get(&mut self.out);
+        for chunk in msg.chunks(max_frame.max(1) as usize) {
+            write_header(out, chunk.len(), kind::DATA, 0, s.id);
+            out.extend_from_slice(chunk);
+        }
+        s.send.spend(n);
+        self.send.spend(n);
+        t.st.grpc_mut().sent += 1;
+        if h.replies {
+            h.lanes[lane].awaiting = true;
+            h.sendable -= 1;
+            h.awaiting += 1;
+            return Issued::Entry(e as u16);
+        }
+        h.lanes[lane].queued = true;
+        h.turn.push_back(lane as u16);
+        Issued::Untimed
+    }
+
     /// Held entry `e`'s stream ends at `t.now` as `why` says: its entry is
-    /// freed, and lanes that are due open their next streams.
-    fn end_held(&mut self, t: &mut Tally<'_>, e: usize, why: Ended) -> Output {
+    /// freed, and lanes that are due open their next streams. A
+    /// bidirectional message awaiting its reply on it is handed back to
+    /// the loop (a restart: sent again on the next connection) or fails
+    /// (`failed`: the server ended the stream before the reply).
+    fn end_held(&mut self, t: &mut Tally<'_>, e: usize, why: Ended, failed: ErrorKind) -> Output {
         self.streams.close(e);
-        if let Some(h) = self.hold.as_deref_mut() {
-            h.detach(e, t.now, why, t);
+        let mut awaited = false;
+        if let Some(h) = self.hold.as_deref_mut()
+            && h.detach(e, t.now, why, t)
+        {
+            h.awaiting -= 1;
+            awaited = true;
         }
         self.open_held(t);
-        Output::Ready
+        match (awaited, why) {
+            (false, _) => Output::Ready,
+            (true, Ended::Restart) => {
+                t.st.h2_mut().retried += 1;
+                Output::Retry(e as u16)
+            }
+            (true, _) => Output::Failed {
+                entry: e as u16,
+                kind: failed,
+            },
+        }
     }
 
     /// A held stream's call ended with `code` (its trailers): counted by
@@ -330,29 +504,65 @@ impl H2 {
     /// calls so at the end of `max_connection_age_grace`): a restart,
     /// opened on the next connection, not an error. Any other non-OK code
     /// is a `grpc_status` error; the lane opens again after a backoff step
-    /// (or on the next connection when this one is going).
+    /// (or on the next connection when this one is going). A client
+    /// stream that half-closed at the end of its lifetime ends here with
+    /// the server's answer, and the next one opens at once.
     pub(super) fn end_held_call(&mut self, t: &mut Tally<'_>, e: usize, code: Code) -> Output {
         t.st.h2_mut().grpc_calls[code as usize] += 1;
         let drained = self.goaway.is_some() && code == Code::Unavailable;
         if code != Code::Ok && !drained {
             t.st.counters.error(ErrorKind::GrpcStatus, 1);
         }
-        let why = if drained { Ended::Restart } else { Ended::ByServer };
-        self.end_held(t, e, why)
+        let closing = self
+            .hold
+            .as_deref()
+            .and_then(|h| h.lane_of(e).map(|l| h.lanes[l].closing))
+            .unwrap_or(false);
+        let why = match (drained, closing) {
+            (true, _) => Ended::Restart,
+            (false, true) => Ended::Lifetime,
+            (false, false) => Ended::ByServer,
+        };
+        let failed = if code == Code::Ok {
+            ErrorKind::Eof
+        } else {
+            ErrorKind::GrpcStatus
+        };
+        self.end_held(t, e, why, failed)
     }
 
-    /// Messages on held entry `e`: counted; a message over the limit (or
-    /// a bad prefix) fails that stream alone (`h2_protocol`): it is
-    /// cancelled and its lane opens again after a backoff step.
+    /// Messages on held entry `e`: counted; on a bidirectional stream, the
+    /// first one after a message of ours is its reply ([`Output::Response`],
+    /// timed by the loop from the message's due time). A message over the
+    /// limit (or a bad prefix) fails that stream alone (`h2_protocol`): it
+    /// is cancelled and its lane opens again after a backoff step.
     pub(super) fn held_data(&mut self, t: &mut Tally<'_>, e: usize, data: &[u8]) -> Option<Output> {
         let h = self.hold.as_deref_mut()?;
-        if h.on_data(e, data, t.now, t.st.grpc_mut()).is_ok() {
-            return None;
+        match h.on_data(e, data, t.now, t.st.grpc_mut()) {
+            Ok(0) => None,
+            Ok(_) => {
+                let lane = h.lane_of(e)?;
+                if !std::mem::replace(&mut h.lanes[lane].awaiting, false) {
+                    return None;
+                }
+                h.awaiting -= 1;
+                h.make_sendable(lane);
+                // Its lifetime may have run out while it awaited.
+                h.retime(self.goaway.is_none());
+                Some(Output::Response(Response {
+                    entry: e as u16,
+                    status: self.streams[e].status,
+                    keep_alive: true,
+                    failed_checks: 0,
+                }))
+            }
+            Err(_) => {
+                t.st.counters.error(ErrorKind::H2Protocol, 1);
+                let id = self.streams[e].id;
+                encode_rst_stream(pool::get(&mut self.out), id, ErrorCode::Cancel);
+                Some(self.end_held(t, e, Ended::ByServer, ErrorKind::H2Protocol))
+            }
         }
-        t.st.counters.error(ErrorKind::H2Protocol, 1);
-        let id = self.streams[e].id;
-        encode_rst_stream(pool::get(&mut self.out), id, ErrorCode::Cancel);
-        Some(self.end_held(t, e, Ended::ByServer))
     }
 
     /// The server reset held entry `e`: REFUSED_STREAM is retried after a
@@ -367,12 +577,14 @@ impl H2 {
             }
             Ended::ByServer
         };
-        self.end_held(t, e, why)
+        self.end_held(t, e, why, ErrorKind::StreamReset)
     }
 
     /// A GOAWAY: held streams above its last stream (or not yet sent) are
-    /// restarts, opened on the next connection; the others live until the
-    /// server ends them or closes (`at_close`).
+    /// restarts, opened on the next connection (a bidirectional message
+    /// awaiting a reply on one is handed back to the loop, see
+    /// [`H2::pending`]); the others live until the server ends them or
+    /// closes (`at_close`).
     pub(super) fn held_goaway(&mut self, t: &mut Tally<'_>, last_stream: u32) {
         for e in 0..self.streams.len() {
             if !self.held(e) {
@@ -383,17 +595,21 @@ impl H2 {
                 continue;
             }
             self.streams.close(e);
-            if let Some(h) = self.hold.as_deref_mut() {
-                h.detach(e, t.now, Ended::Restart, t);
+            if let Some(h) = self.hold.as_deref_mut()
+                && h.detach(e, t.now, Ended::Restart, t)
+            {
+                h.awaiting -= 1;
+                h.retry.push(e as u16);
             }
         }
         self.order.clear();
         self.open_held(t);
     }
 
-    /// The connection's timer: streams whose lifetime ran out are
-    /// cancelled (RST_STREAM CANCEL) and opened anew; lanes whose backoff
-    /// ran out open.
+    /// The connection's timer: streams whose lifetime ran out end (a
+    /// server or bidirectional stream is cancelled with RST_STREAM CANCEL
+    /// and opened anew at once; a client stream half-closes and the
+    /// server's answer ends it); lanes whose backoff ran out open.
     pub(super) fn held_on_time(&mut self, t: &mut Tally<'_>) -> Output {
         let Some(lanes) = self.hold.as_deref().map(|h| h.lanes.len()) else {
             return Output::Taken;
@@ -403,12 +619,21 @@ impl H2 {
                 continue;
             };
             let id = self.streams[e].id;
+            self.ready = true;
+            if let Some(h) = self.hold.as_deref_mut()
+                && h.message.is_some()
+                && !h.replies
+            {
+                write_header(pool::get(&mut self.out), 0, kind::DATA, 1, id);
+                h.sendable -= 1;
+                h.lanes[lane].closing = true;
+                continue;
+            }
             encode_rst_stream(pool::get(&mut self.out), id, ErrorCode::Cancel);
             self.streams.close(e);
             if let Some(h) = self.hold.as_deref_mut() {
                 h.detach(e, t.now, Ended::Lifetime, t);
             }
-            self.ready = true;
         }
         self.open_held(t);
         if std::mem::take(&mut self.ready) {
@@ -420,7 +645,9 @@ impl H2 {
 
     /// The connection closes (whoever closed it): its held streams'
     /// last silences are recorded, and they are restarts unless the run is
-    /// stopping. Nothing once done (the streams are gone).
+    /// stopping. Nothing once done (the streams are gone). Bidirectional
+    /// messages awaiting replies stay counted: the loop fails them with
+    /// the connection.
     pub(super) fn held_closed(&mut self, t: &mut Tally<'_>) {
         let Some(h) = self.hold.as_deref_mut() else { return };
         let why = if h.stopping { Ended::Stop } else { Ended::Restart };
@@ -438,8 +665,8 @@ impl H2 {
     /// held streams is `eof`.
     pub(super) fn held_at_close(&self) -> AtClose {
         match &self.hold {
-            Some(_) if self.goaway.is_some() => AtClose::SentAway,
-            Some(h) if h.live() > 0 => AtClose::Truncated,
+            Some(h) if self.goaway.is_some() && h.awaiting == 0 => AtClose::SentAway,
+            Some(h) if h.live() > 0 || h.awaiting > 0 => AtClose::Truncated,
             _ => AtClose::Idle,
         }
     }

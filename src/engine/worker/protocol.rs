@@ -85,7 +85,7 @@ impl ProtoRt {
                 .map(|r| crate::wire::h2::render_request(&r.bytes, tls).expect("soakd's own HTTP/1.1 rendering parses"))
                 .collect(),
             grpc: w.target.grpc.is_some(),
-            hold: w.target.grpc.as_ref().and_then(|g| g.hold),
+            hold: w.target.grpc.as_ref().and_then(|g| g.hold.clone()),
         }))
     }
 
@@ -179,7 +179,7 @@ impl Protocol {
     pub(super) fn capacity(&self, w: &WorkloadRt) -> u16 {
         match self {
             Protocol::Http1(_) => w.pipeline,
-            Protocol::H2(h) => h.capacity(),
+            Protocol::H2(h) => h.capacity(w.lane_step_ns.is_some()),
             Protocol::Ws(s) => s.capacity(w.pipeline),
         }
     }
@@ -255,7 +255,7 @@ impl Protocol {
     pub(super) fn issue(&mut self, t: &mut Tally<'_>, req: u8, depth: usize) -> Issued {
         match self {
             Protocol::Http1(h) => Issued::Entry(h.issue(depth)),
-            Protocol::H2(h) => h.issue(req),
+            Protocol::H2(h) => h.issue(t, req),
             Protocol::Ws(s) => s.issue(t, depth),
         }
     }

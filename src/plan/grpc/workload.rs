@@ -42,6 +42,9 @@ pub struct GrpcSpec {
     pub stream: Option<String>,
     /// `--stream-lifetime DUR`: how long each held stream lives.
     pub stream_lifetime: Option<Duration>,
+    /// `--stream-message JSON`: what each client or bidirectional stream
+    /// sends on its schedule.
+    pub stream_message: Option<String>,
 }
 
 impl GrpcSpec {
@@ -57,6 +60,7 @@ impl GrpcSpec {
             (self.data_bin.is_some(), "data_bin"),
             (self.stream.is_some(), "stream"),
             (self.stream_lifetime.is_some(), "stream_lifetime"),
+            (self.stream_message.is_some(), "stream_message"),
         ]
         .into_iter()
         .filter_map(|(yes, k)| yes.then_some(k))
@@ -82,17 +86,37 @@ pub struct GrpcTarget {
     /// The call, once the schema is known (`None`: the reflection fetch
     /// has not run yet).
     pub call: Option<Arc<GrpcCall>>,
-    /// `--stream subscribe`: each stream slot holds one server-streaming
-    /// call open (`None`: calls are unary).
+    /// `--stream subscribe` or `--stream-message`: each stream slot holds
+    /// one streaming call open (`None`: calls are unary).
     pub hold: Option<Hold>,
+    /// `--stream-message` as given.
+    pub stream_message: Option<String>,
 }
 
-/// How held server streams live (`--stream subscribe`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How held streams live (`--stream subscribe`, or `--stream-message` on
+/// a client-streaming or bidirectional method).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Hold {
-    /// `--stream-lifetime`: each stream is cancelled and opened anew after
+    /// `--stream-lifetime`: each stream is ended and opened anew after
     /// this long (jittered ±10%); `None`: held until the run ends.
     pub lifetime: Option<Duration>,
+    /// Client and bidirectional streams: the message each stream sends on
+    /// its schedule, framed (encoded once, with the call); `None` for a
+    /// server stream.
+    pub message: Option<Arc<[u8]>>,
+    /// Bidirectional: each message is timed to the next reply.
+    pub replies: bool,
+}
+
+impl Hold {
+    /// `subscribe`, `client` or `bidi`, as the report names it.
+    pub fn mode(&self) -> &'static str {
+        match (&self.message, self.replies) {
+            (None, _) => "subscribe",
+            (Some(_), false) => "client",
+            (Some(_), true) => "bidi",
+        }
+    }
 }
 
 /// The values `--stream` takes.
@@ -170,6 +194,17 @@ pub fn build(
         }
     };
     let hold = match spec.stream.as_deref() {
+        Some(_) if spec.stream_message.is_some() => {
+            return Err(Error::Usage(format!(
+                "{} is for server streams and {} for client and bidirectional ones; give the one the method's kind takes",
+                key("stream"),
+                key("stream_message")
+            )));
+        }
+        None if spec.stream_message.is_some() => Some(Hold {
+            lifetime: spec.stream_lifetime,
+            ..Hold::default()
+        }),
         None if spec.stream_lifetime.is_some() => {
             return Err(Error::Usage(format!(
                 "{} is how long a held stream lives, and no stream is held; add {} subscribe or drop it",
@@ -181,6 +216,7 @@ pub fn build(
         // The duration's kind refuses 0 (a stream ended as it opens).
         Some("subscribe") => Some(Hold {
             lifetime: spec.stream_lifetime,
+            ..Hold::default()
         }),
         Some(other) => {
             return Err(Error::Usage(format!(
@@ -199,6 +235,7 @@ pub fn build(
         authority: url.host_header.clone(),
         call: None,
         hold,
+        stream_message: spec.stream_message.clone(),
     };
     let requests = match Schema::load(&t.source) {
         None => vec![placeholder(&t)],
@@ -211,25 +248,48 @@ pub fn build(
 /// workload's one request: a unary call, or the call each held server
 /// stream opens with (`--stream subscribe`).
 pub fn finish(t: &mut GrpcTarget, schema: &Schema) -> Result<Vec<Request>, Error> {
-    let call = prepare_call(schema, &t.given, &t.data, &t.metadata)?;
-    match (call.method.kind, t.hold.is_some()) {
-        (MethodKind::Unary, false) | (MethodKind::ServerStreaming, true) => {}
-        (MethodKind::ServerStreaming, false) => {
+    let mut call = prepare_call(schema, &t.given, &t.data, &t.metadata)?;
+    let kind = call.method.kind;
+    match (kind, t.hold.is_some(), t.stream_message.is_some()) {
+        (MethodKind::Unary, false, _) | (MethodKind::ServerStreaming, true, false) => {}
+        (MethodKind::ClientStreaming | MethodKind::Bidi, _, true) => {
+            if t.data != MessageData::Empty {
+                return Err(Error::Usage(format!(
+                    "{} is a {} method: its messages are --stream-message; drop --data, --data-file and --data-bin",
+                    call.method.name,
+                    kind.name()
+                )));
+            }
+            let message = MessageData::Json(t.stream_message.clone().unwrap_or_default());
+            call = prepare_call(schema, &t.given, &message, &t.metadata)?;
+            if let Some(h) = t.hold.as_mut() {
+                h.message = Some(Arc::from(&call.framed[..]));
+                h.replies = kind == MethodKind::Bidi;
+            }
+        }
+        (MethodKind::ServerStreaming, false, _) => {
             return Err(Error::Usage(format!(
                 "{} is a server_streaming method: add --stream subscribe to hold its streams open and count their messages",
                 call.method.name
             )));
         }
-        (kind, true) => {
+        (_, _, true) => {
+            return Err(Error::Usage(format!(
+                "--stream-message is what client-streaming and bidirectional calls send, and {} is a {} method; drop it",
+                call.method.name,
+                kind.name()
+            )));
+        }
+        (_, true, _) => {
             return Err(Error::Usage(format!(
                 "--stream subscribe holds server-streaming calls, and {} is a {} method; drop --stream for a unary one",
                 call.method.name,
                 kind.name()
             )));
         }
-        (kind, false) => {
+        _ => {
             return Err(Error::Usage(format!(
-                "{} is a {} method; soakd sends unary calls and holds server streams (--stream subscribe) so far",
+                "{} is a {} method: give --stream-message JSON, the message each stream sends on its schedule",
                 call.method.name,
                 kind.name()
             )));
