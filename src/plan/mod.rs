@@ -570,14 +570,13 @@ impl WorkloadSpec {
         }
         let ws = ws::build(&self.ws, &parsed, &self.headers, self.model, key)?.map(std::sync::Arc::new);
         let (grpc, requests) = if parsed.grpc {
-            let (t, requests) =
-                grpc::build_workload(&self.grpc, &parsed, &self.headers, self.conn.request_timeout, key)?;
-            if t.hold.as_ref().is_some_and(|h| h.message.is_some() && !h.replies) && self.model == LoadModel::Closed {
-                return Err(Error::Usage(format!(
-                    "{} is a client-streaming method: its messages get no reply, so closed loop has nothing to wait for; give -i DUR (per stream) or -r RATE",
-                    t.method_name()
-                )));
-            }
+            let (t, requests) = grpc::build_workload(
+                &self.grpc,
+                &parsed,
+                &self.headers,
+                (self.conn.request_timeout, self.model),
+                key,
+            )?;
             (Some(std::sync::Arc::new(t)), requests)
         } else {
             (None, self.render_requests(&parsed, key)?)

@@ -54,11 +54,10 @@ use crate::netio::pool;
 use crate::stats::ErrorKind;
 use crate::wire::grpc::{Block, BlockFields, Code};
 use crate::wire::h2::{
-    DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, Frame, FrameDecoder, H2Request, HEADER_LEN, HeaderDecoder,
-    PREFACE, PeerSettings, RecvWindow, SendWindow, encode_ping, encode_settings, encode_window_update, set_stream_id,
-    setting, write_header,
+    DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, Frame, FrameDecoder, H2Request, HeaderDecoder, PREFACE,
+    PeerSettings, RecvWindow, SendWindow, encode_ping, encode_settings, encode_window_update, setting, write_header,
 };
-use hold::Hold;
+use hold::{Hold, put_headers};
 
 #[path = "h2_hold.rs"]
 mod hold;
@@ -98,19 +97,6 @@ pub struct H2Rt {
     /// gRPC `--stream subscribe`: each stream slot holds a server-streaming
     /// call open (`h2_hold.rs`) instead of sending requests.
     pub hold: Option<crate::plan::grpc::Hold>,
-}
-
-/// Copies a request's pre-rendered HEADERS (and CONTINUATION) frames into
-/// `out`, every frame header given stream `id`.
-fn put_headers(out: &mut Vec<u8>, frames: &[u8], id: u32) {
-    let at = out.len();
-    out.extend_from_slice(frames);
-    let mut f = at;
-    while f + HEADER_LEN <= out.len() {
-        set_stream_id(&mut out[f..], id);
-        let len = u32::from_be_bytes([0, out[f], out[f + 1], out[f + 2]]) as usize;
-        f += HEADER_LEN + len;
-    }
 }
 
 /// One connection's HTTP/2 state.
@@ -251,12 +237,8 @@ impl H2 {
     /// held: they open themselves).
     #[inline]
     pub(super) fn capacity(&self, paced: bool) -> u16 {
-        if let Some(h) = self.hold.as_deref() {
-            return if self.settings_seen && self.goaway.is_none() {
-                h.capacity(paced)
-            } else {
-                0
-            };
+        if self.hold.is_some() {
+            return self.held_capacity(paced);
         }
         if !self.settings_seen || self.goaway.is_some() || self.streams.exhausted() {
             return 0;
@@ -809,36 +791,6 @@ impl H2 {
         self.streams.grow(new.len());
         if let Some(h) = self.hold.as_deref_mut() {
             h.grow(new.len());
-        }
-    }
-
-    /// The held streams' timer (a lifetime's end, a reopen), ns.
-    #[inline]
-    pub(super) fn deadline(&self) -> Option<u64> {
-        self.hold.as_deref().and_then(Hold::deadline)
-    }
-
-    /// The timer is due (see [`H2::deadline`]).
-    pub(super) fn on_time(&mut self, t: &mut Tally<'_>) -> Output {
-        self.held_on_time(t)
-    }
-
-    /// The connection closes now: held streams' last figures.
-    pub(super) fn closed(&mut self, t: &mut Tally<'_>) {
-        self.held_closed(t);
-    }
-
-    /// The run is stopping: held streams end without being restarts.
-    pub(super) fn start_close(&mut self) {
-        if let Some(h) = self.hold.as_deref_mut() {
-            h.stopping = true;
-        }
-    }
-
-    /// The once-an-interval walk: held streams' silences.
-    pub(super) fn walk(&mut self, t: &mut Tally<'_>) {
-        if let Some(h) = self.hold.as_deref_mut() {
-            h.walk(t.now, t.st.grpc_mut());
         }
     }
 }

@@ -37,11 +37,11 @@ use std::sync::Arc;
 
 use super::super::exchange::{AtClose, Issued, Output, Response, Tally};
 use super::super::{BACKOFF_FIRST_MS, BACKOFF_MAX_MS, HEALTHY_NS};
-use super::{H2, put_headers};
+use super::H2;
 use crate::netio::pool;
 use crate::stats::{self, ErrorKind, GrpcStreamStats};
 use crate::wire::grpc::{Code, MessageDecoder, MessageError};
-use crate::wire::h2::{ErrorCode, encode_rst_stream, kind, write_header};
+use crate::wire::h2::{ErrorCode, HEADER_LEN, encode_rst_stream, kind, set_stream_id, write_header};
 
 /// The largest message a held stream accepts (gRPC's default receive
 /// limit): a larger prefix fails the stream before a byte is counted.
@@ -382,9 +382,52 @@ impl Hold {
     }
 }
 
+/// Copies a request's pre-rendered HEADERS (and CONTINUATION) frames into
+/// `out`, every frame header given stream `id`.
+pub(super) fn put_headers(out: &mut Vec<u8>, frames: &[u8], id: u32) {
+    let at = out.len();
+    out.extend_from_slice(frames);
+    let mut f = at;
+    while f + HEADER_LEN <= out.len() {
+        set_stream_id(&mut out[f..], id);
+        let len = u32::from_be_bytes([0, out[f], out[f + 1], out[f + 2]]) as usize;
+        f += HEADER_LEN + len;
+    }
+}
+
 /// The held streams' part of the HTTP/2 client (a child module of `h2.rs`,
 /// so the client's file stays the table of its frames).
 impl H2 {
+    /// The held streams' timer (a lifetime's end, a reopen), ns.
+    #[inline]
+    pub(in crate::engine::worker) fn deadline(&self) -> Option<u64> {
+        self.hold.as_deref().and_then(Hold::deadline)
+    }
+
+    /// The timer is due (see [`H2::deadline`]).
+    pub(in crate::engine::worker) fn on_time(&mut self, t: &mut Tally<'_>) -> Output {
+        self.held_on_time(t)
+    }
+
+    /// The connection closes now: held streams' last figures.
+    pub(in crate::engine::worker) fn closed(&mut self, t: &mut Tally<'_>) {
+        self.held_closed(t);
+    }
+
+    /// The run is stopping: held streams end without being restarts.
+    pub(in crate::engine::worker) fn start_close(&mut self) {
+        if let Some(h) = self.hold.as_deref_mut() {
+            h.stopping = true;
+        }
+    }
+
+    /// The once-an-interval walk: held streams' silences.
+    pub(in crate::engine::worker) fn walk(&mut self, t: &mut Tally<'_>) {
+        if let Some(h) = self.hold.as_deref_mut() {
+            h.walk(t.now, t.st.grpc_mut());
+        }
+    }
+
     /// Opens a stream on every lane that is due, as far as the server's
     /// limit allows, unless the connection may not open any (before the
     /// server's SETTINGS, after a GOAWAY, at the stop). A server stream's
@@ -420,6 +463,15 @@ impl H2 {
             }
         }
         hold.retime(may);
+    }
+
+    /// Messages that may be in flight now (see [`Hold::capacity`]): none
+    /// before the server's SETTINGS or after a GOAWAY.
+    pub(super) fn held_capacity(&self, paced: bool) -> u16 {
+        match self.hold.as_deref() {
+            Some(h) if self.settings_seen && self.goaway.is_none() => h.capacity(paced),
+            _ => 0,
+        }
     }
 
     /// The lane of entry `e` when it is a held stream.

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use super::{GrpcCall, MessageData, MethodKind, Schema, SchemaSource, prepare_call};
 use crate::Error;
-use crate::plan::{ParsedUrl, Request, defaults};
+use crate::plan::{LoadModel, ParsedUrl, Request, defaults};
 
 /// The gRPC settings as given (flags or `[[workload]]` keys).
 #[derive(Clone, Debug, Default)]
@@ -91,6 +91,8 @@ pub struct GrpcTarget {
     pub hold: Option<Hold>,
     /// `--stream-message` as given.
     pub stream_message: Option<String>,
+    /// The load model is closed loop (no `-i`, no `-r`).
+    pub closed_loop: bool,
 }
 
 /// How held streams live (`--stream subscribe`, or `--stream-message` on
@@ -140,7 +142,7 @@ pub fn build(
     spec: &GrpcSpec,
     url: &ParsedUrl,
     headers: &[(String, String)],
-    timeout: Duration,
+    (timeout, model): (Duration, LoadModel),
     key: &dyn Fn(&str) -> String,
 ) -> Result<(GrpcTarget, Vec<Request>), Error> {
     if url.target != "/" {
@@ -236,6 +238,7 @@ pub fn build(
         call: None,
         hold,
         stream_message: spec.stream_message.clone(),
+        closed_loop: model == LoadModel::Closed,
     };
     let requests = match Schema::load(&t.source) {
         None => vec![placeholder(&t)],
@@ -258,6 +261,12 @@ pub fn finish(t: &mut GrpcTarget, schema: &Schema) -> Result<Vec<Request>, Error
                     "{} is a {} method: its messages are --stream-message; drop --data, --data-file and --data-bin",
                     call.method.name,
                     kind.name()
+                )));
+            }
+            if kind == MethodKind::ClientStreaming && t.closed_loop {
+                return Err(Error::Usage(format!(
+                    "{} is a client-streaming method: its messages get no reply, so closed loop has nothing to wait for; give -i DUR (per stream) or -r RATE",
+                    call.method.name
                 )));
             }
             let message = MessageData::Json(t.stream_message.clone().unwrap_or_default());
