@@ -10,6 +10,12 @@
 #      connections x AGE_STREAMS (10) streams held for AGE_SECS (60) s, a
 #      push every 100 ms. Rotations, restarts, errors (0 wanted), messages
 #      counted by soakd and sent by grpcio.
+#   3. alloc: soakd under heaptrack (held streams' hot path: no
+#      allocation per message): Chat (bidirectional, closed loop, 4 x 4
+#      streams) for ALLOC_N1 (5000) and ALLOC_N2 (25000) messages, and
+#      Subscribe (4 x 25 streams, a push every 10 ms) for 2 s and 6 s: the
+#      difference of the allocation calls over the difference of the
+#      messages.
 #   2. memory: soakd's RSS holding 10,000 idle streams (one push at the
 #      start, then silence) as 100 x 100 and as 10,000 x 1, against its
 #      RSS at the same connection count and --streams without streams
@@ -26,7 +32,9 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
-PARTS=${PARTS:-ageing memory}
+PARTS=${PARTS:-ageing memory alloc}
+ALLOC_N1=${ALLOC_N1:-5000}
+ALLOC_N2=${ALLOC_N2:-25000}
 AGE_CONNS=${AGE_CONNS:-20}
 AGE_STREAMS=${AGE_STREAMS:-10}
 AGE_SECS=${AGE_SECS:-60}
@@ -135,4 +143,34 @@ if [[ " $PARTS " == *" memory "* ]]; then
     echo "per held idle stream above the connection's cost: 100 x 100 $(((RSS_held100 - RSS_bare100) * 1024 / 10000)) B," \
         "10,000 x 1 $(((RSS_held10k - RSS_bare10k) * 1024 / 10000)) B (2048 B wanted)"
     echo "grpcio (asyncio) held them: $(cat "$WORK/memory.json")"
+fi
+
+if [[ " $PARTS " == *" alloc "* ]]; then
+    need heaptrack heaptrack
+    section "heaptrack: allocations per message (bidirectional and server streams)"
+    start_server alloc '[]'
+    # heaptrack_run NAME ARGS...: soakd under heaptrack; prints its allocation calls.
+    heaptrack_run() {
+        local name=$1
+        shift
+        heaptrack -o "$WORK/ht-$name" "$SOAKD" run "grpc://$ADDR" --proto "$PROTO" -t 1 --metrics-listen off \
+            --report "$WORK/ht-$name.json" "$@" >/dev/null 2>&1
+        heaptrack_print "$(ls "$WORK"/ht-"$name"*.zst "$WORK"/ht-"$name"*.gz 2>/dev/null | head -1)" 2>/dev/null |
+            awk '/^calls to allocation functions:/ {print $5; exit}'
+    }
+    chat=(--call soakd.test.v1.Echo/Chat --stream-message '{"text": "hi"}' -c 4 --streams 4)
+    a=$(heaptrack_run chat1 "${chat[@]}" -n "$ALLOC_N1" --source-addr "$SOURCE_PREFIX.25")
+    b=$(heaptrack_run chat2 "${chat[@]}" -n "$ALLOC_N2" --source-addr "$SOURCE_PREFIX.26")
+    echo "bidi: allocation calls $a for $ALLOC_N1 messages, $b for $ALLOC_N2;" \
+        "per message $(calc "($b - $a) / ($ALLOC_N2 - $ALLOC_N1)")"
+    sub=(--call soakd.test.v1.Echo/Subscribe --stream subscribe --data '{"count": 0, "interval_ms": 10}' -c 4 --streams 25)
+    a=$(heaptrack_run sub1 "${sub[@]}" -d 2s --source-addr "$SOURCE_PREFIX.27")
+    b=$(heaptrack_run sub2 "${sub[@]}" -d 6s --source-addr "$SOURCE_PREFIX.28")
+    received() {
+        python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["workloads"][0]["http"]["grpc"]["streams"]["messages_received"])' "$1"
+    }
+    ma=$(received "$WORK/ht-sub1.json")
+    mb=$(received "$WORK/ht-sub2.json")
+    echo "subscribe: allocation calls $a for $ma messages, $b for $mb;" \
+        "per message $(calc "($b - $a) / ($mb - $ma)")"
 fi
