@@ -125,6 +125,50 @@ fn each_stream_slot_holds_one_call_and_counts_its_messages() {
         sent >= got && sent - got <= 20,
         "grpcio sent {sent}, soakd counted {got}"
     );
+
+    // The same live on /metrics: the held streams' series from the first
+    // scrape, the gauge at 20 once they are open, messages counting up.
+    let metrics = format!("127.0.0.1:{}", util::free_port());
+    let url = format!("grpc://127.0.0.1:{}", peer.port);
+    let proto = proto_dir().join("echo.proto").display().to_string();
+    let mut child = util::spawn_soakd(&[
+        "run",
+        &url,
+        "--call",
+        SUBSCRIBE,
+        "--proto",
+        &proto,
+        "--data",
+        r#"{"count": 0, "interval_ms": 100}"#,
+        "--stream",
+        "subscribe",
+        "-c",
+        "4",
+        "--streams",
+        "5",
+        "-d",
+        "30s",
+        "--source-addr",
+        "127.0.43.15",
+        "--metrics-listen",
+        &metrics,
+    ]);
+    let sum = |m: &std::collections::HashMap<String, f64>, n: &str| util::metric_sum(m, n);
+    util::wait_until(
+        || {
+            util::scrape(&metrics).is_some_and(|m| {
+                sum(&m, "soakd_grpc_streams_open") == 20.0
+                    && sum(&m, "soakd_grpc_streams_opened_total") == 20.0
+                    && sum(&m, "soakd_grpc_stream_messages_received_total") >= 40.0
+                    && m.keys().any(|k| k.starts_with("soakd_grpc_stream_restarts_total{"))
+                    && sum(&m, "soakd_grpc_stream_silence_seconds_count") >= 20.0
+            })
+        },
+        std::time::Duration::from_secs(15),
+        "20 held streams on /metrics",
+    );
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// `--stream-lifetime 1s` over 3.5 s: each stream is cancelled after about

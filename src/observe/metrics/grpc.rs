@@ -16,6 +16,8 @@ pub struct GrpcStreamSnapshot {
     pub opened: u64,
     /// Messages received on them.
     pub messages: u64,
+    /// Messages sent on client and bidirectional streams.
+    pub sent: u64,
     /// Streams ended by `--stream-lifetime`.
     pub lifetime_ends: u64,
     /// Streams opened again after their connection went away.
@@ -34,6 +36,7 @@ impl GrpcStreamSnapshot {
         GrpcStreamSnapshot {
             opened: s.opened,
             messages: s.messages,
+            sent: s.sent,
             lifetime_ends: s.lifetime_ends,
             restarts: s.restarts,
             gap: Buckets::from_hdr(&s.gap),
@@ -71,6 +74,11 @@ pub(super) const FAMILIES: &[Family] = &[
         "soakd_grpc_stream_messages_received_total",
         "Messages received on held gRPC server streams (counted, not decoded).",
         messages
+    ),
+    counter!(
+        "soakd_grpc_stream_messages_sent_total",
+        "Messages sent on held client and bidirectional gRPC streams (--stream-message).",
+        sent
     ),
     counter!(
         "soakd_grpc_stream_lifetime_ends_total",
