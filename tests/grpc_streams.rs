@@ -257,6 +257,20 @@ fn held_streams_ride_connection_ageing_as_restarts() {
     // 100 streams × 10 pushes a second, less the reconnects' gaps.
     let got = s["messages_received"].as_u64().unwrap();
     assert!(got >= 8_000, "{got}");
+
+    // Bidirectional streams in closed loop through the same ageing: after
+    // a GOAWAY nothing new is sent; a message awaiting its reply when the
+    // drain ends its stream is sent again on the next connection: nothing
+    // lost, no error.
+    let w = send_streams(peer.port, "soakd.test.v1.Echo/Chat", "5", "127.0.43.16", &["-d", "3s"]);
+    assert_eq!(util::total_errors(&w), 0, "{w:#}");
+    let s = &w["http"]["grpc"]["streams"];
+    assert!(s["restarts"].as_u64().unwrap() >= 5, "{s:#}");
+    let (sent, done) = (
+        s["messages_sent"].as_u64().unwrap(),
+        w["requests"]["completed"].as_u64().unwrap(),
+    );
+    assert_eq!(sent, done + w["http"]["retried"].as_u64().unwrap(), "{w:#}");
 }
 
 /// Bad stream settings exit 2 before anything opens, each with its fix:

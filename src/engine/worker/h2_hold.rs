@@ -466,7 +466,10 @@ impl H2 {
     }
 
     /// Messages that may be in flight now (see [`Hold::capacity`]): none
-    /// before the server's SETTINGS or after a GOAWAY.
+    /// before the server's SETTINGS, nor after a GOAWAY: a server closing
+    /// at the end of its grace with our messages unread resets the
+    /// connection (tried: `reset` errors under grpcio's ageing), so the
+    /// streams below its last id only await their replies and its end.
     pub(super) fn held_capacity(&self, paced: bool) -> u16 {
         match self.hold.as_deref() {
             Some(h) if self.settings_seen && self.goaway.is_none() => h.capacity(paced),
