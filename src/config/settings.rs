@@ -372,6 +372,17 @@ workload_settings! {
     data_file: Option<std::path::PathBuf> as File, flag "data-file", into grpc.data_file, reload recycle;
     /// grpc://: the request message already encoded, read from FILE.
     data_bin: Option<std::path::PathBuf> as File, flag "data-bin", into grpc.data_bin, reload recycle;
+    /// grpc://: `subscribe` holds one server-streaming call open per stream
+    /// slot and counts its messages and silences.
+    stream: Option<String> as Text, flag "stream", into grpc.stream, reload recycle;
+    /// grpc://: each held stream is cancelled and opened anew after DUR
+    /// (jittered ±10%) [default: held until the run ends].
+    stream_lifetime: Option<std::time::Duration> as Dur, flag "stream-lifetime", into grpc.stream_lifetime,
+        reload recycle;
+    /// grpc://: a client-streaming or bidirectional method's message (JSON),
+    /// sent on each held stream's schedule (-i, -r, or closed loop for
+    /// bidirectional: the next after each reply).
+    stream_message: Option<String> as Text, flag "stream-message", into grpc.stream_message, reload recycle;
 
     file_only {
         /// The `target` label; `host:port` when absent.

@@ -26,6 +26,7 @@ pub use super::procs::sample_resources;
 mod baseline;
 // WebSocket
 mod core;
+mod grpc;
 mod h2;
 pub mod outage;
 pub mod ws;
@@ -35,6 +36,7 @@ use super::prom::{histogram, labels, value};
 use crate::stats::Totals;
 use crate::stats::{self, CheckKind, Counters, Gauges, H2Stats, StatusClass};
 pub use baseline::BaselineGauges;
+pub use grpc::GrpcStreamSnapshot;
 pub use outage::{EventSnapshot, OutageSnapshot};
 pub use ws::WsSnapshot;
 
@@ -102,6 +104,8 @@ pub struct WorkloadSnapshot {
     pub grpc_method: Option<String>,
     /// `--h2-ping` is on: the `soakd_h2_ping*` series are rendered.
     pub h2_ping: bool,
+    /// A gRPC target's held streams (zero for unary calls).
+    pub grpc_streams: GrpcStreamSnapshot,
     /// `--baseline`: the baseline's figures and the verdicts against
     /// them (`None`: no baseline workload pairs with this one).
     pub baseline: Option<BaselineGauges>,
@@ -264,6 +268,7 @@ impl Metrics {
             w.ws.update(&s.ws);
             w.outage = outages[i].clone();
             w.h2 = s.h2.as_deref().copied().unwrap_or_default();
+            w.grpc_streams = GrpcStreamSnapshot::of(s.grpc.as_deref());
             w.requests = totals.requests[i]
                 .iter()
                 .enumerate()
@@ -390,6 +395,7 @@ fn families() -> impl Iterator<Item = &'static Family> {
     core::FAMILIES
         .iter()
         .chain(h2::FAMILIES)
+        .chain(grpc::FAMILIES)
         .chain(ws::FAMILIES)
         .chain(baseline::FAMILIES)
         .chain(outage::FAMILIES)

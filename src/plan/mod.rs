@@ -595,14 +595,8 @@ impl WorkloadSpec {
         }
         let ws = ws::build(&self.ws, &parsed, &self.headers, self.model, key)?.map(std::sync::Arc::new);
         let (grpc, requests) = if parsed.grpc {
-            let (t, requests) = grpc::build_workload(
-                &self.grpc,
-                &parsed,
-                &self.headers,
-                self.conn.request_timeout,
-                &self.checks,
-                key,
-            )?;
+            let pace = (self.conn.request_timeout, self.model);
+            let (t, requests) = grpc::build_workload(&self.grpc, &parsed, &self.headers, pace, &self.checks, key)?;
             (Some(std::sync::Arc::new(t)), requests)
         } else {
             (None, self.render_requests(&parsed, key)?)

@@ -77,6 +77,9 @@ name_table! {
         /// ended, a 0–1 ratio (a call soakd gave up on before its status
         /// came is in `error_rate`, not here).
         GrpcErrorRate = "grpc_error_rate",
+        /// Held gRPC streams restarted because their connection went away
+        /// (`--stream subscribe` under connection ageing).
+        StreamRestarts = "stream_restarts",
     }
 }
 
@@ -108,7 +111,12 @@ impl Metric {
     pub fn unit(self) -> Unit {
         match self {
             Metric::ErrorRate | Metric::Downtime | Metric::GrpcErrorRate => Unit::Ratio,
-            Metric::Errors | Metric::Rps | Metric::OpenMin | Metric::Closes | Metric::Outages => Unit::Count,
+            Metric::Errors
+            | Metric::Rps
+            | Metric::OpenMin
+            | Metric::Closes
+            | Metric::Outages
+            | Metric::StreamRestarts => Unit::Count,
             Metric::TargetRssSlope | Metric::SoakdRssSlope => Unit::BytesPerSecond,
             Metric::TargetFdsSlope => Unit::PerSecond,
             Metric::P50Drift | Metric::P99Drift | Metric::ErrorRateDrift => Unit::Relative,

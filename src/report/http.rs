@@ -66,6 +66,9 @@ pub struct GrpcFigures {
     /// Calls that ended with a status other than OK ÷ calls that ended
     /// (`null`: none ended); the `grpc_error_rate` threshold's figure.
     pub error_rate: Option<f64>,
+    /// Held server streams (`--stream subscribe`; `null` for unary calls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<super::GrpcStreamFigures>,
 }
 
 /// Calls that ended with a status other than OK ÷ calls that ended, from
@@ -96,6 +99,7 @@ impl GrpcFigures {
                 .map(|c| (c.label().to_string(), h2.grpc_calls[*c as usize]))
                 .collect(),
             error_rate: grpc_error_rate(&h2.grpc_calls),
+            streams: None,
         }
     }
 }
@@ -157,6 +161,10 @@ impl HttpFigures {
                         method: a.method.clone(),
                         error_rate: error_rate_of(&calls),
                         calls,
+                        streams: match (&a.streams, &b.streams) {
+                            (Some(x), Some(y)) => Some(x.plus(y)),
+                            (x, y) => x.clone().or_else(|| y.clone()),
+                        },
                     })
                 }
                 (a, b) => a.clone().or_else(|| b.clone()),

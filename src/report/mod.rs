@@ -15,6 +15,7 @@ pub mod baseline;
 mod by_name;
 pub use by_name::{ByName, CheckFailures, Closes, Errors, Responses};
 use by_name::{no_check_failures, no_errors, no_responses};
+mod grpc_streams;
 mod http;
 pub use http::HttpFigures;
 mod load;
@@ -25,6 +26,7 @@ mod read;
 mod text;
 mod trend;
 mod ws;
+pub use grpc_streams::{GrpcStreamFigures, GrpcStreamHistograms};
 pub use ws::{WsFigures, WsHistograms};
 
 pub use read::{Counted, HOST_ERRORS, error_rate, read};
@@ -537,6 +539,7 @@ pub fn measure(metric: Metric, stats: &WorkloadStats, secs: f64, open_min: Optio
         Metric::PingP99 => q(&stats.ws.ping_rtt, 0.99),
         Metric::Closes => Some(stats.ws.total_closes() as f64),
         Metric::GrpcErrorRate => stats.h2.as_deref().and_then(|h| http::grpc_error_rate(&h.grpc_calls)),
+        Metric::StreamRestarts => Some(stats.grpc.as_deref().map_or(0, |g| g.restarts) as f64),
         // Trends come from the timeline (`ThresholdResult::of_trend`).
         Metric::TargetRssSlope
         | Metric::TargetFdsSlope
@@ -655,11 +658,14 @@ impl Report {
                     http: http::HttpFigures {
                         requested: Some(w.http.name().into()),
                         streams: w.streams,
-                        grpc: w
-                            .target
-                            .grpc
-                            .as_deref()
-                            .map(|g| http::GrpcFigures::of(g.method_name(), t.stats[wi].h2.as_deref())),
+                        grpc: w.target.grpc.as_deref().map(|g| {
+                            let mut f = http::GrpcFigures::of(g.method_name(), t.stats[wi].h2.as_deref());
+                            f.streams = g
+                                .hold
+                                .as_ref()
+                                .map(|h| GrpcStreamFigures::of(h.mode(), t.stats[wi].grpc.as_deref(), secs));
+                            f
+                        }),
                         ping: w.h2_ping.map(|_| {
                             let ws = &t.stats[wi].ws;
                             http::PingFigures {

@@ -92,6 +92,9 @@ impl Report {
                     }
                 );
             }
+            if let Some(st) = h.grpc.as_ref().and_then(|g| g.streams.as_ref()) {
+                s.push_str(&st.summary(&w.name));
+            }
             if let Some(ws) = &w.ws {
                 s.push_str(&ws.summary(&w.name));
             }

@@ -15,6 +15,7 @@
 //! cannot saturate in any run shorter than centuries.
 
 pub mod events;
+mod grpc;
 mod h2;
 pub mod judge;
 mod kinds;
@@ -40,6 +41,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 pub use events::{Disruptions, EventRecord};
+pub use grpc::GrpcStreamStats;
 pub use h2::H2Stats;
 pub use kinds::{CheckKind, CloseReason, ErrorKind, StatusClass};
 pub use outage::{Excursion, Outage, Outages};
@@ -268,6 +270,10 @@ pub struct WorkloadStats {
     /// the workload (see [`H2Stats`]), so HTTP/1.1 carries none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub h2: Option<Box<H2Stats>>,
+    /// Held gRPC streams' figures (`--stream subscribe`): `None` until a
+    /// worker opened one for the workload (see [`GrpcStreamStats`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<Box<GrpcStreamStats>>,
 }
 
 impl Default for WorkloadStats {
@@ -281,6 +287,7 @@ impl Default for WorkloadStats {
             requests: Vec::new(),
             ws: WsStats::default(),
             h2: None,
+            grpc: None,
         }
     }
 }
@@ -328,6 +335,14 @@ impl WorkloadStats {
         self.h2.get_or_insert_with(Box::default)
     }
 
+    /// The held-stream figures, made the first time (once per workload
+    /// and worker, when its first stream opens; kept by
+    /// [`WorkloadStats::clear`]).
+    #[inline]
+    pub fn grpc_mut(&mut self) -> &mut GrpcStreamStats {
+        self.grpc.get_or_insert_with(Box::default)
+    }
+
     /// Failed checks over all requests, by kind.
     pub fn check_failures(&self) -> [u64; CheckKind::COUNT] {
         let mut out = [0; CheckKind::COUNT];
@@ -345,6 +360,9 @@ impl WorkloadStats {
         self.ws.add(&other.ws);
         if let Some(o) = &other.h2 {
             self.h2_mut().add(o);
+        }
+        if let Some(o) = &other.grpc {
+            self.grpc_mut().add(o);
         }
         if self.requests.len() < other.requests.len() {
             self.set_requests(other.requests.len());
@@ -372,6 +390,9 @@ impl WorkloadStats {
         self.ws.clear();
         if let Some(h) = self.h2.as_deref_mut() {
             *h = H2Stats::default();
+        }
+        if let Some(g) = self.grpc.as_deref_mut() {
+            g.clear();
         }
         for r in &mut self.requests {
             r.completed = 0;
@@ -422,6 +443,8 @@ pub struct Gauges {
     /// Established connections by the HTTP version they speak: HTTP/1.1
     /// (WebSocket included), HTTP/2.
     pub http_open: [u64; 2],
+    /// Held gRPC streams open now (`--stream subscribe`).
+    pub grpc_streams: u64,
 }
 
 impl Gauges {
@@ -438,6 +461,7 @@ impl Gauges {
         self.http_version = self.http_version.max(o.http_version);
         self.http_open[0] += o.http_open[0];
         self.http_open[1] += o.http_open[1];
+        self.grpc_streams += o.grpc_streams;
         self.h2_streams_limit = match (self.h2_streams_limit, o.h2_streams_limit) {
             (0, b) => b,
             (a, 0) => a,

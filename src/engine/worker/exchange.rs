@@ -155,4 +155,9 @@ pub(super) enum AtClose {
     Failed(ErrorKind),
     /// The close ended the closing handshake soakd started at the stop.
     Stopped,
+    /// The close ends a connection the server sent away (an HTTP/2 GOAWAY,
+    /// then its close at the end of the grace) while held streams were
+    /// still open on it: they are restarts, not lost (`h2_hold.rs`); the
+    /// slot reconnects through the ramp, as after any GOAWAY.
+    SentAway,
 }

@@ -46,6 +46,7 @@ pub fn drive(kind: u8, script: &[u8]) {
             window: 65_535,
             requests: vec![crate::wire::h2::render_request(get, false).expect("a request")].into(),
             // Half the runs read the responses as gRPC calls.
+            hold: None,
             grpc: settings & 16 != 0,
             // A quarter of the runs ping every millisecond.
             ping: if settings & 32 != 0 { 1_000_000 } else { 0 },

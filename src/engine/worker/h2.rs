@@ -52,13 +52,16 @@ use super::exchange::{AtClose, Cx, Ending, Inflight, Issued, Output, Response, T
 use super::h2_streams::{St, Streams};
 use crate::netio::pool;
 use crate::stats::ErrorKind;
-use crate::wire::grpc::{Block, BlockFields, Code};
 use crate::wire::h2::{
-    DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, Frame, FrameDecoder, H2Request, HEADER_LEN, HeaderDecoder,
-    PREFACE, PeerSettings, RecvWindow, SendWindow, encode_ping, encode_settings, encode_window_update, set_stream_id,
-    setting, write_header,
+    DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, Frame, FrameDecoder, H2Request, HeaderDecoder, PREFACE,
+    PeerSettings, RecvWindow, SendWindow, encode_ping, encode_settings, encode_window_update, setting, write_header,
 };
+use hold::{Hold, put_headers};
 
+#[path = "h2_hold.rs"]
+mod hold;
+
+mod grpc_call;
 mod keepalive;
 
 /// Largest header block (all fragments) accepted from the server.
@@ -95,6 +98,9 @@ pub struct H2Rt {
     pub grpc: bool,
     /// `--h2-ping`: a PING every this many ns on each connection (0: off).
     pub ping: u64,
+    /// gRPC `--stream subscribe`: each stream slot holds a server-streaming
+    /// call open (`h2_hold.rs`) instead of sending requests.
+    pub hold: Option<crate::plan::grpc::Hold>,
 }
 
 /// One connection's HTTP/2 state.
@@ -137,6 +143,11 @@ pub(super) struct H2 {
     ping_sent: u64,
     /// The GOAWAY was ENHANCE_YOUR_CALM "too_many_pings".
     calm_pings: bool,
+    /// Held server streams (`--stream subscribe`; `h2_hold.rs`).
+    hold: Option<Box<Hold>>,
+    /// A held stream was answered on this connection (its first response
+    /// headers: the connection works, see [`Output::Opened`]).
+    answered: bool,
 }
 
 impl std::fmt::Debug for H2 {
@@ -172,6 +183,8 @@ impl H2 {
             ping_at: u64::MAX,
             ping_sent: 0,
             calm_pings: false,
+            hold: rt.hold.as_ref().map(|h| Box::new(Hold::new(h, rt.streams, depth))),
+            answered: false,
             rt,
         };
         h.reset();
@@ -198,6 +211,10 @@ impl H2 {
         self.ping_at = u64::MAX;
         self.ping_sent = 0;
         self.calm_pings = false;
+        self.answered = false;
+        if let Some(h) = self.hold.as_deref_mut() {
+            h.reset();
+        }
     }
 
     /// The connection is up: the preface, soakd's SETTINGS (no dynamic
@@ -222,14 +239,24 @@ impl H2 {
         }
     }
 
+    /// Requests in flight (held streams are not requests: see
+    /// `h2_hold.rs`).
     #[inline]
     pub(super) fn in_flight(&self) -> u16 {
+        if let Some(h) = self.hold.as_deref() {
+            // Bidirectional messages awaiting their reply.
+            return h.awaiting;
+        }
         self.streams.in_flight()
     }
 
-    /// How many requests may be in flight now.
+    /// How many requests may be in flight now (none when the streams are
+    /// held: they open themselves).
     #[inline]
-    pub(super) fn capacity(&self) -> u16 {
+    pub(super) fn capacity(&self, paced: bool) -> u16 {
+        if self.hold.is_some() {
+            return self.held_capacity(paced);
+        }
         if !self.settings_seen || self.goaway.is_some() || self.streams.exhausted() {
             return 0;
         }
@@ -242,6 +269,9 @@ impl H2 {
     /// out first).
     #[inline]
     pub(super) fn oldest(&self) -> Option<u16> {
+        if self.hold.is_some() {
+            return None;
+        }
         self.streams.oldest()
     }
 
@@ -250,7 +280,10 @@ impl H2 {
     /// 9113 §6.5.2: a server may answer such a request with 431 or reset
     /// it; it would be sent only to be refused).
     #[inline]
-    pub(super) fn issue(&mut self, req: u8) -> Issued {
+    pub(super) fn issue(&mut self, t: &mut Tally<'_>, req: u8) -> Issued {
+        if self.hold.is_some() {
+            return self.held_issue(t);
+        }
         if self.rt.requests[req as usize].list_size > self.peer.max_header_list {
             return Issued::Refused(ErrorKind::H2HeaderListTooLarge);
         }
@@ -292,15 +325,7 @@ impl H2 {
                 let r = &self.rt.requests[req];
                 s.rendered = true;
                 s.body_left = (cx.w.requests[req].bytes.len() - r.body_at) as u32;
-                let at = out.len();
-                out.extend_from_slice(&r.frames);
-                // Every frame header of the block gets the stream's id.
-                let mut f = at;
-                while f + HEADER_LEN <= out.len() {
-                    set_stream_id(&mut out[f..], s.id);
-                    let len = u32::from_be_bytes([0, out[f], out[f + 1], out[f + 2]]) as usize;
-                    f += HEADER_LEN + len;
-                }
+                put_headers(out, &r.frames, s.id);
             }
             while s.body_left > 0 {
                 let room = self.send.room().min(s.send.room()).min(self.peer.max_frame);
@@ -346,6 +371,10 @@ impl H2 {
     /// The next output owed without new bytes: a stream to hand back, an
     /// error after a GOAWAY with one, or the end.
     fn pending(&mut self, cx: &Cx<'_>, t: &mut Tally<'_>) -> Option<Output> {
+        if let Some(e) = self.hold.as_deref_mut().and_then(|h| h.retry.pop()) {
+            t.st.h2_mut().retried += 1;
+            return Some(Output::Retry(e));
+        }
         if let Some(e) = self.handback.pop() {
             return Some(self.hand_back(cx, t, e as usize));
         }
@@ -475,7 +504,9 @@ impl H2 {
                     self.ping_at = t.now + self.rt.ping.saturating_mul(fastrand::u64(50..=100)) / 100;
                 }
                 self.settings_seen = true;
-                self.control(|out| encode_settings(out, true, &[]))
+                let out = self.control(|out| encode_settings(out, true, &[]));
+                self.open_held(t);
+                out
             }
             Frame::Ping { ack: false, data } => self.control(|out| encode_ping(out, true, data)),
             Frame::Ping { ack: true, data } => {
@@ -536,6 +567,9 @@ impl H2 {
             Frame::RstStream { stream, code } => {
                 let e = self.streams.entry_of(stream)?;
                 t.st.h2_mut().resets[code as usize] += 1;
+                if self.held(e) {
+                    return Some(self.held_reset(t, e, code));
+                }
                 if code == ErrorCode::RefusedStream {
                     return Some(self.hand_back(cx, t, e));
                 }
@@ -553,6 +587,10 @@ impl H2 {
                 t.st.h2_mut().goaways[code as usize] += 1;
                 self.calm_pings = keepalive::too_many_pings(code, debug, self.rt.ping);
                 self.goaway = Some((last_stream, code));
+                if self.hold.is_some() {
+                    self.held_goaway(t, last_stream);
+                    return Some(Output::Ready);
+                }
                 // Pushed from the last entry so that they come out first
                 // to last.
                 for (e, s) in self.streams.iter_mut().rev() {
@@ -629,75 +667,6 @@ impl H2 {
         end_stream.then(|| self.complete(cx, t, e))
     }
 
-    /// A whole header block of a gRPC call: the response's headers, its
-    /// trailers, or a trailers-only response (`wire::grpc::ResponseHeads`
-    /// says which); the status is kept until the stream ends.
-    fn on_grpc_block(
-        &mut self,
-        cx: &Cx<'_>,
-        t: &mut Tally<'_>,
-        stream: u32,
-        end_stream: bool,
-        block: &[u8],
-    ) -> Option<Output> {
-        let mut fields = BlockFields::default();
-        if self.hpack.decode(block, |n, v| fields.field(n, v)).is_err() {
-            return Some(Output::Error(ErrorKind::H2Protocol));
-        }
-        let e = self.streams.entry_of(stream)?;
-        let s = &mut self.streams[e];
-        match s.grpc.on_block(&fields, end_stream) {
-            // A block out of place: this call is broken, the others are not.
-            Err(_) => {
-                self.streams.close(e);
-                return Some(Output::Failed {
-                    entry: e as u16,
-                    kind: ErrorKind::H2Protocol,
-                });
-            }
-            Ok(Block::Informational) => return None,
-            Ok(Block::Headers) => s.status = fields.http_status.unwrap_or(0),
-            Ok(Block::End(call)) => {
-                if s.status == 0 {
-                    s.status = fields.http_status.unwrap_or(0);
-                }
-                s.grpc_status = Some(call.code);
-            }
-        }
-        end_stream.then(|| self.end_call(cx, t, e))
-    }
-
-    /// A gRPC call's stream ended: counted by its status; OK (or a code
-    /// `expect_grpc_status` lists) is a response, any other code fails the
-    /// call (`grpc_status`), the connection stays.
-    fn end_call(&mut self, cx: &Cx<'_>, t: &mut Tally<'_>, e: usize) -> Output {
-        let s = &mut self.streams[e];
-        let code = match s.grpc_status {
-            Some(c) => c,
-            // DATA ended the stream without trailers: no status (UNKNOWN).
-            None => s.grpc.on_end_without_trailers().map_or(Code::Unknown, |c| c.code),
-        };
-        let status = s.status;
-        t.st.h2_mut().grpc_calls[code as usize] += 1;
-        self.streams.close(e);
-        let accepted = match cx.w.requests[cx.entries[e].req as usize].checks.as_deref() {
-            Some(checks) => checks.grpc_accepts(code),
-            None => code == Code::Ok,
-        };
-        if !accepted {
-            return Output::Failed {
-                entry: e as u16,
-                kind: ErrorKind::GrpcStatus,
-            };
-        }
-        Output::Response(Response {
-            entry: e as u16,
-            status,
-            keep_alive: true,
-            failed_checks: 0,
-        })
-    }
-
     fn on_data(
         &mut self,
         cx: &Cx<'_>,
@@ -723,6 +692,17 @@ impl H2 {
         {
             checks.on_body(&mut self.streams[e].check, data);
         }
+        // A held stream's messages: counted; a reply on a bidirectional
+        // one answers its message (returned once the window is kept).
+        let held = if data.is_empty() {
+            None
+        } else {
+            self.held_data(t, e, data)
+        };
+        if held.is_some_and(|o| !matches!(o, Output::Response(_))) {
+            // The stream failed and is gone.
+            return held;
+        }
         if end_stream {
             return Some(self.complete(cx, t, e));
         }
@@ -734,7 +714,7 @@ impl H2 {
             encode_window_update(pool::get(&mut self.out), stream, n);
             self.ready = true;
         }
-        None
+        held
     }
 
     /// The response on entry `e` is complete: judge it, free the entry.
@@ -765,6 +745,9 @@ impl H2 {
             // HTTP/1.1-only one closes on the h2c preface).
             return AtClose::Failed(ErrorKind::H2NotNegotiated);
         }
+        if self.hold.is_some() {
+            return self.held_at_close();
+        }
         if self.streams.in_flight() == 0 {
             AtClose::Idle
         } else {
@@ -776,6 +759,9 @@ impl H2 {
     pub(super) fn relayout(&mut self, old: &[Inflight], new: &mut [Inflight]) {
         new[..old.len()].copy_from_slice(old);
         self.streams.grow(new.len());
+        if let Some(h) = self.hold.as_deref_mut() {
+            h.grow(new.len());
+        }
     }
 }
 
@@ -800,6 +786,7 @@ mod tests {
                 requests: vec![h2::render_request(GET, false).unwrap()].into(),
                 grpc: false,
                 ping: 0,
+                hold: None,
             })),
         )
     }
@@ -868,7 +855,12 @@ mod tests {
         }
 
         fn issue(&mut self) -> u16 {
-            match self.h.issue(0) {
+            let mut t = Tally {
+                st: &mut self.st,
+                g: &mut self.g,
+                now: 0,
+            };
+            match self.h.issue(&mut t, 0) {
                 Issued::Entry(e) => e,
                 other => panic!("{other:?}"),
             }
@@ -950,9 +942,9 @@ mod tests {
         let cx = Cx::of(&w, &entries, 0, entries.len());
         let mut c = Conn::new(&w, 10);
         assert!(c.h.has_output(), "the preface is owed");
-        assert_eq!(c.h.capacity(), 0, "nothing before the server's SETTINGS");
+        assert_eq!(c.h.capacity(false), 0, "nothing before the server's SETTINGS");
         assert!(c.feed(&cx, &settings(3)).is_empty());
-        assert_eq!(c.h.capacity(), 3);
+        assert_eq!(c.h.capacity(false), 3);
         assert_eq!(c.g.h2_streams_limit, 3);
         for _ in 0..3 {
             c.issue();
@@ -982,7 +974,7 @@ mod tests {
         assert_eq!(outs, [Output::Retry(2), Output::Retry(3)]);
         let h2 = c.st.h2.as_deref().unwrap();
         assert_eq!((h2.goaways[ErrorCode::NoError as usize], h2.retried), (1, 2));
-        assert_eq!(c.h.capacity(), 0, "no new stream after GOAWAY");
+        assert_eq!(c.h.capacity(false), 0, "no new stream after GOAWAY");
         let outs = c.feed(&cx, &[response(1, 0x88), response(3, 0x88)].concat());
         assert_eq!(outs, [ok(0, 200), ok(1, 200), Output::End(Ending::SentAway)]);
     }
@@ -1242,6 +1234,83 @@ mod tests {
         assert_eq!(c.h.in_flight(), 0);
     }
 
+    /// Held server streams (`--stream subscribe`): opened on the server's
+    /// SETTINGS, never requests; messages split anywhere are counted
+    /// without a copy; after a GOAWAY the stream above its last id is a
+    /// restart at once, UNAVAILABLE on the one below is the drain (a
+    /// restart, counted under its code, not an error), and a close with a
+    /// held stream still open is the end of the grace, not `eof`.
+    #[test]
+    fn held_streams_count_messages_and_ride_a_goaway_as_restarts() {
+        use crate::wire::grpc::Code;
+        let mut w = workload(3);
+        if let ProtoRt::H2(h) = &mut w.proto {
+            let h = Arc::get_mut(h).unwrap();
+            h.grpc = true;
+            h.hold = Some(crate::plan::grpc::Hold::default());
+        }
+        let entries = vec![Inflight::default(); 3];
+        let cx = Cx::of(&w, &entries, 0, entries.len());
+        let mut c = Conn::new(&w, 3);
+        assert!(c.feed(&cx, &settings(2)).is_empty());
+        assert_eq!(
+            (c.h.capacity(false), c.h.in_flight(), c.h.oldest()),
+            (0, 0, None),
+            "not requests"
+        );
+        assert_eq!(c.written_streams(&cx), [1, 3], "the server allows 2 of the 3 lanes");
+        assert_eq!(c.g.grpc_streams, 2);
+        let block = |f: &[(&[u8], &[u8])]| h2::encode_block(f);
+        let head = block(&[(b":status", b"200"), (b"content-type", b"application/grpc")]);
+        let mut b = Vec::new();
+        encode_headers(&mut b, 1, &head, false, 16_384);
+        encode_headers(&mut b, 3, &head, false, 16_384);
+        // Three messages on stream 1, the second split over two frames.
+        encode_data(&mut b, 1, &[0, 0, 0, 0, 1, 7, 0, 0, 0], false, 16_384);
+        encode_data(&mut b, 1, &[0, 2, 8, 9, 0, 0, 0, 0, 0], false, 16_384);
+        let mut outs = Vec::new();
+        for chunk in b.chunks(7) {
+            outs.extend(c.feed(&cx, chunk));
+        }
+        assert_eq!(
+            outs,
+            [Output::Opened],
+            "the first held answer says the connection works"
+        );
+        let g = c.st.grpc.as_deref().unwrap();
+        assert_eq!((g.opened, g.messages), (2, 3));
+        let mut b = Vec::new();
+        encode_goaway(&mut b, 1, ErrorCode::NoError, b"max_age");
+        assert_eq!(c.feed(&cx, &b), [], "stream 3 restarts; stream 1 lives on");
+        let only = block(&[(b"grpc-status", b"14"), (b"grpc-message", b"max_age")]);
+        let mut b = Vec::new();
+        encode_headers(&mut b, 1, &only, true, 16_384);
+        assert_eq!(c.feed(&cx, &b), [Output::End(Ending::SentAway)]);
+        let g = c.st.grpc.as_deref().unwrap();
+        assert_eq!(g.restarts, 2);
+        assert_eq!(c.st.h2.as_deref().unwrap().grpc_calls[Code::Unavailable as usize], 1);
+        assert_eq!(c.st.counters.total_errors(), 0);
+        assert_eq!(c.g.grpc_streams, 0);
+
+        // A new connection: every lane the server allows opens again; a
+        // close after a GOAWAY with a held stream open is SentAway.
+        c.h.reset();
+        c.h.open();
+        c.feed(&cx, &settings(100));
+        assert_eq!(c.written_streams(&cx).len(), 3);
+        let mut b = Vec::new();
+        encode_goaway(&mut b, 1, ErrorCode::NoError, b"");
+        c.feed(&cx, &b);
+        assert_eq!(c.h.at_close(), AtClose::SentAway);
+        let mut t = Tally {
+            st: &mut c.st,
+            g: &mut c.g,
+            now: 0,
+        };
+        c.h.closed(&mut t);
+        assert_eq!((c.st.grpc.as_deref().unwrap().restarts, c.g.grpc_streams), (5, 0));
+    }
+
     /// Stream ids run out after 2^30 requests on one connection: no new
     /// stream is opened past the limit, and once the streams in flight are
     /// answered the connection ends gracefully, to be opened anew.
@@ -1256,7 +1325,7 @@ mod tests {
         c.issue();
         c.issue();
         assert_eq!(c.written_streams(&cx), [1, 3]);
-        assert_eq!(c.h.capacity(), 0, "id 5 is past the limit");
+        assert_eq!(c.h.capacity(false), 0, "id 5 is past the limit");
         assert_eq!(c.feed(&cx, &response(3, 0x88)), [ok(1, 200)]);
         assert_eq!(
             c.feed(&cx, &response(1, 0x88)),

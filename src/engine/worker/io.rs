@@ -537,6 +537,7 @@ impl Worker {
             AtClose::Idle | AtClose::Truncated => self.fail(key, ErrorKind::Eof, now),
             AtClose::Failed(kind) => self.fail(key, kind, now),
             AtClose::Stopped => self.close(key, CloseReason::Shutdown, now),
+            AtClose::SentAway => self.sent_away(key, now),
         }
     }
 

@@ -86,6 +86,7 @@ impl ProtoRt {
                 .collect(),
             grpc: w.target.grpc.is_some(),
             ping: w.h2_ping.map_or(0, |d| d.as_nanos() as u64),
+            hold: w.target.grpc.as_ref().and_then(|g| g.hold.clone()),
         }))
     }
 
@@ -110,6 +111,7 @@ impl ProtoRt {
     /// that a walk over the slots records (WebSocket subscribe silences).
     pub(super) fn walks(&self) -> bool {
         matches!(self, ProtoRt::Ws(p) if p.mode == WsMode::Subscribe)
+            || matches!(self, ProtoRt::H2(h) if h.hold.is_some())
     }
 }
 
@@ -178,7 +180,7 @@ impl Protocol {
     pub(super) fn capacity(&self, w: &WorkloadRt) -> u16 {
         match self {
             Protocol::Http1(_) => w.pipeline,
-            Protocol::H2(h) => h.capacity(),
+            Protocol::H2(h) => h.capacity(w.lane_step_ns.is_some()),
             Protocol::Ws(s) => s.capacity(w.pipeline),
         }
     }
@@ -254,7 +256,7 @@ impl Protocol {
     pub(super) fn issue(&mut self, t: &mut Tally<'_>, req: u8, depth: usize) -> Issued {
         match self {
             Protocol::Http1(h) => Issued::Entry(h.issue(depth)),
-            Protocol::H2(h) => h.issue(req),
+            Protocol::H2(h) => h.issue(t, req),
             Protocol::Ws(s) => s.issue(t, depth),
         }
     }
@@ -317,7 +319,11 @@ impl Protocol {
     pub(super) fn closed(&mut self, t: &mut Tally<'_>) -> bool {
         match self {
             Protocol::Ws(s) => s.closed(t),
-            Protocol::Http1(_) | Protocol::H2(_) => false,
+            Protocol::H2(h) => {
+                h.closed(t);
+                false
+            }
+            Protocol::Http1(_) => false,
         }
     }
 
@@ -326,7 +332,11 @@ impl Protocol {
     pub(super) fn start_close(&mut self, now: u64, deadline: u64) -> bool {
         match self {
             Protocol::Ws(s) => s.start_close(now, deadline),
-            Protocol::Http1(_) | Protocol::H2(_) => false,
+            Protocol::H2(h) => {
+                h.start_close();
+                false
+            }
+            Protocol::Http1(_) => false,
         }
     }
 
@@ -342,8 +352,10 @@ impl Protocol {
     /// The once-an-interval walk (see [`ProtoRt::walks`]): the
     /// connection's figure of the interval that ended at `t.now`.
     pub(super) fn walk(&mut self, t: &mut Tally<'_>) {
-        if let Protocol::Ws(s) = self {
-            s.walk(t);
+        match self {
+            Protocol::Ws(s) => s.walk(t),
+            Protocol::H2(h) => h.walk(t),
+            Protocol::Http1(_) => {}
         }
     }
 

@@ -34,7 +34,7 @@ use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, MethodDes
 pub use data::{DecodeError, MessageData};
 pub use error::SchemaError;
 pub use metadata::{MetadataEntry, parse_metadata};
-pub use workload::{GrpcSpec, GrpcTarget, build as build_workload, finish};
+pub use workload::{GrpcSpec, GrpcTarget, Hold, STREAM_MODES, build as build_workload, finish};
 
 /// Where the schema comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]

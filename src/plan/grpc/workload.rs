@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use super::{GrpcCall, MessageData, MethodKind, Schema, SchemaSource, prepare_call};
 use crate::Error;
-use crate::plan::{ParsedUrl, Request, defaults};
+use crate::plan::{LoadModel, ParsedUrl, Request, defaults};
 
 /// The gRPC settings as given (flags or `[[workload]]` keys).
 #[derive(Clone, Debug, Default)]
@@ -38,6 +38,13 @@ pub struct GrpcSpec {
     pub data_file: Option<PathBuf>,
     /// `--data-bin FILE`.
     pub data_bin: Option<PathBuf>,
+    /// `--stream subscribe`: hold server-streaming calls open.
+    pub stream: Option<String>,
+    /// `--stream-lifetime DUR`: how long each held stream lives.
+    pub stream_lifetime: Option<Duration>,
+    /// `--stream-message JSON`: what each client or bidirectional stream
+    /// sends on its schedule.
+    pub stream_message: Option<String>,
 }
 
 impl GrpcSpec {
@@ -51,6 +58,9 @@ impl GrpcSpec {
             (self.data.is_some(), "data"),
             (self.data_file.is_some(), "data_file"),
             (self.data_bin.is_some(), "data_bin"),
+            (self.stream.is_some(), "stream"),
+            (self.stream_lifetime.is_some(), "stream_lifetime"),
+            (self.stream_message.is_some(), "stream_message"),
         ]
         .into_iter()
         .filter_map(|(yes, k)| yes.then_some(k))
@@ -78,7 +88,43 @@ pub struct GrpcTarget {
     pub call: Option<Arc<GrpcCall>>,
     /// `expect_grpc_status`: the codes that end a call well (`None`: OK).
     pub checks: Option<Arc<crate::plan::Checks>>,
+    /// `--stream subscribe` or `--stream-message`: each stream slot holds
+    /// one streaming call open (`None`: calls are unary).
+    pub hold: Option<Hold>,
+    /// `--stream-message` as given.
+    pub stream_message: Option<String>,
+    /// The load model is closed loop (no `-i`, no `-r`).
+    pub closed_loop: bool,
 }
+
+/// How held streams live (`--stream subscribe`, or `--stream-message` on
+/// a client-streaming or bidirectional method).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Hold {
+    /// `--stream-lifetime`: each stream is ended and opened anew after
+    /// this long (jittered ±10%); `None`: held until the run ends.
+    pub lifetime: Option<Duration>,
+    /// Client and bidirectional streams: the message each stream sends on
+    /// its schedule, framed (encoded once, with the call); `None` for a
+    /// server stream.
+    pub message: Option<Arc<[u8]>>,
+    /// Bidirectional: each message is timed to the next reply.
+    pub replies: bool,
+}
+
+impl Hold {
+    /// `subscribe`, `client` or `bidi`, as the report names it.
+    pub fn mode(&self) -> &'static str {
+        match (&self.message, self.replies) {
+            (None, _) => "subscribe",
+            (Some(_), false) => "client",
+            (Some(_), true) => "bidi",
+        }
+    }
+}
+
+/// The values `--stream` takes.
+pub const STREAM_MODES: &[&str] = &["subscribe"];
 
 impl GrpcTarget {
     /// True until the schema is fetched from the server.
@@ -98,7 +144,7 @@ pub fn build(
     spec: &GrpcSpec,
     url: &ParsedUrl,
     headers: &[(String, String)],
-    timeout: Duration,
+    (timeout, model): (Duration, LoadModel),
     checks: &crate::plan::CheckSpec,
     key: &dyn Fn(&str) -> String,
 ) -> Result<(GrpcTarget, Vec<Request>), Error> {
@@ -160,6 +206,39 @@ pub fn build(
             )));
         }
     };
+    let hold = match spec.stream.as_deref() {
+        Some(_) if spec.stream_message.is_some() => {
+            return Err(Error::Usage(format!(
+                "{} is for server streams and {} for client and bidirectional ones; give the one the method's kind takes",
+                key("stream"),
+                key("stream_message")
+            )));
+        }
+        None if spec.stream_message.is_some() => Some(Hold {
+            lifetime: spec.stream_lifetime,
+            ..Hold::default()
+        }),
+        None if spec.stream_lifetime.is_some() => {
+            return Err(Error::Usage(format!(
+                "{} is how long a held stream lives, and no stream is held; add {} subscribe or drop it",
+                key("stream_lifetime"),
+                key("stream")
+            )));
+        }
+        None => None,
+        // The duration's kind refuses 0 (a stream ended as it opens).
+        Some("subscribe") => Some(Hold {
+            lifetime: spec.stream_lifetime,
+            ..Hold::default()
+        }),
+        Some(other) => {
+            return Err(Error::Usage(format!(
+                "{} {other:?}: the stream mode is one of {}",
+                key("stream"),
+                STREAM_MODES.join(", ")
+            )));
+        }
+    };
     let mut t = GrpcTarget {
         given,
         source,
@@ -169,6 +248,9 @@ pub fn build(
         authority: url.host_header.clone(),
         call: None,
         checks,
+        hold,
+        stream_message: spec.stream_message.clone(),
+        closed_loop: model == LoadModel::Closed,
     };
     let requests = match Schema::load(&t.source) {
         None => vec![placeholder(&t)],
@@ -178,15 +260,61 @@ pub fn build(
 }
 
 /// Resolves the method in `schema`, encodes the request and renders it: the
-/// workload's one request. Only unary calls are sent so far.
+/// workload's one request: a unary call, or the call each held server
+/// stream opens with (`--stream subscribe`).
 pub fn finish(t: &mut GrpcTarget, schema: &Schema) -> Result<Vec<Request>, Error> {
-    let call = prepare_call(schema, &t.given, &t.data, &t.metadata)?;
-    if call.method.kind != MethodKind::Unary {
-        return Err(Error::Usage(format!(
-            "{} is a {} method; soakd sends unary calls only so far",
-            call.method.name,
-            call.method.kind.name()
-        )));
+    let mut call = prepare_call(schema, &t.given, &t.data, &t.metadata)?;
+    let kind = call.method.kind;
+    match (kind, t.hold.is_some(), t.stream_message.is_some()) {
+        (MethodKind::Unary, false, _) | (MethodKind::ServerStreaming, true, false) => {}
+        (MethodKind::ClientStreaming | MethodKind::Bidi, _, true) => {
+            if t.data != MessageData::Empty {
+                return Err(Error::Usage(format!(
+                    "{} is a {} method: its messages are --stream-message; drop --data, --data-file and --data-bin",
+                    call.method.name,
+                    kind.name()
+                )));
+            }
+            if kind == MethodKind::ClientStreaming && t.closed_loop {
+                return Err(Error::Usage(format!(
+                    "{} is a client-streaming method: its messages get no reply, so closed loop has nothing to wait for; give -i DUR (per stream) or -r RATE",
+                    call.method.name
+                )));
+            }
+            let message = MessageData::Json(t.stream_message.clone().unwrap_or_default());
+            call = prepare_call(schema, &t.given, &message, &t.metadata)?;
+            if let Some(h) = t.hold.as_mut() {
+                h.message = Some(Arc::from(&call.framed[..]));
+                h.replies = kind == MethodKind::Bidi;
+            }
+        }
+        (MethodKind::ServerStreaming, false, _) => {
+            return Err(Error::Usage(format!(
+                "{} is a server_streaming method: add --stream subscribe to hold its streams open and count their messages",
+                call.method.name
+            )));
+        }
+        (_, _, true) => {
+            return Err(Error::Usage(format!(
+                "--stream-message is what client-streaming and bidirectional calls send, and {} is a {} method; drop it",
+                call.method.name,
+                kind.name()
+            )));
+        }
+        (_, true, _) => {
+            return Err(Error::Usage(format!(
+                "--stream subscribe holds server-streaming calls, and {} is a {} method; drop --stream for a unary one",
+                call.method.name,
+                kind.name()
+            )));
+        }
+        _ => {
+            return Err(Error::Usage(format!(
+                "{} is a {} method: give --stream-message JSON, the message each stream sends on its schedule",
+                call.method.name,
+                kind.name()
+            )));
+        }
     }
     let bytes = render(t, &call);
     let name = call.method.name.clone();
@@ -223,7 +351,11 @@ fn render(t: &GrpcTarget, call: &GrpcCall) -> Arc<[u8]> {
         t.authority,
         crate::wire::grpc::CONTENT_TYPE
     );
-    if let Some(v) = crate::wire::grpc::render_timeout(t.timeout) {
+    // A held stream has no deadline: it lives until its lifetime or the
+    // run ends, and `grpc-timeout` would have the server end it.
+    if t.hold.is_none()
+        && let Some(v) = crate::wire::grpc::render_timeout(t.timeout)
+    {
         head.push_str(&format!("grpc-timeout: {v}\r\n"));
     }
     for m in &call.metadata {

@@ -3,7 +3,8 @@
 //! left unanswered failing the connection, and the GOAWAY a server sends
 //! when pings come more often than its policy allows. A file of its own
 //! beside the client's state machine, which it reaches only through the
-//! protocol seam's timer (`deadline`, `on_time`) and two frames.
+//! protocol seam's timer (`H2::deadline`, `H2::on_time`, shared with the
+//! held streams) and two frames.
 
 use super::{H2, Output, Tally, encode_ping};
 use crate::plan::defaults::H2_PING_TIMEOUT;
@@ -13,7 +14,7 @@ use crate::wire::h2::ErrorCode;
 impl H2 {
     /// `--h2-ping`: the next PING, or the ACK owed, whichever is first.
     #[inline]
-    pub(in crate::engine::worker) fn deadline(&self) -> Option<u64> {
+    pub(super) fn ping_deadline(&self) -> Option<u64> {
         let ack_due = match self.ping_sent {
             0 => u64::MAX,
             sent => sent + H2_PING_TIMEOUT.as_nanos() as u64,
@@ -25,7 +26,7 @@ impl H2 {
     /// `--h2-ping`'s timer fired: a PING whose ACK is overdue fails the
     /// connection; a PING due goes out (one at a time: while one waits
     /// for its ACK, the next is skipped, as gRPC's keepalive does).
-    pub(in crate::engine::worker) fn on_time(&mut self, t: &mut Tally<'_>) -> Output {
+    pub(super) fn ping_on_time(&mut self, t: &mut Tally<'_>) -> Output {
         let now = t.now;
         if self.ping_sent != 0 && now >= self.ping_sent + H2_PING_TIMEOUT.as_nanos() as u64 {
             crate::netio::log_once("h2-ping-timeout", || {
