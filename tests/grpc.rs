@@ -434,6 +434,30 @@ fn expect_grpc_status_lists_the_codes_that_end_a_call_well() {
     );
     assert_eq!(calls["unavailable"], 100, "{calls}");
 
+    // expect_grpc_message: the decoded reply holds what is given (its
+    // canonical form: an unset number is 0, an int64 a string); checked
+    // on OK replies only, so the 100 UNAVAILABLE calls are not judged.
+    let ok_listed = r#"expect_grpc_status = ["ok", "unavailable"]"#;
+    for (want, failed) in [
+        (r#"{"echo": {"text": "abort-every-4", "number": 0, "big": 0}}"#, 0),
+        (r#"{"echo": {"text": "other"}}"#, 300),
+    ] {
+        let path = config(&format!("{ok_listed}\nexpect_grpc_message = '{want}'"));
+        let r = soakd_report(
+            &["run", "--config", &path, "--requests", "400", "--metrics-listen", "off"],
+            60,
+        );
+        // Failed checks are counted, as HTTP's are; a threshold fails the run.
+        assert!(r.status.success(), "{want}: exit {}\n{}", r.status, r.stderr);
+        let rep = &r.report;
+        assert_eq!(util::total_errors(rep), 0, "{want}: {}", rep["errors"]);
+        assert_eq!(rep["checks"]["body"], failed, "{want}: {}", rep["checks"]);
+        assert_eq!(
+            rep["connections"]["opened"], 1,
+            "{want}: a failed check keeps the connection"
+        );
+    }
+
     for (extra, message) in [
         (
             "expect_status = [200]",
@@ -443,11 +467,34 @@ fn expect_grpc_status_lists_the_codes_that_end_a_call_well() {
             r#"expect_grpc_status = ["ok", "gone"]"#,
             r#""gone" is not a gRPC status code; expected one of ok, cancelled"#,
         ),
+        (
+            r#"expect_grpc_message = '{"echo": {"nope": 1}}'"#,
+            "expect_grpc_message: ",
+        ),
+        (
+            r#"expect_grpc_message = '[1]'"#,
+            "is not a JSON object; give the fields the reply must contain",
+        ),
     ] {
         let out = soakd_timeout(&["check", "--config", &config(extra)], 30);
         assert_eq!(out.status.code(), Some(2), "{extra}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(message), "{extra}: {err}");
+    }
+    // The gRPC keys on an HTTP workload (or one of its requests).
+    let http = dir.path().join("http.toml");
+    for extra in [
+        "expect_grpc_status = [\"ok\"]",
+        "[[workload.request]]\npath = \"/\"\nexpect_grpc_message = '{}'",
+    ] {
+        std::fs::write(&http, format!("[[workload]]\nurl = \"http://127.0.0.1:1/\"\n{extra}\n")).unwrap();
+        let out = soakd_timeout(&["check", "--config", &http.display().to_string()], 30);
+        assert_eq!(out.status.code(), Some(2), "{extra}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("checks a gRPC call, and this workload speaks HTTP"),
+            "{extra}: {err}"
+        );
     }
 }
 

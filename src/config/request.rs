@@ -31,6 +31,7 @@ pub(super) struct FileRequest {
     check_body_limit: Option<Spanned<u64>>,
     max_body_bytes: Option<Spanned<u64>>,
     expect_grpc_status: Option<Spanned<Vec<String>>>,
+    expect_grpc_message: Option<Spanned<String>>,
 }
 
 /// The check keys, which a workload (inherited) and a request both take
@@ -48,6 +49,7 @@ macro_rules! check_spec {
             check_body_limit: $t.check_body_limit.as_ref().map(|v| *v.get_ref()),
             max_body_bytes: $t.max_body_bytes.as_ref().map(|v| *v.get_ref()),
             expect_grpc_status: $t.expect_grpc_status.as_ref().map(|v| v.get_ref().clone()),
+            expect_grpc_message: $t.expect_grpc_message.as_ref().map(|v| v.get_ref().clone()),
         }
     };
 }

@@ -414,6 +414,8 @@ workload_settings! {
         max_body_bytes: Option<Spanned<u64>>,
         /// gRPC: the status codes that end a call well.
         expect_grpc_status: Option<Spanned<Vec<String>>>,
+        /// gRPC: a JSON object the decoded reply must contain.
+        expect_grpc_message: Option<Spanned<String>>,
     }
 }
 

@@ -35,6 +35,9 @@ pub struct CheckSpec {
     /// gRPC: the status codes (their labels, `ok` to `unauthenticated`)
     /// that end a call well (default: `ok` alone).
     pub expect_grpc_status: Option<Vec<String>>,
+    /// gRPC: a JSON object the decoded reply must contain (compiled with
+    /// the schema, by `plan::grpc`).
+    pub expect_grpc_message: Option<String>,
 }
 
 impl CheckSpec {
@@ -53,6 +56,10 @@ impl CheckSpec {
                 .expect_grpc_status
                 .clone()
                 .or_else(|| parent.expect_grpc_status.clone()),
+            expect_grpc_message: self
+                .expect_grpc_message
+                .clone()
+                .or_else(|| parent.expect_grpc_message.clone()),
         }
     }
 
@@ -123,7 +130,8 @@ impl CheckSpec {
             || self.expect_header.is_some()
             || self.expect_body_contains.is_some()
             || self.max_body_bytes.is_some()
-            || grpc_ok.is_some();
+            || grpc_ok.is_some()
+            || self.expect_grpc_message.is_some();
         if !any {
             return Ok(None);
         }
@@ -139,6 +147,7 @@ impl CheckSpec {
             body_limit: self.check_body_limit.unwrap_or(CHECK_BODY_LIMIT),
             max_body: self.max_body_bytes,
             grpc_ok,
+            grpc_message: None,
         }))
     }
 }
@@ -164,6 +173,9 @@ pub struct Checks {
     /// gRPC: the codes that end a call well, bit `code` each (`None`: OK
     /// alone).
     pub grpc_ok: Option<u32>,
+    /// gRPC: what the decoded reply must contain (`expect_grpc_message`;
+    /// set by `plan::grpc` once the schema is known).
+    pub grpc_message: Option<crate::plan::grpc::MessageCheck>,
 }
 
 impl PartialEq for Checks {
@@ -174,6 +186,7 @@ impl PartialEq for Checks {
             && self.body_limit == o.body_limit
             && self.max_body == o.max_body
             && self.grpc_ok == o.grpc_ok
+            && self.grpc_message == o.grpc_message
     }
 }
 
@@ -200,6 +213,18 @@ impl Checks {
             Some(mask) => mask & (1 << code as u32) != 0,
             None => code == crate::wire::grpc::Code::Ok,
         }
+    }
+
+    /// The keys that check a gRPC call (its status, its decoded reply),
+    /// which an HTTP response does not have.
+    pub fn grpc_keys(spec: &CheckSpec) -> Vec<&'static str> {
+        [
+            (spec.expect_grpc_status.is_some(), "expect_grpc_status"),
+            (spec.expect_grpc_message.is_some(), "expect_grpc_message"),
+        ]
+        .into_iter()
+        .filter_map(|(yes, k)| yes.then_some(k))
+        .collect()
     }
 
     /// True when the checks look at HTTP responses (statuses, fields,

@@ -56,6 +56,15 @@ impl WorkloadSpec {
         parsed: &ParsedUrl,
         key: &dyn Fn(&str) -> String,
     ) -> Result<Vec<Request>, Error> {
+        let refuse_grpc =
+            |spec: &super::CheckSpec, key: &dyn Fn(&str) -> String| match super::Checks::grpc_keys(spec).first() {
+                Some(k) => Err(Error::Usage(format!(
+                    "{} checks a gRPC call, and this workload speaks HTTP; drop it, or give a grpc:// URL",
+                    key(k)
+                ))),
+                None => Ok(()),
+            };
+        refuse_grpc(&self.checks, key)?;
         if self.requests.is_empty() {
             let body = read_body(self.body.clone(), self.body_file.as_deref(), key)?;
             let checks = self.checks.compile(key).map_err(Error::Usage)?.map(std::sync::Arc::new);
@@ -105,6 +114,7 @@ impl WorkloadSpec {
                 }
                 p.target
             };
+            refuse_grpc(&e.checks, &in_entry)?;
             let name = mix::label(e, &method, &target);
             if name.is_empty() {
                 return Err(Error::Usage(format!("{}: name must not be empty", e.origin)));

@@ -136,6 +136,8 @@ pub(super) struct H2 {
     goaway: Option<(u32, ErrorCode)>,
     /// Input changed what may go out (see [`Output::Ready`]).
     ready: bool,
+    /// gRPC replies kept for `expect_grpc_message` (`h2/grpc_call.rs`).
+    replies: grpc_call::Replies,
     /// `--h2-ping`: when the next PING is due (ns; `u64::MAX`: none).
     ping_at: u64,
     /// When the PING still waiting for its ACK was sent (ns; 0: none).
@@ -180,6 +182,7 @@ impl H2 {
             recv: RecvWindow::new(rt.window),
             goaway: None,
             ready: false,
+            replies: grpc_call::Replies::default(),
             ping_at: u64::MAX,
             ping_sent: 0,
             calm_pings: false,
@@ -208,6 +211,7 @@ impl H2 {
         self.recv = RecvWindow::new(self.rt.window);
         self.goaway = None;
         self.ready = false;
+        self.replies.reset();
         self.ping_at = u64::MAX;
         self.ping_sent = 0;
         self.calm_pings = false;
@@ -288,6 +292,7 @@ impl H2 {
             return Issued::Refused(ErrorKind::H2HeaderListTooLarge);
         }
         let e = self.streams.open(self.peer.initial_window, self.rt.window);
+        self.replies.clear(e as usize);
         self.order.push_back((e, self.streams[e as usize].seq));
         Issued::Entry(e)
     }
@@ -686,11 +691,13 @@ impl H2 {
             self.ready = true;
         }
         let e = self.streams.entry_of(stream)?;
-        if let Some(checks) = cx.w.requests[cx.entries[e].req as usize].checks.as_deref()
-            && checks.wants_body()
-            && !data.is_empty()
-        {
-            checks.on_body(&mut self.streams[e].check, data);
+        if let Some(checks) = cx.w.requests[cx.entries[e].req as usize].checks.as_deref() {
+            if checks.wants_body() && !data.is_empty() {
+                checks.on_body(&mut self.streams[e].check, data);
+            }
+            if checks.grpc_message.is_some() {
+                self.replies.keep(e, data);
+            }
         }
         // A held stream's messages: counted; a reply on a bidirectional
         // one answers its message (returned once the window is kept).

@@ -21,6 +21,7 @@
 //! (`-H`), `error.rs`, `workload.rs` (a `grpc://` workload's settings and
 //! its one rendered request). docs/grpc.md says why protox and prost-reflect.
 
+mod check;
 mod compile;
 mod data;
 mod error;
@@ -31,6 +32,7 @@ use std::path::PathBuf;
 
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, MethodDescriptor};
 
+pub use check::{MAX_CHECKED_REPLY, MessageCheck};
 pub use data::{DecodeError, MessageData};
 pub use error::SchemaError;
 pub use metadata::{MetadataEntry, parse_metadata};

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{GrpcCall, MessageData, MethodKind, Schema, SchemaSource, prepare_call};
+use super::{GrpcCall, MessageCheck, MessageData, MethodKind, Schema, SchemaSource, prepare_call};
 use crate::Error;
 use crate::plan::{LoadModel, ParsedUrl, Request, defaults};
 
@@ -86,8 +86,11 @@ pub struct GrpcTarget {
     /// The call, once the schema is known (`None`: the reflection fetch
     /// has not run yet).
     pub call: Option<Arc<GrpcCall>>,
-    /// `expect_grpc_status`: the codes that end a call well (`None`: OK).
+    /// `expect_grpc_status`: the codes that end a call well (`None`: OK);
+    /// `expect_grpc_message` once the schema is known.
     pub checks: Option<Arc<crate::plan::Checks>>,
+    /// `expect_grpc_message` as given (compiled with the schema).
+    pub expect_message: Option<String>,
     /// `--stream subscribe` or `--stream-message`: each stream slot holds
     /// one streaming call open (`None`: calls are unary).
     pub hold: Option<Hold>,
@@ -155,6 +158,7 @@ pub fn build(
             key("expect_grpc_status")
         )));
     }
+    let expect_message = checks.expect_grpc_message.clone();
     let checks = checks.compile(key).map_err(Error::Usage)?.map(Arc::new);
     if url.target != "/" {
         return Err(Error::Usage(format!(
@@ -248,6 +252,7 @@ pub fn build(
         authority: url.host_header.clone(),
         call: None,
         checks,
+        expect_message,
         hold,
         stream_message: spec.stream_message.clone(),
         closed_loop: model == LoadModel::Closed,
@@ -314,6 +319,20 @@ pub fn finish(t: &mut GrpcTarget, schema: &Schema) -> Result<Vec<Request>, Error
                 call.method.name,
                 kind.name()
             )));
+        }
+    }
+    if let Some(text) = &t.expect_message {
+        if t.hold.is_some() {
+            return Err(Error::Usage(format!(
+                "expect_grpc_message checks a unary call's reply, and {} is held as a {} stream; drop it",
+                call.method.name,
+                kind.name()
+            )));
+        }
+        let check = MessageCheck::compile(&call.method.output(), text)
+            .map_err(|e| Error::Usage(format!("expect_grpc_message: {e}")))?;
+        if let Some(c) = t.checks.as_mut() {
+            Arc::make_mut(c).grpc_message = Some(check);
         }
     }
     let bytes = render(t, &call);

@@ -3,10 +3,19 @@
 //! `expect_grpc_status`. A child of `h2.rs`, which hands it the header
 //! blocks and DATA ends of streams that carry gRPC calls; held streams'
 //! ends go on to `h2_hold.rs`.
+//!
+//! `expect_grpc_message` needs the reply's bytes, and only a call whose
+//! request has that check keeps them ([`Replies`]): in a pooled buffer per
+//! stream entry, borrowed at its first DATA and given back when the call
+//! ends, capped at [`MAX_CHECKED_REPLY`] (a longer reply fails the check),
+//! decoded once at the end. Without the check nothing is kept or decoded,
+//! and a connection pays one empty `Vec`.
 
 use super::H2;
 use crate::engine::worker::exchange::{Cx, Output, Response, Tally};
-use crate::stats::ErrorKind;
+use crate::netio::pool;
+use crate::plan::grpc::MAX_CHECKED_REPLY;
+use crate::stats::{CheckKind, ErrorKind};
 use crate::wire::grpc::{Block, BlockFields, Code};
 
 impl H2 {
@@ -56,7 +65,8 @@ impl H2 {
 
     /// A gRPC call's stream ended: counted by its status; OK (or a code
     /// `expect_grpc_status` lists) is a response, any other code fails the
-    /// call (`grpc_status`), the connection stays.
+    /// call (`grpc_status`), the connection stays. An OK reply that does
+    /// not hold what `expect_grpc_message` asks fails the `body` check.
     pub(super) fn end_call(&mut self, cx: &Cx<'_>, t: &mut Tally<'_>, e: usize) -> Output {
         let s = &mut self.streams[e];
         let code = match s.grpc_status {
@@ -70,10 +80,20 @@ impl H2 {
         }
         t.st.h2_mut().grpc_calls[code as usize] += 1;
         self.streams.close(e);
-        let accepted = match cx.w.requests[cx.entries[e].req as usize].checks.as_deref() {
-            Some(checks) => checks.grpc_accepts(code),
-            None => code == Code::Ok,
-        };
+        let checks = cx.w.requests[cx.entries[e].req as usize].checks.as_deref();
+        let reply = self.replies.take(e);
+        let accepted = checks.map_or(code == Code::Ok, |c| c.grpc_accepts(code));
+        let mut failed_checks = 0;
+        if let Some(m) = checks.and_then(|c| c.grpc_message.as_ref())
+            && accepted
+            && code == Code::Ok
+            && !m.matches(reply.as_deref().map_or(&[][..], |b| &b[..]))
+        {
+            failed_checks |= 1 << CheckKind::Body as u8;
+        }
+        if let Some(b) = reply {
+            pool::give(b);
+        }
         if !accepted {
             return Output::Failed {
                 entry: e as u16,
@@ -84,7 +104,51 @@ impl H2 {
             entry: e as u16,
             status,
             keep_alive: true,
-            failed_checks: 0,
+            failed_checks,
         })
+    }
+}
+
+/// The replies kept for `expect_grpc_message`, by stream entry (see the
+/// module doc).
+#[derive(Debug, Default)]
+pub(super) struct Replies {
+    bodies: Vec<Option<pool::Buf>>,
+}
+
+impl Replies {
+    /// Keeps DATA `data` of entry `e`'s reply (its call checks the
+    /// message).
+    pub(super) fn keep(&mut self, e: usize, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        if self.bodies.len() <= e {
+            self.bodies.resize_with(e + 1, || None);
+        }
+        let body = pool::get(&mut self.bodies[e]);
+        // One byte over the cap is enough for the check to fail.
+        let room = (MAX_CHECKED_REPLY + 1).saturating_sub(body.len());
+        body.extend_from_slice(&data[..room.min(data.len())]);
+    }
+
+    /// Entry `e`'s reply, if one was kept (the caller gives it back).
+    #[inline]
+    fn take(&mut self, e: usize) -> Option<pool::Buf> {
+        self.bodies.get_mut(e).and_then(Option::take)
+    }
+
+    /// Forgets entry `e`'s reply (a call that did not end normally left
+    /// it behind).
+    #[inline]
+    pub(super) fn clear(&mut self, e: usize) {
+        if let Some(b) = self.bodies.get_mut(e) {
+            pool::release(b);
+        }
+    }
+
+    /// Forgets every reply (the connection is gone).
+    pub(super) fn reset(&mut self) {
+        self.bodies.iter_mut().for_each(pool::release);
     }
 }
