@@ -353,48 +353,73 @@ fn h2_ping_is_timed_and_a_server_forbidding_it_is_too_many_pings() {
 /// under `deadline_exceeded`) or soakd's own expiry (`timeout`), never
 /// both; nothing hangs and the run ends on time. (soakd's clock starts
 /// when it writes the call, the server's when it reads it: soakd's own
-/// expiry is normally first, and closes the connection.)
+/// expiry is normally first.) On a connection that keeps talking (here
+/// PING ACKs, `--h2-ping`) soakd's expiry cancels the one stream
+/// (RST_STREAM CANCEL), as a gRPC client cancels one call: the
+/// connection lives through every timeout.
 #[test]
 fn a_server_past_the_deadline_ends_each_call_once() {
     let dir = TempDir::new("grpc-deadline");
-    let Some((peer, _stats)) = server(&dir) else { return };
-    let url = format!("grpc://127.0.0.1:{}", peer.port);
+    if grpc_python().is_none() {
+        return;
+    }
+    let stats = dir.path().join("stats.json");
     let proto = proto_dir().join("echo.proto").display().to_string();
-    let started = std::time::Instant::now();
-    let r = run_call(
-        &url,
-        &proto,
-        &[
+    let pings = r#"[["grpc.http2.min_ping_interval_without_data_ms", 10], ["grpc.keepalive_permit_without_calls", 1], ["grpc.http2.max_ping_strikes", 0]]"#;
+    for (options, extra, source) in [
+        ("[]", &["-c", "2"][..], "127.0.31.10"),
+        (
+            pings,
+            &["-c", "1", "--streams", "4", "--h2-ping", "100ms"][..],
+            "127.0.31.12",
+        ),
+    ] {
+        let peer = PyPeer::start_env(
+            "grpc_server.py",
+            &[&proto_dir(), &stats, &"v1alpha"],
+            &[("SOAKD_GRPC_OPTIONS", options), ("SOAKD_GRPC_LAZY_STATS", "1")],
+        )
+        .expect("grpcio");
+        let url = format!("grpc://127.0.0.1:{}", peer.port);
+        let started = std::time::Instant::now();
+        let mut args = vec![
             "--data",
             r#"{"text": "sleep-ms-1000"}"#,
-            "-c",
-            "2",
             "--request-timeout",
             "300ms",
             "-d",
             "3s",
             "--source-addr",
-            "127.0.31.10",
+            source,
             "--metrics-listen",
             "off",
-        ],
-        60,
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(20),
-        "no hang: {:?}",
-        started.elapsed()
-    );
-    let w = &r.report["workloads"][0];
-    let sent = w["requests"]["sent"].as_u64().unwrap();
-    let timeouts = r.report["errors"]["timeout"].as_u64().unwrap_or(0);
-    let server = w["http"]["grpc"]["calls"]["deadline_exceeded"].as_u64().unwrap();
-    let status_errors = r.report["errors"]["grpc_status"].as_u64().unwrap_or(0);
-    let in_flight = w["requests"]["in_flight_at_end"].as_u64().unwrap_or(0);
-    assert!(sent >= 10, "2 connections × 3 s / 300 ms: {sent}");
-    assert_eq!(w["http"]["grpc"]["calls"]["ok"], 0, "no call answered");
-    assert_eq!(status_errors, server, "every non-OK status is deadline_exceeded");
-    assert_eq!(sent, timeouts + server + in_flight, "each call ended once");
+        ];
+        args.extend_from_slice(extra);
+        let r = run_call(&url, &proto, &args, 60);
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no hang: {:?}",
+            started.elapsed()
+        );
+        let w = &r.report["workloads"][0];
+        let sent = w["requests"]["sent"].as_u64().unwrap();
+        let timeouts = r.report["errors"]["timeout"].as_u64().unwrap_or(0);
+        let server = w["http"]["grpc"]["calls"]["deadline_exceeded"].as_u64().unwrap();
+        let status_errors = r.report["errors"]["grpc_status"].as_u64().unwrap_or(0);
+        let in_flight = w["requests"]["in_flight_at_end"].as_u64().unwrap_or(0);
+        assert!(sent >= 10, "{extra:?}: 3 s / 300 ms per stream: {sent}");
+        assert_eq!(w["http"]["grpc"]["calls"]["ok"], 0, "no call answered");
+        assert_eq!(status_errors, server, "every non-OK status is deadline_exceeded");
+        assert_eq!(sent, timeouts + server + in_flight, "{extra:?}: each call ended once");
+        if options == pings {
+            assert!(timeouts >= 10, "{}", r.report["errors"]);
+            assert_eq!(
+                w["connections"]["opened"], 1,
+                "timeouts on a talking connection cancel their streams only: {}",
+                w["connections"]
+            );
+        }
+    }
 }
 
 /// `expect_grpc_status` (a config key, per workload or request): the

@@ -136,6 +136,10 @@ pub(super) struct H2 {
     goaway: Option<(u32, ErrorCode)>,
     /// Input changed what may go out (see [`Output::Ready`]).
     ready: bool,
+    /// When the server last sent anything (ns; 0: nothing yet): a request
+    /// timing out on a connection that spoke since it was written cancels
+    /// its stream only (`h2/keepalive.rs`).
+    last_rx: u64,
     /// gRPC replies kept for `expect_grpc_message` (`h2/grpc_call.rs`).
     replies: grpc_call::Replies,
     /// `--h2-ping`: when the next PING is due (ns; `u64::MAX`: none).
@@ -182,6 +186,7 @@ impl H2 {
             recv: RecvWindow::new(rt.window),
             goaway: None,
             ready: false,
+            last_rx: 0,
             replies: grpc_call::Replies::default(),
             ping_at: u64::MAX,
             ping_sent: 0,
@@ -212,6 +217,7 @@ impl H2 {
         self.goaway = None;
         self.ready = false;
         self.replies.reset();
+        self.last_rx = 0;
         self.ping_at = u64::MAX;
         self.ping_sent = 0;
         self.calm_pings = false;
@@ -413,6 +419,9 @@ impl H2 {
     }
 
     pub(super) fn receive(&mut self, cx: &Cx<'_>, t: &mut Tally<'_>, fresh: &[u8]) -> (usize, Output) {
+        if !fresh.is_empty() {
+            self.last_rx = t.now;
+        }
         if let Some(out) = self.pending(cx, t) {
             return (0, out);
         }
@@ -1027,6 +1036,47 @@ mod tests {
         );
         let h2 = c.st.h2.as_deref().unwrap();
         assert_eq!((h2.resets[ErrorCode::RefusedStream as usize], h2.retried), (2, 1));
+    }
+
+    /// A request that times out on a connection that has spoken since it
+    /// was written is cancelled alone: RST_STREAM CANCEL, `timeout`, the
+    /// stream's late answer ignored; on a silent connection, nothing is
+    /// cancelled (the loop fails the connection).
+    #[test]
+    fn a_timeout_cancels_its_stream_only_while_the_server_talks() {
+        let w = workload(2);
+        let entries = vec![Inflight::default(); 2];
+        let cx = Cx::of(&w, &entries, 0, entries.len());
+        let mut c = Conn::new(&w, 2);
+        c.now = 10;
+        c.feed(&cx, &settings(100));
+        c.now = 20;
+        let (a, b) = (c.issue(), c.issue());
+        assert_eq!(c.written_streams(&cx), [1, 3]);
+        assert_eq!(c.h.cancel(a, 20), None, "silent since it was written");
+        c.now = 30;
+        assert_eq!(c.feed(&cx, &response(3, 0x88)), [ok(b, 200)]);
+        assert_eq!(
+            c.h.cancel(a, 20),
+            Some(Output::Failed {
+                entry: a,
+                kind: ErrorKind::Timeout
+            })
+        );
+        assert_eq!(c.h.in_flight(), 0);
+        let out = c.h.outgoing(&cx).to_vec();
+        let mut d = FrameDecoder::new(1 << 20, 1 << 20);
+        let mut at = 0;
+        let mut resets = Vec::new();
+        while let Some((f, n)) = d.decode(&out[at..]).unwrap() {
+            if let Frame::RstStream { stream, code } = f {
+                resets.push((stream, code));
+            }
+            at += n;
+        }
+        assert_eq!(resets, [(1, ErrorCode::Cancel)]);
+        // The cancelled stream's late answer is not a response.
+        assert_eq!(c.feed(&cx, &response(1, 0x88)), []);
     }
 
     #[test]

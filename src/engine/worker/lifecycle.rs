@@ -403,14 +403,21 @@ impl Worker {
                         }
                     }
                 }
-                let c = &mut self.conns[key];
-                let w = &self.wl[c.workload as usize];
-                if let Some(entry) = c.proto.oldest() {
-                    let oldest = self.inflight[key * self.max_pipeline + entry as usize];
-                    if now >= oldest.written + w.request_timeout_ns {
-                        return self.fail(key, ErrorKind::Timeout, now);
+                let timeout = self.wl[self.conns[key].workload as usize].request_timeout_ns;
+                while let Some(entry) = self.conns[key].proto.oldest() {
+                    let written = self.inflight[key * self.max_pipeline + entry as usize].written;
+                    if now < written + timeout {
+                        break;
+                    }
+                    match self.conns[key].proto.cancel(entry, written) {
+                        // One request failed alone; the connection stays.
+                        Some(out) => {
+                            self.settle(key, out, now);
+                        }
+                        None => return self.fail(key, ErrorKind::Timeout, now),
                     }
                 }
+                let c = &mut self.conns[key];
                 if now >= c.lifetime_end && !c.draining {
                     c.draining = true;
                     if c.proto.in_flight() == 0 {

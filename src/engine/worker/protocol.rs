@@ -238,6 +238,17 @@ impl Protocol {
         }
     }
 
+    /// Entry `e`'s request, written at `written`, timed out: `Some` when
+    /// the protocol fails it alone and keeps the connection (an HTTP/2
+    /// stream on a connection that spoke since), `None` when the
+    /// connection must be failed.
+    pub(super) fn cancel(&mut self, e: u16, written: u64) -> Option<Output> {
+        match self {
+            Protocol::H2(h) => h.cancel(e, written),
+            Protocol::Http1(_) | Protocol::Ws(_) => None,
+        }
+    }
+
     /// The entry whose request was written first (its timeout runs out
     /// first), if any is in flight.
     #[inline]

@@ -1,15 +1,20 @@
 //! `--h2-ping`, HTTP/2's keepalive (gRPC's): a PING on each connection
 //! every interval from the connection's own timer, its ACK timed, a PING
 //! left unanswered failing the connection, and the GOAWAY a server sends
-//! when pings come more often than its policy allows. A file of its own
+//! when pings come more often than its policy allows. And what a
+//! request's timeout means on a connection that is alive: a stream that
+//! times out while the server keeps talking (other answers, PING ACKs) is
+//! cancelled alone, as a gRPC client cancels one call; only a connection
+//! silent since the request was written is failed with everything on it. A file of its own
 //! beside the client's state machine, which it reaches only through the
 //! protocol seam's timer (`H2::deadline`, `H2::on_time`, shared with the
 //! held streams) and two frames.
 
 use super::{H2, Output, Tally, encode_ping};
+use crate::netio::pool;
 use crate::plan::defaults::H2_PING_TIMEOUT;
 use crate::stats::ErrorKind;
-use crate::wire::h2::ErrorCode;
+use crate::wire::h2::{ErrorCode, encode_rst_stream};
 
 impl H2 {
     /// `--h2-ping`: the next PING, or the ACK owed, whichever is first.
@@ -56,6 +61,27 @@ impl H2 {
             Some(out) => out,
             None => Output::Ready,
         }
+    }
+
+    /// Entry `e`'s request, written at `written`, timed out: when the
+    /// server has sent anything since, its stream alone is cancelled
+    /// (RST_STREAM CANCEL if its HEADERS went out) and it fails as
+    /// `timeout`; `None` when the connection has been silent since (the
+    /// caller fails the connection).
+    pub(in crate::engine::worker) fn cancel(&mut self, e: u16, written: u64) -> Option<Output> {
+        if self.last_rx <= written || self.hold.is_some() {
+            return None;
+        }
+        let s = &self.streams[e as usize];
+        if s.rendered {
+            encode_rst_stream(pool::get(&mut self.out), s.id, ErrorCode::Cancel);
+            self.ready = true;
+        }
+        self.streams.close(e as usize);
+        Some(Output::Failed {
+            entry: e,
+            kind: ErrorKind::Timeout,
+        })
     }
 
     /// A PING's ACK: only our own PING's carries its send time.
