@@ -658,7 +658,7 @@ def panels():
            descriptor leak (soakd's own are in the soakd process row).""",
            w=6),
     ] + baseline_panels() + outage_panels() + websocket_panels() + h2_panels() \
-        + grpc_panels()
+        + grpc_panels() + grpc_stream_panels()
 
 
 # soakd run --baseline
@@ -837,6 +837,63 @@ def grpc_panels():
            red line); the run's own verdict is the grpc_error_rate
            threshold.""", w=12, summed=True,
            thresholds=[('red', CONFIG['grpc_error_ratio'])]),
+    ]
+
+
+# gRPC held streams (--stream subscribe, --stream-message): empty for unary
+# calls and for the other protocols.
+GRPC_GAP_BUCKETS = 'target_le:soakd_grpc_stream_gap_seconds_bucket:rate5m'
+GRPC_SILENCE_BUCKETS = 'target_le:soakd_grpc_stream_silence_seconds_bucket:rate5m'
+
+
+def grpc_stream_panels():
+    return [
+        row('gRPC held streams'),
+        timeseries('Held streams open', 'short', [
+            ('sum by (target, method) (%s)'
+             % sel('target_method:soakd_grpc_streams_open:sum'),
+             '{{target}} {{method}}'),
+        ], """gRPC streams soakd holds open now (--stream subscribe, or
+           --stream-message on a client or bidirectional method), by method.
+           A dip is a drain (GOAWAY, the close at the end of its grace) or
+           a lost connection; the streams come back on the next
+           connection.""", w=6, summed=True),
+        timeseries('Stream messages / s', 'ops', [
+            ('sum by (target, method) (%s)'
+             % sel('target_method:soakd_grpc_stream_messages_received:rate1m'),
+             '{{target}} {{method}} received'),
+            ('sum by (target, method) (%s)'
+             % sel('target_method:soakd_grpc_stream_messages_sent:rate1m'),
+             '{{target}} {{method}} sent'),
+        ], """Messages received on held streams (counted, never decoded)
+           and sent on client and bidirectional ones, 1m rates. A server
+           stream that pushes every N ms shows streams x 1000/N received; a
+           falling line with the streams still open is a server slowing its
+           pushes.""", w=6, summed=True,
+           overrides=[by_name('.* sent', DASHED, UNFILLED)]),
+        timeseries('Stream restarts and lifetime ends / s', 'ops', [
+            ('sum by (target, method) (%s)'
+             % sel('target_method:soakd_grpc_stream_restarts:rate5m'),
+             '{{target}} {{method}} restarts'),
+            ('sum by (target, method) (%s)'
+             % sel('target_method:soakd_grpc_stream_lifetime_ends:rate5m'),
+             '{{target}} {{method}} lifetime ends'),
+        ], """Held streams opened again because their connection went away
+           (restarts: connection ageing, a GOAWAY above them, a lost
+           connection; not errors, the stream_restarts threshold judges
+           them) and streams soakd ended at their --stream-lifetime, per
+           second over 5 minutes. Restarts that track the server's
+           max_connection_age are the ageing working; a step up without a
+           deploy is a server dropping streams.""", w=6, summed=True,
+           overrides=[by_name('.* lifetime ends', DASHED, UNFILLED)]),
+        timeseries('Message gap p50 / longest silence p99', 's', [
+            (quantile(0.5, GRPC_GAP_BUCKETS), 'gap p50'),
+            (quantile(0.99, GRPC_SILENCE_BUCKETS), 'silence p99'),
+        ], """The time between two messages of a held stream (p50) and each
+           stream's longest silence per second (p99), over 5 minutes, the
+           selected targets merged. The silence catches a stream that has
+           stopped receiving while its connection stays up.""", w=6,
+           summed=True, log=True),
     ]
 
 
@@ -1070,6 +1127,18 @@ RULE_GROUPS = [
             gRPC calls that ended with a status other than OK over the calls that
             ended, per method (the grpc_error_rate threshold's figure, over 5
             minutes). NaN (no alert, a gap) when no call ended."""),
+        record('target_method:soakd_grpc_streams_open:sum',
+               'sum by (job, target, method) (soakd_grpc_streams_open)'),
+        record('target_method:soakd_grpc_stream_messages_received:rate1m',
+               'sum by (job, target, method) (rate(soakd_grpc_stream_messages_received_total[1m]))'),
+        record('target_method:soakd_grpc_stream_messages_sent:rate1m',
+               'sum by (job, target, method) (rate(soakd_grpc_stream_messages_sent_total[1m]))'),
+        record('target_method:soakd_grpc_stream_restarts:rate5m',
+               'sum by (job, target, method) (rate(soakd_grpc_stream_restarts_total[5m]))'),
+        record('target_method:soakd_grpc_stream_lifetime_ends:rate5m',
+               'sum by (job, target, method) (rate(soakd_grpc_stream_lifetime_ends_total[5m]))'),
+        summed_rate('soakd_grpc_stream_gap_seconds_bucket', '5m', 'le'),
+        summed_rate('soakd_grpc_stream_silence_seconds_bucket', '5m', 'le'),
     ]),
     # WebSocket
     group('soakd-websocket', [

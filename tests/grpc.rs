@@ -220,28 +220,15 @@ fn the_grpc_row_and_alert_read_soakd_in_prometheus() {
         "--metrics-listen",
         &metrics,
     ]);
-    let dash: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string("grafana/dashboards/soakd.json").unwrap()).unwrap();
-    let panels = dash["panels"].as_array().unwrap();
-    let row = panels.iter().position(|p| p["title"] == "gRPC").expect("a gRPC row");
-    let mut asked = 0;
-    for p in panels[row + 1..].iter().take_while(|p| p["type"] != "row") {
-        for q in p["targets"].as_array().into_iter().flatten() {
-            let expr = q["expr"]
-                .as_str()
-                .unwrap()
-                .replace("$__rate_interval", "1m")
-                .replace("$job", "soakd")
-                .replace("$instance", ".*")
-                .replace("$target", ".*");
-            wait_for(
-                || (!prom.query(&expr).is_empty()).then_some(()),
-                Duration::from_secs(30),
-                &format!("data for panel {:?}: {expr}", p["title"]),
-            );
-            asked += 1;
-        }
+    let queries = util::dashboard_row_queries("gRPC");
+    for (title, expr) in &queries {
+        wait_for(
+            || (!prom.query(expr).is_empty()).then_some(()),
+            Duration::from_secs(30),
+            &format!("data for panel {title:?}: {expr}"),
+        );
     }
+    let asked = queries.len();
     assert!(asked >= 2, "{asked} queries");
     let ratio = prom.query("target_method:soakd_grpc_non_ok_ratio:rate5m");
     assert_eq!(ratio.len(), 1, "{ratio:?}");

@@ -431,3 +431,58 @@ fn client_streams_send_on_the_schedule_and_half_close_at_their_lifetime() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("closed loop has nothing to wait for"));
 }
+
+/// The dashboard's "gRPC held streams" row reads soakd's stream series in
+/// a real Prometheus loading grafana/rules.yml: every panel query returns
+/// data, and the open streams are the 2 × 5 held.
+#[test]
+fn the_held_streams_row_reads_soakd_in_prometheus() {
+    use std::time::Duration;
+    let dir = TempDir::new("grpc-held-dashboard");
+    let Some((peer, _stats)) = server(&dir, "[]") else {
+        return;
+    };
+    let metrics = format!("127.0.0.1:{}", util::free_port());
+    let Some(prom) = util::Prometheus::start(&[&metrics], &["grafana/rules.yml", "grafana/alerts.yml"]) else {
+        return;
+    };
+    let url = format!("grpc://127.0.0.1:{}", peer.port);
+    let proto = proto_dir().join("echo.proto").display().to_string();
+    let child = util::spawn_soakd(&[
+        "run",
+        &url,
+        "--call",
+        SUBSCRIBE,
+        "--proto",
+        &proto,
+        "--data",
+        r#"{"count": 0, "interval_ms": 50}"#,
+        "--stream",
+        "subscribe",
+        "-c",
+        "2",
+        "--streams",
+        "5",
+        "-d",
+        "40s",
+        "--source-addr",
+        "127.0.43.20",
+        "--metrics-listen",
+        &metrics,
+    ]);
+    let queries = util::dashboard_row_queries("gRPC held streams");
+    assert!(queries.len() >= 6, "{queries:?}");
+    for (title, expr) in &queries {
+        util::wait_for(
+            || (!prom.query(expr).is_empty()).then_some(()),
+            Duration::from_secs(30),
+            &format!("data for panel {title:?}: {expr}"),
+        );
+    }
+    let open = prom.query("target_method:soakd_grpc_streams_open:sum");
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!((open[0].0["method"].as_str(), open[0].1), (SUBSCRIBE, 10.0));
+    util::signal(child.id(), "TERM");
+    let (status, stderr) = util::wait_with_timeout(child, 60);
+    assert!(status.success(), "{stderr}");
+}

@@ -1485,6 +1485,34 @@ pub struct Prometheus {
 /// One series of an instant query: its labels and value.
 pub type Sample = (std::collections::BTreeMap<String, String>, f64);
 
+/// Every query of the dashboard row titled `row` (the panels after it, up
+/// to the next row), as (panel title, expression) with Grafana's variables
+/// filled in for a test's Prometheus (job `soakd`, every instance and
+/// target, a 1m rate interval).
+pub fn dashboard_row_queries(row: &str) -> Vec<(String, String)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("grafana/dashboards/soakd.json");
+    let dash: serde_json::Value = serde_json::from_str(&fs::read_to_string(path).expect("the dashboard")).unwrap();
+    let panels = dash["panels"].as_array().unwrap();
+    let at = panels
+        .iter()
+        .position(|p| p["type"] == "row" && p["title"] == row)
+        .unwrap_or_else(|| panic!("no dashboard row {row:?}"));
+    let mut out = Vec::new();
+    for p in panels[at + 1..].iter().take_while(|p| p["type"] != "row") {
+        for q in p["targets"].as_array().into_iter().flatten() {
+            let expr = q["expr"]
+                .as_str()
+                .unwrap()
+                .replace("$__rate_interval", "1m")
+                .replace("$job", "soakd")
+                .replace("$instance", ".*")
+                .replace("$target", ".*");
+            out.push((p["title"].as_str().unwrap_or("").to_string(), expr));
+        }
+    }
+    out
+}
+
 impl Prometheus {
     /// Starts Prometheus with `rule_files` (paths relative to the
     /// repository) scraping `targets` (`127.0.0.1:PORT` each); `None` after
