@@ -462,6 +462,16 @@ fn plus_request(a: &RequestReport, b: &RequestReport) -> RequestReport {
         },
         responses: a.responses.plus(&b.responses),
         checks: a.checks.plus(&b.checks),
+        grpc_calls: match (&a.grpc_calls, &b.grpc_calls) {
+            (Some(x), Some(y)) => {
+                let mut sum = x.clone();
+                for (code, n) in y {
+                    *sum.entry(code.clone()).or_default() += n;
+                }
+                Some(sum)
+            }
+            (x, y) => x.clone().or_else(|| y.clone()),
+        },
     }
 }
 

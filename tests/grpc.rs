@@ -614,3 +614,165 @@ fn bad_grpc_input_exits_2_before_anything_opens() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("is a gRPC setting"));
     assert_eq!(server_calls(&stats), 0, "nothing was called");
 }
+
+/// A mix of methods: `[[workload.request]]` tables each naming a call and
+/// its message, by weight, schema from grpcio's reflection. Each call is
+/// counted by code on its own (the report's requests, and
+/// `soakd_grpc_calls_total` by method), grpcio's counts agree, and the
+/// same mix as a requests file does the same.
+#[test]
+fn a_mix_of_methods_counts_each_call_by_code() {
+    let dir = TempDir::new("grpc-mix");
+    let Some((peer, stats)) = server(&dir) else { return };
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let config = dir.path().join("mix.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"[[workload]]
+url = "grpc://127.0.0.1:{}"
+connections = 2
+source_addrs = ["127.0.31.13"]
+[[workload.request]]
+call = "soakd.test.v1.Echo/Unary"
+data = '{{"text": "hi"}}'
+weight = 3
+[[workload.request]]
+name = "lookup miss"
+call = "soakd.test.v1.Echo/Lookup"
+data = '{{"text": "nobody"}}'
+expect_grpc_status = ["ok", "not_found"]
+"#,
+            peer.port
+        ),
+    )
+    .unwrap();
+    let report = dir.path().join("report.json");
+    let child = spawn_soakd(&[
+        "run",
+        "--config",
+        &config.display().to_string(),
+        "--requests",
+        "400",
+        "--metrics-listen",
+        &metrics,
+        "--metrics-linger",
+        "5s",
+        "--report",
+        &report.display().to_string(),
+    ]);
+    let series = |method: &str, code: &str| {
+        format!(
+            "soakd_grpc_calls_total{{target=\"127.0.0.1:{}\",method=\"soakd.test.v1.Echo/{method}\",code=\"{code}\"}}",
+            peer.port
+        )
+    };
+    let last = wait_for(
+        || util::scrape(&metrics).filter(|m| util::metric_sum(m, "soakd_grpc_calls_total") >= 400.0),
+        Duration::from_secs(30),
+        "400 calls counted on /metrics",
+    );
+    let (status, stderr) = wait_with_timeout(child, 30);
+    assert!(status.success(), "{stderr}");
+    assert_eq!(last.get(&series("Unary", "ok")), Some(&300.0), "{last:?}");
+    assert_eq!(last.get(&series("Lookup", "not_found")), Some(&100.0), "{last:?}");
+    assert_eq!(
+        last.get(&series("Lookup", "ok")),
+        Some(&0.0),
+        "every code present from the start"
+    );
+    let rep: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(util::total_errors(&rep), 0, "not_found is listed: {}", rep["errors"]);
+    let w = &rep["workloads"][0];
+    let by = w["by_request"].as_array().unwrap();
+    assert_eq!(
+        (by[0]["name"].as_str(), by[0]["grpc_calls"]["ok"].as_u64()),
+        (Some("soakd.test.v1.Echo/Unary"), Some(300))
+    );
+    assert_eq!(
+        (by[1]["name"].as_str(), by[1]["grpc_calls"]["not_found"].as_u64()),
+        (Some("lookup miss"), Some(100))
+    );
+    assert_eq!(
+        w["http"]["grpc"]["method"],
+        "soakd.test.v1.Echo/Unary, soakd.test.v1.Echo/Lookup"
+    );
+    assert!(
+        stderr.contains("lookup miss  calls 100  non-OK 100 (100.000%): not_found 100"),
+        "{stderr}"
+    );
+    let server = |m: &str| {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
+        v["calls"][m].as_u64().unwrap_or(0)
+    };
+    assert_eq!((server("Unary"), server("Lookup")), (300, 100));
+
+    // The same mix as a requests file, with the schema from the .proto.
+    std::fs::write(dir.path().join("hi.json"), r#"{"text": "known"}"#).unwrap();
+    let calls = dir.path().join("calls.txt");
+    std::fs::write(
+        &calls,
+        "3 soakd.test.v1.Echo/Unary\n@hi.json\n\nsoakd.test.v1.Echo/Lookup\n@hi.json\n",
+    )
+    .unwrap();
+    let proto = proto_dir().join("echo.proto").display().to_string();
+    let url = format!("grpc://127.0.0.1:{}", peer.port);
+    let r = soakd_report(
+        &[
+            "run",
+            &url,
+            "--proto",
+            &proto,
+            "--requests-file",
+            &calls.display().to_string(),
+            "--requests",
+            "40",
+            "-c",
+            "1",
+            "--source-addr",
+            "127.0.31.14",
+            "--metrics-listen",
+            "off",
+        ],
+        60,
+    );
+    assert!(r.status.success(), "{}", r.stderr);
+    let by = r.report["workloads"][0]["by_request"].as_array().unwrap().clone();
+    assert_eq!(
+        (by[0]["grpc_calls"]["ok"].as_u64(), by[1]["grpc_calls"]["ok"].as_u64()),
+        (Some(30), Some(10)),
+        "{by:?}"
+    );
+
+    // Bad mixes: exit 2, nothing started.
+    for (extra, says) in [
+        (
+            "call = \"soakd.test.v1.Echo/Unary\"\n",
+            "with several calls (a mix of methods) set the method and message on each request",
+        ),
+        (
+            "[[workload.request]]\ndata = '{}'\n",
+            "call is missing; give the method this request calls",
+        ),
+        (
+            "[[workload.request]]\ncall = \"soakd.test.v1.Echo/Subscribe\"\n",
+            "is a server_streaming method, and a mix holds unary calls",
+        ),
+        (
+            "[[workload.request]]\ncall = \"soakd.test.v1.Echo/Unary\"\npath = \"/x\"\n",
+            "path is an HTTP request's",
+        ),
+    ] {
+        let bad = dir.path().join("bad.toml");
+        let text = format!(
+            "[[workload]]\nurl = \"grpc://127.0.0.1:{}\"\nproto = [{proto:?}]\n{}[[workload.request]]\ncall = \"soakd.test.v1.Echo/Lookup\"\n",
+            peer.port,
+            if extra.starts_with("call") { extra } else { "" },
+        ) + if extra.starts_with("call") { "" } else { extra };
+        std::fs::write(&bad, text).unwrap();
+        let out = soakd_timeout(&["check", "--config", &bad.display().to_string()], 30);
+        assert_eq!(out.status.code(), Some(2), "{extra}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{extra}: {err}");
+    }
+}

@@ -24,7 +24,7 @@ use soakd::wire::grpc::{Code, StatusSource, encode_message};
 use util::{TempDir, grpc_python};
 
 const SERVICE: &str = "soakd.test.v1.Echo";
-const METHODS: [(&str, MethodKind, &str, &str); 4] = [
+const METHODS: [(&str, MethodKind, &str, &str); 5] = [
     (
         "soakd.test.v1.Echo/Chat",
         MethodKind::Bidi,
@@ -36,6 +36,12 @@ const METHODS: [(&str, MethodKind, &str, &str); 4] = [
         MethodKind::ClientStreaming,
         "soakd.test.v1.EchoRequest",
         "soakd.test.v1.Summary",
+    ),
+    (
+        "soakd.test.v1.Echo/Lookup",
+        MethodKind::Unary,
+        "soakd.test.v1.EchoRequest",
+        "soakd.test.v1.EchoReply",
     ),
     (
         "soakd.test.v1.Echo/Subscribe",
@@ -592,7 +598,8 @@ fn bad_methods_messages_and_metadata_are_refused_with_the_fix() {
     assert_eq!(
         call("soakd.test.v1.Echo/Unray", "{}"),
         "method soakd.test.v1.Echo/Unray is not in the schema (did you mean soakd.test.v1.Echo/Unary?); it has: \
-         soakd.test.v1.Echo/Chat, soakd.test.v1.Echo/Collect, soakd.test.v1.Echo/Subscribe, soakd.test.v1.Echo/Unary"
+         soakd.test.v1.Echo/Chat, soakd.test.v1.Echo/Collect, soakd.test.v1.Echo/Lookup, \
+         soakd.test.v1.Echo/Subscribe, soakd.test.v1.Echo/Unary"
     );
     assert!(call("Echo/Subscribe", "{}").contains("(did you mean soakd.test.v1.Echo/Subscribe?)"));
     assert!(!call("other.Service/Frobnicate", "{}").contains("did you mean"));

@@ -20,7 +20,12 @@ use crate::plan::{self, defaults};
 pub(super) struct FileRequest {
     name: Option<String>,
     method: Option<Spanned<String>>,
-    path: Spanned<String>,
+    /// HTTP: required (checked by the plan, which knows the URL's kind).
+    path: Option<Spanned<String>>,
+    /// gRPC: the method this request calls, and its message.
+    call: Option<String>,
+    data: Option<String>,
+    data_file: Option<PathBuf>,
     headers: Option<Spanned<BTreeMap<String, String>>>,
     body: Option<String>,
     body_file: Option<PathBuf>,
@@ -74,12 +79,15 @@ pub(super) fn read_all(
         out.push(plan::RequestEntry {
             name: rr.name.clone(),
             method: rr.method.as_ref().map(|m| m.get_ref().clone()),
-            path: rr.path.get_ref().clone(),
+            path: rr.path.as_ref().map(|p| p.get_ref().clone()).unwrap_or_default(),
             headers,
             body: rr.body.clone().map(String::into_bytes),
             body_file: rr.body_file.as_deref().map(|p| cx.path(p)),
             weight: rr.weight.unwrap_or(defaults::WEIGHT),
             checks: check_spec!(rr),
+            call: rr.call.clone(),
+            data: rr.data.clone(),
+            data_file: rr.data_file.as_deref().map(|p| cx.path(p)),
             origin: format!("{}: workload.request {}", loc.place(r.span()), i + 1),
         });
     }

@@ -60,6 +60,8 @@ pub struct RequestSnapshot {
     pub checks: [u64; CheckKind::COUNT],
     /// Latency.
     pub latency: Buckets,
+    /// gRPC calls that ended, by status code.
+    pub grpc_calls: [u64; crate::wire::grpc::Code::COUNT],
 }
 
 impl RequestSnapshot {
@@ -99,9 +101,12 @@ pub struct WorkloadSnapshot {
     pub ws: WsSnapshot,
     /// HTTP/2 figures (zero until the target's first HTTP/2 event).
     pub h2: H2Stats,
-    /// A gRPC target's method (`package.Service/Method`); `None` for
-    /// other targets, which have no `soakd_grpc_*` series.
+    /// A gRPC target's method (`package.Service/Method`; a mix's,
+    /// comma-separated); `None` for other targets, which have no
+    /// `soakd_grpc_*` series.
     pub grpc_method: Option<String>,
+    /// A gRPC target's method of each request (several for a mix).
+    pub grpc_request_methods: Vec<String>,
     /// `--h2-ping` is on: the `soakd_h2_ping*` series are rendered.
     pub h2_ping: bool,
     /// A gRPC target's held streams (zero for unary calls).
@@ -114,6 +119,14 @@ pub struct WorkloadSnapshot {
 }
 
 impl WorkloadSnapshot {
+    /// The method of a gRPC workload that may hold streams: one method (a
+    /// mix of methods holds unary calls only, and has no stream series).
+    pub fn stream_method(&self) -> Option<&str> {
+        self.grpc_method
+            .as_deref()
+            .filter(|_| self.grpc_request_methods.len() <= 1)
+    }
+
     /// A workload before anything happened: every series at 0, the window
     /// quantiles NaN.
     fn empty(name: &str, requests: &[String], target_pids: Vec<u32>) -> WorkloadSnapshot {
@@ -278,6 +291,7 @@ impl Metrics {
                         name: name.clone(),
                         responses: r.responses,
                         checks: r.checks,
+                        grpc_calls: r.grpc_calls,
                         // A single request's latency is the workload's,
                         // already converted above.
                         latency: if s.requests.len() == 1 {

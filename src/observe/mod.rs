@@ -110,7 +110,10 @@ impl Observers {
                 let mut m = Metrics::new(&names, &requests, pids, plan.shard);
                 for (i, w) in plan.workloads.iter().enumerate() {
                     m.mark_ws(Some(i), w.target.ws.is_some());
-                    m.mark_grpc(Some(i), w.target.grpc.as_deref().map(|g| g.method_name()));
+                    m.mark_grpc(
+                        Some(i),
+                        w.target.grpc.as_deref().map(|g| (g.method_name(), g.request_methods())),
+                    );
                     m.mark_h2_ping(Some(i), w.h2_ping.is_some());
                 }
                 // A continued run's counters are where the checkpoint left
@@ -298,7 +301,10 @@ impl Sink for Observers {
         if let Some(m) = self.metrics.as_mut() {
             m.add_workload(&w.name, &w.request_names(), w.target_pids.clone());
             m.mark_ws(None, w.target.ws.is_some());
-            m.mark_grpc(None, w.target.grpc.as_deref().map(|g| g.method_name()));
+            m.mark_grpc(
+                None,
+                w.target.grpc.as_deref().map(|g| (g.method_name(), g.request_methods())),
+            );
             m.mark_h2_ping(None, w.h2_ping.is_some());
         }
     }

@@ -43,6 +43,12 @@ pub struct RequestEntry {
     pub weight: u32,
     /// Checks of this request (unset keys come from the workload).
     pub checks: CheckSpec,
+    /// gRPC: the method this request calls (`package.Service/Method`).
+    pub call: Option<String>,
+    /// gRPC: its message as protobuf's canonical JSON.
+    pub data: Option<String>,
+    /// gRPC: its message as JSON read from a file.
+    pub data_file: Option<PathBuf>,
     /// Where it was given (`file:line: request 2`), for messages.
     pub origin: String,
 }
@@ -128,6 +134,14 @@ pub fn label(e: &RequestEntry, method: &str, path: &str) -> String {
 /// @body-file           (optional, relative to the requests file)
 /// ```
 ///
+/// or, for a `grpc://` workload, a call of a mix of methods:
+///
+/// ```text
+/// [WEIGHT] package.Service/Method
+/// name: value          (metadata, any number)
+/// @message.json        (optional: the message as JSON; empty without)
+/// ```
+///
 /// `#` starts a comment line. Errors name the file and line.
 pub fn parse_requests_file(path: &Path, text: &str) -> Result<Vec<RequestEntry>, Error> {
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -153,7 +167,19 @@ pub fn parse_requests_file(path: &Path, text: &str) -> Result<Vec<RequestEntry>,
                 }
                 Err(_) => (defaults::WEIGHT, first),
             };
-            let (Some(target), None) = (words.next(), words.next()) else {
+            let (target, rest) = (words.next(), words.next());
+            if target.is_none() && is_grpc_method(method) {
+                out.push(RequestEntry {
+                    call: Some(method.to_string()),
+                    path: String::new(),
+                    weight,
+                    origin: at(n),
+                    ..RequestEntry::default()
+                });
+                open = true;
+                continue;
+            }
+            let (Some(target), None) = (target, rest) else {
                 return Err(Error::Usage(format!(
                     "{}: expected `[WEIGHT] METHOD URL-or-path` (e.g. `8 GET /items`), found {line:?}",
                     at(n)
@@ -172,10 +198,13 @@ pub fn parse_requests_file(path: &Path, text: &str) -> Result<Vec<RequestEntry>,
         }
         let cur = out.last_mut().expect("a request is open");
         if let Some(file) = line.strip_prefix('@') {
-            if cur.body_file.is_some() {
+            if cur.body_file.is_some() || cur.data_file.is_some() {
                 return Err(Error::Usage(format!("{}: a second @body-file for one request", at(n))));
             }
-            cur.body_file = Some(dir.join(file.trim()));
+            match cur.call {
+                Some(_) => cur.data_file = Some(dir.join(file.trim())),
+                None => cur.body_file = Some(dir.join(file.trim())),
+            }
         } else if let Some((name, value)) = line.split_once(':') {
             let (name, value) = (name.trim(), value.trim());
             crate::wire::check_header(name, value).map_err(|e| Error::Usage(format!("{}: {e}", at(n))))?;
@@ -195,6 +224,13 @@ pub fn parse_requests_file(path: &Path, text: &str) -> Result<Vec<RequestEntry>,
     }
     check_entries(&out)?;
     Ok(out)
+}
+
+/// A gRPC method as a requests file names it: `package.Service/Method`
+/// (one word, a dotted service, no leading slash), never an HTTP method.
+fn is_grpc_method(word: &str) -> bool {
+    word.split_once('/')
+        .is_some_and(|(svc, m)| !svc.is_empty() && !m.is_empty() && !m.contains('/') && svc.contains('.'))
 }
 
 #[cfg(test)]
@@ -267,6 +303,20 @@ mod tests {
         assert_eq!(r[1].body_file.as_deref(), Some(Path::new("/x/item.json")));
         assert_eq!((r[2].weight, r[2].method.as_deref()), (1, Some("HEAD")));
         assert_eq!(r[2].origin, "/x/mix.txt:9");
+        // A gRPC mix: a method per block, metadata, the message's JSON file.
+        let text = "3 shop.v1.Catalog/Get\nx-tenant: a\n@get.json\n\nshop.v1.Cart/Add\n";
+        let r = parse_requests_file(Path::new("/x/calls.txt"), text).unwrap();
+        assert_eq!(
+            (r[0].weight, r[0].call.as_deref(), r[0].method.as_deref()),
+            (3, Some("shop.v1.Catalog/Get"), None)
+        );
+        assert_eq!(r[0].headers, [("x-tenant".to_string(), "a".to_string())]);
+        assert_eq!(
+            (r[0].data_file.as_deref(), r[0].body_file.as_deref()),
+            (Some(Path::new("/x/get.json")), None)
+        );
+        assert_eq!((r[1].weight, r[1].call.as_deref()), (1, Some("shop.v1.Cart/Add")));
+        assert!(!is_grpc_method("GET") && !is_grpc_method("/a/b") && !is_grpc_method("a/b"));
     }
 
     #[test]

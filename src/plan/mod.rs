@@ -594,9 +594,20 @@ impl WorkloadSpec {
             )));
         }
         let ws = ws::build(&self.ws, &parsed, &self.headers, self.model, key)?.map(std::sync::Arc::new);
+        if !self.requests.is_empty() {
+            mix::check_entries(&self.requests)?;
+        }
         let (grpc, requests) = if parsed.grpc {
             let pace = (self.conn.request_timeout, self.model);
-            let (t, requests) = grpc::build_workload(&self.grpc, &parsed, &self.headers, pace, &self.checks, key)?;
+            let (t, requests) = grpc::build_workload(
+                &self.grpc,
+                &parsed,
+                &self.headers,
+                pace,
+                &self.checks,
+                &self.requests,
+                key,
+            )?;
             (Some(std::sync::Arc::new(t)), requests)
         } else {
             (None, self.render_requests(&parsed, key)?)

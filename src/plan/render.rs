@@ -29,7 +29,6 @@ impl WorkloadSpec {
             )));
         }
         let refused = [
-            (!self.requests.is_empty(), "requests"),
             (self.body.is_some(), "body"),
             (self.body_file.is_some(), "body_file"),
             (self.method != defaults::METHOD, "method"),
@@ -115,6 +114,25 @@ impl WorkloadSpec {
                 p.target
             };
             refuse_grpc(&e.checks, &in_entry)?;
+            if let Some(k) = [
+                (e.call.is_some(), "call"),
+                (e.data.is_some(), "data"),
+                (e.data_file.is_some(), "data_file"),
+            ]
+            .iter()
+            .find_map(|(given, k)| given.then_some(*k))
+            {
+                return Err(Error::Usage(format!(
+                    "{}: {k} belongs to a request of a grpc:// workload, and this one speaks HTTP; drop it, or give a grpc:// URL",
+                    e.origin
+                )));
+            }
+            if e.path.is_empty() {
+                return Err(Error::Usage(format!(
+                    "{}: path is missing; give the request's path (e.g. path = \"/items\")",
+                    e.origin
+                )));
+            }
             let name = mix::label(e, &method, &target);
             if name.is_empty() {
                 return Err(Error::Usage(format!("{}: name must not be empty", e.origin)));

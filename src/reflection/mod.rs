@@ -125,14 +125,21 @@ pub fn complete(plan: &mut crate::plan::Plan) -> Result<(), crate::Error> {
             tls: w.target.tls.clone(),
             source: w.conn.source_addrs.first().copied(),
         };
-        let service = g.given.trim_start_matches('/');
-        let service = service
-            .rsplit_once('/')
-            .or_else(|| service.rsplit_once('.'))
-            .map_or(service, |(s, _)| s)
-            .to_string();
+        // Every service the calls name (several for a mix of methods).
+        let mut services: Vec<String> = Vec::new();
+        for given in g.request_methods() {
+            let service = given
+                .rsplit_once('/')
+                .or_else(|| given.rsplit_once('.'))
+                .map_or(given.as_str(), |(s, _)| s)
+                .to_string();
+            if !services.contains(&service) {
+                services.push(service);
+            }
+        }
+        let services: Vec<&str> = services.iter().map(String::as_str).collect();
         let timeout = w.conn.connect_timeout.max(Duration::from_secs(5));
-        let fetched = fetch_schema(&ep, &[&service], timeout)?;
+        let fetched = fetch_schema(&ep, &services, timeout)?;
         w.target.requests = crate::plan::grpc::finish(&mut g, &fetched.schema)?;
         w.target.grpc = Some(std::sync::Arc::new(g));
     }

@@ -79,6 +79,36 @@ pub fn grpc_error_rate(calls: &[u64; Code::COUNT]) -> Option<f64> {
     (all > 0).then(|| (all - calls[Code::Ok as usize]) as f64 / all as f64)
 }
 
+/// Counts by code as a report holds them: by label, every code present.
+pub fn calls_by_label(calls: &[u64; Code::COUNT]) -> BTreeMap<String, u64> {
+    Code::ALL
+        .iter()
+        .map(|c| (c.label().to_string(), calls[*c as usize]))
+        .collect()
+}
+
+/// The text summary's account of calls by code: `calls N  non-OK M (R%):
+/// code n  code n`.
+pub fn calls_summary(calls: &BTreeMap<String, u64>) -> String {
+    let all: u64 = calls.values().sum();
+    let non_ok: Vec<String> = calls
+        .iter()
+        .filter(|(code, n)| **n > 0 && code.as_str() != "ok")
+        .map(|(code, n)| format!("{code} {n}"))
+        .collect();
+    format!(
+        "calls {}  non-OK {} ({}){}",
+        all,
+        all - calls.get("ok").copied().unwrap_or(0),
+        error_rate_of(calls).map_or("-".into(), |r| format!("{:.3}%", r * 100.0)),
+        if non_ok.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", non_ok.join("  "))
+        }
+    )
+}
+
 /// [`grpc_error_rate`] of the counts by label a report holds.
 fn error_rate_of(calls: &BTreeMap<String, u64>) -> Option<f64> {
     let mut by_code = [0u64; Code::COUNT];
@@ -94,10 +124,7 @@ impl GrpcFigures {
         let h2 = h2.copied().unwrap_or_default();
         GrpcFigures {
             method: method.to_string(),
-            calls: Code::ALL
-                .iter()
-                .map(|c| (c.label().to_string(), h2.grpc_calls[*c as usize]))
-                .collect(),
+            calls: calls_by_label(&h2.grpc_calls),
             error_rate: grpc_error_rate(&h2.grpc_calls),
             streams: None,
         }

@@ -197,6 +197,10 @@ pub struct RequestReport {
     /// Failed checks by kind (all 0 when the request has no checks).
     #[serde(default = "no_check_failures")]
     pub checks: CheckFailures,
+    /// gRPC: the calls that ended, by status code label (`null` for other
+    /// targets); a mix's per method and message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc_calls: Option<std::collections::BTreeMap<String, u64>>,
 }
 
 /// Bytes on the wire.
@@ -620,6 +624,7 @@ fn by_request(w: &crate::plan::Workload, stats: &WorkloadStats, secs: f64) -> Ve
                     counts: v.responses,
                 },
                 checks: check_failures(v.checks),
+                grpc_calls: w.target.grpc.is_some().then(|| http::calls_by_label(&v.grpc_calls)),
             }
         })
         .collect()
@@ -659,7 +664,7 @@ impl Report {
                         requested: Some(w.http.name().into()),
                         streams: w.streams,
                         grpc: w.target.grpc.as_deref().map(|g| {
-                            let mut f = http::GrpcFigures::of(g.method_name(), t.stats[wi].h2.as_deref());
+                            let mut f = http::GrpcFigures::of(&g.method_name(), t.stats[wi].h2.as_deref());
                             f.streams = g
                                 .hold
                                 .as_ref()

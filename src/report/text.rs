@@ -70,27 +70,19 @@ impl Report {
                 );
             }
             if let Some(g) = &h.grpc {
-                let all: u64 = g.calls.values().sum();
-                let non_ok: Vec<String> = g
-                    .calls
-                    .iter()
-                    .filter(|(code, n)| **n > 0 && code.as_str() != "ok")
-                    .map(|(code, n)| format!("{code} {n}"))
-                    .collect();
                 let _ = writeln!(
                     s,
-                    "  grpc          {}: {}  calls {}  non-OK {} ({}){}",
+                    "  grpc          {}: {}  {}",
                     w.name,
                     g.method,
-                    all,
-                    all - g.calls.get("ok").copied().unwrap_or(0),
-                    g.error_rate.map_or("-".into(), |r| format!("{:.3}%", r * 100.0)),
-                    if non_ok.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {}", non_ok.join("  "))
-                    }
+                    super::http::calls_summary(&g.calls)
                 );
+                // A mix of methods: each call's own.
+                for r in w.by_request.iter().filter(|_| w.by_request.len() > 1) {
+                    if let Some(calls) = &r.grpc_calls {
+                        let _ = writeln!(s, "                  {}  {}", r.name, super::http::calls_summary(calls));
+                    }
+                }
             }
             if let Some(st) = h.grpc.as_ref().and_then(|g| g.streams.as_ref()) {
                 s.push_str(&st.summary(&w.name));

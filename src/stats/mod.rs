@@ -190,6 +190,8 @@ pub struct RequestStats {
     /// Latency, µs (mixes only).
     #[serde(with = "saved::hist")]
     pub latency: Histogram<u64>,
+    /// gRPC calls that ended, by status code (mixes of methods only).
+    pub grpc_calls: [u64; crate::wire::grpc::Code::COUNT],
 }
 
 impl Default for RequestStats {
@@ -199,6 +201,7 @@ impl Default for RequestStats {
             responses: [0; StatusClass::COUNT],
             checks: [0; CheckKind::COUNT],
             latency: request_histogram(),
+            grpc_calls: [0; crate::wire::grpc::Code::COUNT],
         }
     }
 }
@@ -211,6 +214,9 @@ impl RequestStats {
             *a += b;
         }
         for (a, b) in self.checks.iter_mut().zip(o.checks) {
+            *a += b;
+        }
+        for (a, b) in self.grpc_calls.iter_mut().zip(o.grpc_calls) {
             *a += b;
         }
         if !o.latency.is_empty() {
@@ -239,6 +245,8 @@ pub struct RequestView<'a> {
     pub checks: [u64; CheckKind::COUNT],
     /// Latency, µs.
     pub latency: &'a Histogram<u64>,
+    /// gRPC calls that ended, by status code.
+    pub grpc_calls: [u64; crate::wire::grpc::Code::COUNT],
 }
 
 /// Counters and histograms of one workload: what the report is built
@@ -316,6 +324,10 @@ impl WorkloadStats {
                 responses: self.counters.responses,
                 checks: r.checks,
                 latency: &self.latency,
+                grpc_calls: self
+                    .h2
+                    .as_deref()
+                    .map_or([0; crate::wire::grpc::Code::COUNT], |h| h.grpc_calls),
             }
         } else {
             RequestView {
@@ -323,6 +335,7 @@ impl WorkloadStats {
                 responses: r.responses,
                 checks: r.checks,
                 latency: &r.latency,
+                grpc_calls: r.grpc_calls,
             }
         }
     }
@@ -398,6 +411,7 @@ impl WorkloadStats {
             r.completed = 0;
             r.responses = [0; StatusClass::COUNT];
             r.checks = [0; CheckKind::COUNT];
+            r.grpc_calls = [0; crate::wire::grpc::Code::COUNT];
             if !r.latency.is_empty() {
                 r.latency.reset();
             }

@@ -28,6 +28,7 @@ Methods of soakd.test.v1.Echo:
   Subscribe  sends `count` replies, one every `interval_ms`
   Collect    counts the requests of the stream, returns the last
   Chat       answers each request with its echo
+  Lookup     returns the request when its text is "known", else NOT_FOUND
 """
 import json
 import os
@@ -116,6 +117,13 @@ def unary(request, context):
     return EchoReply(echo=request, seq=n)
 
 
+def lookup(request, context):
+    n = record("Lookup", request, context)
+    if request.text != "known":
+        context.abort(grpc.StatusCode.NOT_FOUND, "only \"known\" is")
+    return EchoReply(echo=request, seq=n)
+
+
 def subscribe(request, context):
     record("Subscribe", request, context)
     for i in range(request.count):
@@ -156,6 +164,7 @@ server.add_generic_rpc_handlers(
                 "Subscribe": handler(grpc.unary_stream_rpc_method_handler, subscribe, SubscribeRequest),
                 "Collect": handler(grpc.stream_unary_rpc_method_handler, collect, EchoRequest),
                 "Chat": handler(grpc.stream_stream_rpc_method_handler, chat, EchoRequest),
+                "Lookup": handler(grpc.unary_unary_rpc_method_handler, lookup, EchoRequest),
             },
         ),
     )

@@ -54,7 +54,7 @@ macro_rules! counter {
             kind: MetricType::COUNTER,
             labels: &["target", "method"],
             fill: Fill::Target(|x, out| {
-                if let Some(m) = x.w.grpc_method.as_deref() {
+                if let Some(m) = x.w.stream_method() {
                     let v = x.w.grpc_streams.$field as f64;
                     out.push(value(x.kind, &[("target", x.t), ("method", m)], v));
                 }
@@ -96,7 +96,7 @@ pub(super) const FAMILIES: &[Family] = &[
         kind: MetricType::GAUGE,
         labels: &["target", "method"],
         fill: Fill::Target(|x, out| {
-            if let Some(m) = x.w.grpc_method.as_deref() {
+            if let Some(m) = x.w.stream_method() {
                 let v = x.w.gauges.grpc_streams as f64;
                 out.push(value(x.kind, &[("target", x.t), ("method", m)], v));
             }
@@ -108,7 +108,7 @@ pub(super) const FAMILIES: &[Family] = &[
         kind: MetricType::HISTOGRAM,
         labels: &["target", "method"],
         fill: Fill::Target(|x, out| {
-            if let Some(m) = x.w.grpc_method.as_deref() {
+            if let Some(m) = x.w.stream_method() {
                 out.push(histogram(&[("target", x.t), ("method", m)], &x.w.grpc_streams.gap));
             }
         }),
@@ -119,7 +119,7 @@ pub(super) const FAMILIES: &[Family] = &[
         kind: MetricType::HISTOGRAM,
         labels: &["target", "method"],
         fill: Fill::Target(|x, out| {
-            if let Some(m) = x.w.grpc_method.as_deref() {
+            if let Some(m) = x.w.stream_method() {
                 out.push(histogram(&[("target", x.t), ("method", m)], &x.w.grpc_streams.silence));
             }
         }),

@@ -12,10 +12,20 @@ use crate::wire::grpc::Code;
 
 impl super::Metrics {
     /// Marks workload `i` (the last one when `None`) as a gRPC target
-    /// calling `method`: its `soakd_grpc_calls_total` series exist from now
-    /// on, every code at 0.
-    pub fn mark_grpc(&mut self, i: Option<usize>, method: Option<&str>) {
-        self.mark(i, |w| w.grpc_method = method.map(str::to_string));
+    /// whose requests call `methods` (one each): its
+    /// `soakd_grpc_calls_total` series exist from now on, every method's
+    /// every code at 0.
+    pub fn mark_grpc(&mut self, i: Option<usize>, methods: Option<(String, Vec<String>)>) {
+        self.mark(i, |w| match methods {
+            Some((name, each)) => {
+                w.grpc_method = Some(name);
+                w.grpc_request_methods = each;
+            }
+            None => {
+                w.grpc_method = None;
+                w.grpc_request_methods.clear();
+            }
+        });
     }
 
     /// Marks workload `i` (the last one when `None`) as pinging its HTTP/2
@@ -47,16 +57,31 @@ pub(super) const FAMILIES: &[Family] = &[
         kind: MetricType::COUNTER,
         labels: &["target", "method", "code"],
         fill: Fill::Target(|x, out| {
-            let Some(method) = x.w.grpc_method.as_deref() else {
+            if x.w.grpc_method.is_none() {
                 return;
-            };
-            for c in Code::ALL {
-                let v = x.w.h2.grpc_calls[c as usize] as f64;
-                out.push(value(
-                    x.kind,
-                    &[("target", x.t), ("method", method), ("code", c.label())],
-                    v,
-                ));
+            }
+            let each = &x.w.grpc_request_methods;
+            // A mix: each method's calls summed over its requests (two
+            // requests may call one method with different messages).
+            let mix = each.len() > 1 && x.w.requests.len() == each.len();
+            for (i, method) in each.iter().enumerate() {
+                if each[..i].contains(method) {
+                    continue;
+                }
+                for c in Code::ALL {
+                    let v: u64 = match mix {
+                        true => (i..each.len())
+                            .filter(|&j| each[j] == *method)
+                            .map(|j| x.w.requests[j].grpc_calls[c as usize])
+                            .sum(),
+                        false => x.w.h2.grpc_calls[c as usize],
+                    };
+                    out.push(value(
+                        x.kind,
+                        &[("target", x.t), ("method", method), ("code", c.label())],
+                        v as f64,
+                    ));
+                }
             }
         }),
     },

@@ -26,6 +26,7 @@ mod compile;
 mod data;
 mod error;
 mod metadata;
+mod mix;
 mod workload;
 
 use std::path::PathBuf;
@@ -36,6 +37,7 @@ pub use check::{MAX_CHECKED_REPLY, MessageCheck};
 pub use data::{DecodeError, MessageData};
 pub use error::SchemaError;
 pub use metadata::{MetadataEntry, parse_metadata};
+pub use mix::MixCall;
 pub use workload::{GrpcSpec, GrpcTarget, Hold, STREAM_MODES, build as build_workload, finish};
 
 /// Where the schema comes from.

@@ -98,6 +98,11 @@ pub struct GrpcTarget {
     pub stream_message: Option<String>,
     /// The load model is closed loop (no `-i`, no `-r`).
     pub closed_loop: bool,
+    /// A mix of methods (`mix.rs`): its calls, in request order (empty:
+    /// the workload's one call).
+    pub mix: Vec<super::mix::MixCall>,
+    /// Each request's method, once the schema is known.
+    pub methods: Vec<String>,
 }
 
 /// How held streams live (`--stream subscribe`, or `--stream-message` on
@@ -135,9 +140,32 @@ impl GrpcTarget {
         self.call.is_none()
     }
 
-    /// The method's `package.Service/Method` once resolved, else as given.
-    pub fn method_name(&self) -> &str {
-        self.call.as_ref().map_or(&self.given, |c| &c.method.name)
+    /// Each request's `package.Service/Method`, once resolved, else as
+    /// given (one for a workload's one call, one per call of a mix).
+    pub fn request_methods(&self) -> Vec<String> {
+        if !self.methods.is_empty() {
+            return self.methods.clone();
+        }
+        match self.mix.is_empty() {
+            true => vec![self.given.trim_start_matches('/').to_string()],
+            false => self
+                .mix
+                .iter()
+                .map(|m| m.given.trim_start_matches('/').to_string())
+                .collect(),
+        }
+    }
+
+    /// The method's `package.Service/Method` once resolved, else as given;
+    /// a mix's distinct methods, comma-separated.
+    pub fn method_name(&self) -> String {
+        let mut seen: Vec<String> = Vec::new();
+        for m in self.request_methods() {
+            if !seen.contains(&m) {
+                seen.push(m);
+            }
+        }
+        seen.join(", ")
     }
 }
 
@@ -149,8 +177,28 @@ pub fn build(
     headers: &[(String, String)],
     (timeout, model): (Duration, LoadModel),
     checks: &crate::plan::CheckSpec,
+    entries: &[crate::plan::RequestEntry],
     key: &dyn Fn(&str) -> String,
 ) -> Result<(GrpcTarget, Vec<Request>), Error> {
+    let mix = if entries.is_empty() {
+        Vec::new()
+    } else {
+        let on_workload = [
+            (spec.call.is_some(), "call"),
+            (spec.data.is_some(), "data"),
+            (spec.data_file.is_some(), "data_file"),
+            (spec.data_bin.is_some(), "data_bin"),
+            (spec.stream.is_some(), "stream"),
+            (spec.stream_message.is_some(), "stream_message"),
+        ];
+        if let Some((_, k)) = on_workload.iter().find(|(given, _)| *given) {
+            return Err(Error::Usage(format!(
+                "{}: with several calls (a mix of methods) set the method and message on each request; a mix holds unary calls only",
+                key(k)
+            )));
+        }
+        super::mix::build(entries, headers, checks)?
+    };
     if let Some(k) = crate::plan::Checks::http_keys(checks).first() {
         return Err(Error::Usage(format!(
             "{} checks an HTTP response, and a gRPC call's answer is a status: use {} (the codes that end a call well) instead",
@@ -167,7 +215,7 @@ pub fn build(
             key("call")
         )));
     }
-    let Some(given) = spec.call.clone() else {
+    let Some(given) = spec.call.clone().or_else(|| mix.first().map(|m| m.given.clone())) else {
         return Err(Error::Usage(format!(
             "a grpc:// workload needs the method to call: give {} package.Service/Method",
             key("call")
@@ -256,9 +304,11 @@ pub fn build(
         hold,
         stream_message: spec.stream_message.clone(),
         closed_loop: model == LoadModel::Closed,
+        mix,
+        methods: Vec::new(),
     };
     let requests = match Schema::load(&t.source) {
-        None => vec![placeholder(&t)],
+        None => placeholders(&t),
         Some(schema) => finish(&mut t, &schema?)?,
     };
     Ok((t, requests))
@@ -268,6 +318,12 @@ pub fn build(
 /// workload's one request: a unary call, or the call each held server
 /// stream opens with (`--stream subscribe`).
 pub fn finish(t: &mut GrpcTarget, schema: &Schema) -> Result<Vec<Request>, Error> {
+    if !t.mix.is_empty() {
+        let done = super::mix::finish(&t.mix, schema, |call| render(t, call))?;
+        t.call = done.first.map(Arc::new);
+        t.methods = done.methods;
+        return Ok(done.requests);
+    }
     let mut call = prepare_call(schema, &t.given, &t.data, &t.metadata)?;
     let kind = call.method.kind;
     match (kind, t.hold.is_some(), t.stream_message.is_some()) {
@@ -337,6 +393,7 @@ pub fn finish(t: &mut GrpcTarget, schema: &Schema) -> Result<Vec<Request>, Error
     }
     let bytes = render(t, &call);
     let name = call.method.name.clone();
+    t.methods = vec![name.clone()];
     t.call = Some(Arc::new(call));
     Ok(vec![Request {
         name,
@@ -347,16 +404,34 @@ pub fn finish(t: &mut GrpcTarget, schema: &Schema) -> Result<Vec<Request>, Error
     }])
 }
 
-/// The request before the schema is known: its name is the method as
-/// given; it is replaced before anything is sent.
-fn placeholder(t: &GrpcTarget) -> Request {
-    Request {
-        name: t.given.trim_start_matches('/').to_string(),
-        bytes: Arc::from(&b"POST / HTTP/1.1\r\n\r\n"[..]),
-        head: false,
-        weight: defaults::WEIGHT,
-        checks: t.checks.clone(),
-    }
+/// The requests before the schema is known, one per call: named as
+/// given; they are replaced before anything is sent.
+fn placeholders(t: &GrpcTarget) -> Vec<Request> {
+    let names = match t.mix.is_empty() {
+        true => t.request_methods(),
+        false => t
+            .mix
+            .iter()
+            .zip(t.request_methods())
+            .map(|(m, g)| m.name.clone().unwrap_or(g))
+            .collect(),
+    };
+    let weights = t
+        .mix
+        .iter()
+        .map(|m| m.weight)
+        .chain(std::iter::repeat(defaults::WEIGHT));
+    names
+        .into_iter()
+        .zip(weights)
+        .map(|(name, weight)| Request {
+            name,
+            bytes: Arc::from(&b"POST / HTTP/1.1\r\n\r\n"[..]),
+            head: false,
+            weight,
+            checks: t.checks.clone(),
+        })
+        .collect()
 }
 
 /// The call as an HTTP/1.1-shaped request (`wire::h2::render_request`

@@ -80,7 +80,12 @@ impl H2 {
         }
         t.st.h2_mut().grpc_calls[code as usize] += 1;
         self.streams.close(e);
-        let checks = cx.w.requests[cx.entries[e].req as usize].checks.as_deref();
+        let req = cx.entries[e].req as usize;
+        // A mix of methods: by call too (one call's are the workload's).
+        if t.st.requests.len() > 1 {
+            t.st.requests[req].grpc_calls[code as usize] += 1;
+        }
+        let checks = cx.w.requests[req].checks.as_deref();
         let reply = self.replies.take(e);
         let accepted = checks.map_or(code == Code::Ok, |c| c.grpc_accepts(code));
         let mut failed_checks = 0;
