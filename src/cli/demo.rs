@@ -19,25 +19,36 @@ pub(super) fn demo(args: DemoArgs) -> Result<(), Error> {
         fault: None,
         tls: tls.as_ref().map(|t| t.config.clone()),
         h2: args.h2,
+        grpc: args.grpc.then_some(target::GrpcService {
+            status: None,
+            max_age: None,
+            grace: Duration::ZERO,
+        }),
         degrade: target::Degrade::default(),
         outage: target::OutageSchedule::default(),
     })?;
-    let (scheme, path) = match (tls.is_some(), args.ws) {
-        (false, false) => ("http", "/"),
-        (true, false) => ("https", "/"),
-        (false, true) => ("ws", "/ws"),
-        (true, true) => ("wss", "/ws"),
+    let (scheme, path) = match (tls.is_some(), args.ws, args.grpc) {
+        (false, _, true) => ("grpc", ""),
+        (true, _, true) => ("grpcs", ""),
+        (false, false, _) => ("http", "/"),
+        (true, false, _) => ("https", "/"),
+        (false, true, _) => ("ws", "/ws"),
+        (true, true, _) => ("wss", "/ws"),
     };
     let url = format!("{scheme}://{}{path}", handle.local_addr());
     eprintln!(
         "soakd demo: built-in target on {url}{}; holding {} connections, one {} every {} on each{}",
-        if args.h2 {
-            " over HTTP/2, 10 streams per connection"
-        } else {
-            ""
+        match (args.h2, args.grpc) {
+            (_, true) => ", gRPC calls of soakd.test.v1.Echo/Unary, 10 streams per connection",
+            (true, _) => " over HTTP/2, 10 streams per connection",
+            _ => "",
         },
         args.connections,
-        if args.ws { "message" } else { "request" },
+        match (args.ws, args.grpc) {
+            (true, _) => "message",
+            (_, true) => "call",
+            _ => "request",
+        },
         humantime::format_duration(args.interval),
         match args.duration {
             Some(d) => format!(", for {}", humantime::format_duration(d)),
@@ -75,6 +86,23 @@ pub(super) fn demo(args: DemoArgs) -> Result<(), Error> {
         // streams on each connection.
         argv.extend(["--http".into(), "2".into(), "--streams".into(), "10".into()]);
     }
+    // Kept until the run ends (the schema is compiled when the plan is).
+    let _schema = if args.grpc {
+        let dir = demo_schema()?;
+        argv.extend([
+            "--call".into(),
+            "soakd.test.v1.Echo/Unary".into(),
+            "--proto".into(),
+            dir.path().join("echo.proto").display().to_string(),
+            "--data".into(),
+            r#"{"text": "soakd demo"}"#.into(),
+            "--streams".into(),
+            "10".into(),
+        ]);
+        Some(dir)
+    } else {
+        None
+    };
     // The demo is `soakd run` with fixed flags, so it exercises exactly
     // the code path operators use.
     let run = match Cli::try_parse_from(&argv).map(|c| c.command) {
@@ -88,4 +116,37 @@ pub(super) fn demo(args: DemoArgs) -> Result<(), Error> {
     let result = crate::run(plan);
     handle.stop();
     crate::daemon::output(&result?, dest.as_ref())
+}
+
+/// The target's service's schema (`tests/proto/echo.proto` and the file it
+/// imports, built into the binary), written where `--proto` reads it, so
+/// the demo runs from any directory; removed when dropped.
+fn demo_schema() -> Result<SchemaDir, Error> {
+    let dir = SchemaDir(std::env::temp_dir().join(format!("soakd-demo-grpc-{}", std::process::id())));
+    let write = |rel: &str, text: &str| {
+        let path = dir.0.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, text)
+    };
+    write("echo.proto", include_str!("../../tests/proto/echo.proto"))
+        .and_then(|()| write("types/items.proto", include_str!("../../tests/proto/types/items.proto")))
+        .map_err(|e| Error::io("writing the demo's schema", e))?;
+    Ok(dir)
+}
+
+/// A directory removed with everything in it when dropped.
+struct SchemaDir(std::path::PathBuf);
+
+impl SchemaDir {
+    fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for SchemaDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

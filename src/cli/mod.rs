@@ -498,6 +498,22 @@ pub struct TargetArgs {
     /// before. Needed by the HTTP/2 faults.
     #[arg(long)]
     pub h2: bool,
+    /// Serve the test gRPC service (soakd.test.v1.Echo/Unary of
+    /// tests/proto/echo.proto, the request echoed; other methods answer
+    /// UNIMPLEMENTED) on HTTP/2 (implies --h2).
+    #[arg(long)]
+    pub grpc: bool,
+    /// gRPC: every N-th call ends with CODE (a label such as unavailable,
+    /// or its number) as a trailers-only response.
+    #[arg(long, value_name = "CODE[@N]", value_parser = target::parse_grpc_status, requires = "grpc")]
+    pub grpc_status: Option<(crate::wire::grpc::Code, u32)>,
+    /// gRPC: age each connection out after DUR, as gRPC servers do
+    /// (GOAWAY, then the close after --max-connection-age-grace).
+    #[arg(long, value_name = "DUR", value_parser = positive_duration, requires = "grpc", allow_hyphen_values = true)]
+    pub max_connection_age: Option<Duration>,
+    /// gRPC: from an ageing GOAWAY to the close.
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = duration, allow_hyphen_values = true)]
+    pub max_connection_age_grace: Duration,
     /// Restarts and brownouts on a schedule, for outage tests and demos.
     #[command(flatten)]
     pub outage: TargetOutageArgs,
@@ -568,6 +584,11 @@ pub struct DemoArgs {
     /// with --tls), ten streams per connection.
     #[arg(long)]
     pub h2: bool,
+    /// Soak the target's gRPC service instead: unary calls of
+    /// soakd.test.v1.Echo/Unary, 10 streams per connection (h2c; h2 by
+    /// ALPN with --tls).
+    #[arg(long, conflicts_with_all = ["ws", "h2"])]
+    pub grpc: bool,
 }
 
 /// Runs a parsed command line; `main` maps the error to an exit code.
@@ -722,6 +743,11 @@ fn serve_target(args: TargetArgs) -> Result<(), Error> {
         fault: args.fault,
         tls: tls.as_ref().map(|t| t.config.clone()),
         h2: args.h2,
+        grpc: args.grpc.then_some(target::GrpcService {
+            status: args.grpc_status,
+            max_age: args.max_connection_age,
+            grace: args.max_connection_age_grace,
+        }),
         outage: args.outage.schedule(),
         degrade: target::Degrade {
             leak_bytes_per_s: args.leak.unwrap_or(0.0),

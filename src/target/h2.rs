@@ -49,6 +49,7 @@ use std::time::{Duration, Instant};
 use mio::Token;
 
 use super::conn::{Conn, Proto};
+use super::grpc::{GrpcService, GrpcServing};
 use super::h2_conn::{Cx, H2Conn, Serving};
 use super::outage::Schedule;
 use super::{Degrade, Fault};
@@ -65,6 +66,12 @@ const FLOOD_WRITES_PER_TURN: usize = 16;
 /// floods under way.
 pub(super) struct H2Thread {
     serving: Serving,
+    /// `--max-connection-age` (`grpc.rs`): connections by birth, to age
+    /// out (GOAWAY), then by GOAWAY, to close after the grace. One age
+    /// and one grace for all keep each queue in due order.
+    ages: VecDeque<(Instant, Token, Instant)>,
+    closes: VecDeque<(Instant, Token, Instant)>,
+    max_age: Option<(Duration, Duration)>,
     /// `settings-flood` connections to write to on the next turn.
     floods: VecDeque<Token>,
     /// Those to write to on this turn (taken from `floods` as the turn
@@ -75,15 +82,25 @@ pub(super) struct H2Thread {
 }
 
 impl H2Thread {
-    pub(super) fn new(delay: Duration, degrade: Degrade, fault: Option<Fault>, brownouts: Schedule) -> H2Thread {
+    pub(super) fn new(
+        delay: Duration,
+        degrade: Degrade,
+        fault: Option<Fault>,
+        brownouts: Schedule,
+        grpc: Option<GrpcService>,
+    ) -> H2Thread {
         let mut flood = Vec::with_capacity(FLOOD_FRAMES * 9);
         for _ in 0..FLOOD_FRAMES {
             encode_settings(&mut flood, false, &[]);
         }
         let mut serving = Serving::new(delay, degrade, fault);
         serving.brownouts = brownouts;
+        serving.grpc = grpc.map(GrpcServing::new);
         H2Thread {
             serving,
+            ages: VecDeque::new(),
+            closes: VecDeque::new(),
+            max_age: grpc.and_then(|g| g.max_age.map(|a| (a, g.grace))),
             floods: VecDeque::new(),
             flooding: VecDeque::new(),
             flood_bytes: flood.into_boxed_slice(),
@@ -125,7 +142,11 @@ impl H2Thread {
                 return Ok(true);
             }
             conn.input = Vec::new();
-            let h = H2Conn::new(self.serving.fault());
+            let mut h = H2Conn::new(self.serving.fault());
+            h.born = now;
+            if let Some((age, _)) = self.max_age {
+                self.ages.push_back((now + age, conn.token, now));
+            }
             h.greet(out);
             conn.proto = Proto::H2(Box::new(h));
             return self.feed(conn, &data[n..], now, out).map(|_| true);
@@ -196,6 +217,60 @@ impl H2Thread {
     /// Writes SETTINGS frames to a flooded connection until its socket is
     /// full or this turn's share is out; queues it again if it could take
     /// more.
+    /// When the next connection ages out or closes.
+    pub(super) fn next_age(&self) -> Option<Instant> {
+        let a = self.ages.front().map(|a| a.0);
+        let c = self.closes.front().map(|c| c.0);
+        a.into_iter().chain(c).min()
+    }
+
+    /// A connection due to age out (`false`) or to close (`true`), with
+    /// its birth (a token taken by a younger connection is not it).
+    pub(super) fn pop_age(&mut self, now: Instant) -> Option<(Token, Instant, bool)> {
+        if let Some(&(due, token, born)) = self.closes.front()
+            && due <= now
+        {
+            self.closes.pop_front();
+            return Some((token, born, true));
+        }
+        let &(due, token, born) = self.ages.front()?;
+        (due <= now).then(|| {
+            self.ages.pop_front();
+            (token, born, false)
+        })
+    }
+
+    /// Ages `conn` out (GOAWAY; its close queued after the grace) or says
+    /// it is to be closed now, if it is the connection born at `born`.
+    pub(super) fn age(
+        &mut self,
+        conn: &mut Conn,
+        born: Instant,
+        closing: bool,
+        now: Instant,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let Proto::H2(h) = &mut conn.proto else { return false };
+        if h.born != born {
+            return false;
+        }
+        if closing {
+            return true;
+        }
+        let mut cx = Cx {
+            th: &mut self.serving,
+            token: conn.token,
+            now,
+            out,
+            in_flight: &mut conn.in_flight,
+        };
+        h.age_out(&mut cx);
+        if let Some((_, grace)) = self.max_age {
+            self.closes.push_back((now + grace, conn.token, born));
+        }
+        false
+    }
+
     pub(super) fn flood(&mut self, conn: &mut Conn) -> io::Result<()> {
         for _ in 0..FLOOD_WRITES_PER_TURN {
             if conn.has_output() {

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use mio::Token;
 
 use super::fault::Every;
+use super::grpc::{self, Answer, GrpcServing};
 use super::h2_responses::{BAD_REQUEST, Response, TOO_LARGE, render_table};
 use super::outage::Schedule;
 use super::responses::Route;
@@ -47,6 +48,8 @@ enum Phase {
 #[derive(Debug, Clone, Copy)]
 struct StreamState {
     id: u32,
+    /// A gRPC call (`--grpc`): 0 not one, 1 the unary method, 2 another.
+    grpc: u8,
     /// Index into the response table.
     response: u16,
     phase: Phase,
@@ -79,6 +82,8 @@ pub(super) struct Serving {
     pub(super) queue: VecDeque<Due>,
     /// `--brownout-every`: the extra delay of a response now.
     pub(super) brownouts: Schedule,
+    /// `--grpc`: the gRPC service (`grpc.rs`).
+    pub(super) grpc: Option<GrpcServing>,
 }
 
 impl Serving {
@@ -92,6 +97,7 @@ impl Serving {
             fault_count: Every::default(),
             queue: VecDeque::new(),
             brownouts: Schedule::default(),
+            grpc: None,
         }
     }
 
@@ -148,6 +154,13 @@ pub(super) struct H2Conn {
     /// takes them.
     pub(super) flooding: bool,
     stall: bool,
+    /// gRPC calls' request bodies while they arrive, and replies while
+    /// they go out, by stream (empty without `--grpc`).
+    grpc_in: Vec<(u32, Vec<u8>)>,
+    grpc_out: Vec<(u32, Vec<u8>)>,
+    /// When the connection started speaking HTTP/2 (`--max-connection-age`
+    /// tells it from a younger one on the same token).
+    pub(super) born: Instant,
 }
 
 impl H2Conn {
@@ -182,6 +195,9 @@ impl H2Conn {
             shut: false,
             flooding: mode == Some(FaultMode::SettingsFlood),
             stall,
+            grpc_in: Vec::new(),
+            grpc_out: Vec::new(),
+            born: Instant::now(),
         }
     }
 
@@ -276,6 +292,22 @@ impl H2Conn {
         self.streams = Vec::new();
         self.input = Vec::new();
         self.block = Vec::new();
+        self.grpc_in = Vec::new();
+        self.grpc_out = Vec::new();
+    }
+
+    /// `--max-connection-age`: the connection is old: a GOAWAY naming the
+    /// last stream it opened (those are still answered); the caller closes
+    /// it after the grace.
+    pub(super) fn age_out(&mut self, cx: &mut Cx<'_>) {
+        if self.done || self.goaway.is_some() {
+            return;
+        }
+        encode_goaway(cx.out, self.last_stream, ErrorCode::NoError, b"max_age");
+        self.goaway = Some(self.last_stream);
+        if self.streams.is_empty() {
+            self.end();
+        }
     }
 
     fn frame(&mut self, cx: &mut Cx<'_>, frame: Frame<'_>) {
@@ -284,8 +316,8 @@ impl H2Conn {
                 stream,
                 end_stream,
                 flow_len,
-                ..
-            } => self.data(cx, stream, end_stream, flow_len),
+                data,
+            } => self.data(cx, stream, end_stream, data, flow_len),
             Frame::Headers {
                 stream,
                 end_stream,
@@ -326,6 +358,7 @@ impl H2Conn {
             Frame::RstStream { stream, .. } => {
                 if let Some(i) = self.find(stream) {
                     self.streams.swap_remove(i);
+                    self.forget_call(stream);
                     self.after_stream(cx);
                 }
             }
@@ -353,7 +386,7 @@ impl H2Conn {
 
     /// A DATA frame: counted against our windows (and credited back,
     /// unless `window-stall`); END_STREAM completes the request.
-    fn data(&mut self, cx: &mut Cx<'_>, stream: u32, end_stream: bool, flow_len: u32) {
+    fn data(&mut self, cx: &mut Cx<'_>, stream: u32, end_stream: bool, data: &[u8], flow_len: u32) {
         if let Err(code) = self.recv.take(flow_len) {
             return self.fail(cx, code);
         }
@@ -363,6 +396,9 @@ impl H2Conn {
             }
             return; // a stream we reset or ignored: dropped
         };
+        if self.streams[i].grpc != 0 && !data.is_empty() {
+            self.keep_request(stream, data);
+        }
         let s = &mut self.streams[i];
         if let Err(code) = s.recv.take(flow_len) {
             encode_rst_stream(cx.out, stream, code);
@@ -382,6 +418,7 @@ impl H2Conn {
     fn header_block(&mut self, cx: &mut Cx<'_>, id: u32, end_stream: bool, block: &[u8]) {
         let mut method_head = false;
         let (mut has_method, mut route) = (false, None);
+        let (mut grpc_type, mut unary) = (false, false);
         // Decoded even for a stream that is ignored, so the table stays in
         // step with the client's.
         let decoded = self.hpack.decode(block, |name, value| match name {
@@ -389,7 +426,11 @@ impl H2Conn {
                 has_method = true;
                 method_head = value == b"HEAD";
             }
-            b":path" => route = std::str::from_utf8(value).ok().map(Route::of),
+            b":path" => {
+                route = std::str::from_utf8(value).ok().map(Route::of);
+                unary = grpc::is_unary(value);
+            }
+            b"content-type" => grpc_type = value.starts_with(b"application/grpc"),
             _ => {}
         });
         let response = match decoded {
@@ -449,8 +490,14 @@ impl H2Conn {
             }
             _ => {}
         }
+        let grpc = match (cx.th.grpc.is_some() && grpc_type, unary) {
+            (false, _) => 0,
+            (true, true) => 1,
+            (true, false) => 2,
+        };
         self.streams.push(StreamState {
             id,
+            grpc,
             response: response as u16,
             phase: Phase::Receiving,
             send: SendWindow::new(self.peer.initial_window),
@@ -482,6 +529,9 @@ impl H2Conn {
     /// Sends stream `i`'s response head, then as much body as the windows
     /// allow.
     fn start(&mut self, cx: &mut Cx<'_>, i: usize) {
+        if self.streams[i].grpc != 0 {
+            return self.start_call(cx, i);
+        }
         let s = &mut self.streams[i];
         let r = &cx.th.table[usize::from(s.response)];
         if let Some(info) = &r.info {
@@ -502,26 +552,39 @@ impl H2Conn {
     fn pump(&mut self, cx: &mut Cx<'_>, i: usize) {
         let s = &mut self.streams[i];
         let Phase::Sending(sent) = s.phase else { return };
-        let r = &cx.th.table[usize::from(s.response)];
+        // A gRPC call's reply is its own; other bodies are the table's.
+        let (body, trailers): (&[u8], Option<&[u8]>) = match (s.grpc, &cx.th.grpc) {
+            (0, _) | (_, None) => {
+                let r = &cx.th.table[usize::from(s.response)];
+                (r.body, r.trailers.as_deref())
+            }
+            (_, Some(g)) => (
+                self.grpc_out
+                    .iter()
+                    .find(|(id, _)| *id == s.id)
+                    .map_or(&[][..], |(_, b)| &b[..]),
+                Some(&g.ok_trailers[..]),
+            ),
+        };
         let mut sent = sent as usize;
-        while sent < r.body.len() {
+        while sent < body.len() {
             let room = s.send.room().min(self.send.room()) as usize;
-            let n = (r.body.len() - sent).min(room);
+            let n = (body.len() - sent).min(room);
             if n == 0 {
                 break;
             }
-            let last = sent + n == r.body.len();
-            let chunk = &r.body[sent..sent + n];
-            encode_data(cx.out, s.id, chunk, last && r.trailers.is_none(), self.peer.max_frame);
+            let last = sent + n == body.len();
+            let chunk = &body[sent..sent + n];
+            encode_data(cx.out, s.id, chunk, last && trailers.is_none(), self.peer.max_frame);
             s.send.spend(n as u32);
             self.send.spend(n as u32);
             sent += n;
         }
         s.phase = Phase::Sending(sent as u32);
-        if sent < r.body.len() {
+        if sent < body.len() {
             return;
         }
-        if let Some(t) = &r.trailers {
+        if let Some(t) = trailers {
             encode_headers(cx.out, s.id, t, true, self.peer.max_frame);
         }
         self.finish(cx, i);
@@ -545,8 +608,59 @@ impl H2Conn {
     /// Stream `i` is answered whole.
     fn finish(&mut self, cx: &mut Cx<'_>, i: usize) {
         let s = self.streams.swap_remove(i);
+        if s.grpc != 0 {
+            self.forget_call(s.id);
+        }
         self.last_answered = self.last_answered.max(s.id);
         self.after_stream(cx);
+    }
+
+    /// Keeps DATA of gRPC call `stream`'s request (one byte over
+    /// [`grpc::MAX_MESSAGE`] is enough to refuse it).
+    fn keep_request(&mut self, stream: u32, data: &[u8]) {
+        let at = match self.grpc_in.iter().position(|(id, _)| *id == stream) {
+            Some(at) => at,
+            None => {
+                self.grpc_in.push((stream, Vec::new()));
+                self.grpc_in.len() - 1
+            }
+        };
+        let body = &mut self.grpc_in[at].1;
+        let room = (grpc::MAX_MESSAGE + 6).saturating_sub(body.len());
+        body.extend_from_slice(&data[..room.min(data.len())]);
+    }
+
+    /// Answers gRPC call `i` (its request whole, its delay over): a
+    /// trailers-only status, or the head, the echoed reply and OK.
+    fn start_call(&mut self, cx: &mut Cx<'_>, i: usize) {
+        let s = self.streams[i];
+        let Some(g) = cx.th.grpc.as_mut() else { return };
+        let body = self
+            .grpc_in
+            .iter()
+            .position(|(id, _)| *id == s.id)
+            .map(|at| self.grpc_in.swap_remove(at).1)
+            .unwrap_or_default();
+        match g.answer(s.grpc == 1, &body) {
+            Answer::Status(code) => {
+                encode_headers(cx.out, s.id, g.trailers_only(code), true, self.peer.max_frame);
+                self.finish(cx, i);
+            }
+            Answer::Echo => {
+                encode_headers(cx.out, s.id, &g.head, false, self.peer.max_frame);
+                let mut reply = Vec::new();
+                g.reply(&body, &mut reply);
+                self.grpc_out.push((s.id, reply));
+                self.streams[i].phase = Phase::Sending(0);
+                self.pump(cx, i);
+            }
+        }
+    }
+
+    /// Drops what a gRPC call on `stream` kept.
+    fn forget_call(&mut self, stream: u32) {
+        self.grpc_in.retain(|(id, _)| *id != stream);
+        self.grpc_out.retain(|(id, _)| *id != stream);
     }
 
     /// After a stream closed: a connection under a GOAWAY ends with its

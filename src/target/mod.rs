@@ -55,6 +55,7 @@ mod degrade;
 mod fault;
 #[doc(hidden)]
 pub mod fuzzing;
+mod grpc;
 mod h2;
 mod h2_conn;
 mod h2_responses;
@@ -69,6 +70,7 @@ mod ws_socket;
 
 pub use degrade::{Degrade, parse_fd_leak, parse_leak, parse_slowdown};
 pub use fault::{Fault, FaultMode, fault_help};
+pub use grpc::{GrpcService, parse_status as parse_grpc_status};
 pub use outage::Schedule as OutageSchedule;
 use responses::*;
 
@@ -97,9 +99,29 @@ pub struct TargetConfig {
     /// Speak HTTP/2 too (`--h2`): h2c with prior knowledge on a plain
     /// port, h2 by ALPN over TLS; HTTP/1.1 clients are served as before.
     pub h2: bool,
+    /// `--grpc`: serve the test gRPC service (implies `h2`).
+    pub grpc: Option<GrpcService>,
     /// Restarts and brownouts on a schedule (`--restart-every`,
     /// `--brownout-every`; see `outage.rs`); the default has none.
     pub outage: OutageSchedule,
+}
+
+impl Default for TargetConfig {
+    /// One thread on a free loopback port, answering at once, no fault,
+    /// no TLS, HTTP/1.1 only.
+    fn default() -> TargetConfig {
+        TargetConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            threads: 1,
+            delay: Duration::ZERO,
+            fault: None,
+            degrade: Degrade::default(),
+            tls: None,
+            h2: false,
+            grpc: None,
+            outage: OutageSchedule::default(),
+        }
+    }
 }
 
 /// A running target; dropping it does not stop it, call [`TargetHandle::stop`].
@@ -162,13 +184,13 @@ pub fn spawn(cfg: &TargetConfig) -> Result<TargetHandle, Error> {
         if matches!(fault.mode, FaultMode::HandshakeStall | FaultMode::CloseNoNotify) && cfg.tls.is_none() {
             return Err(Error::Usage(format!("the {} fault needs --tls", fault.mode.name())));
         }
-        if fault.mode.is_h2() && !cfg.h2 {
+        if fault.mode.is_h2() && !(cfg.h2 || cfg.grpc.is_some()) {
             return Err(Error::Usage(format!(
                 "the {} fault acts on HTTP/2 connections: add --h2",
                 fault.mode.name()
             )));
         }
-        if cfg.h2 && !fault.mode.is_h2() && !fault.mode.before_protocol() {
+        if (cfg.h2 || cfg.grpc.is_some()) && !fault.mode.is_h2() && !fault.mode.before_protocol() {
             return Err(Error::Usage(format!(
                 "the {} fault acts on HTTP/1 responses; with --h2 use an HTTP/2 fault (goaway, goaway-error, rst-stream, max-streams=K, window-stall, settings-flood) or one that acts before the protocol (close-after-accept, stop-accepting, handshake-stall)",
                 fault.mode.name()
@@ -208,6 +230,7 @@ pub fn spawn(cfg: &TargetConfig) -> Result<TargetHandle, Error> {
     // With --h2 a TLS client may pick h2 by ALPN; one offering only
     // http/1.1 still gets it.
     let mut cfg = cfg.clone();
+    cfg.h2 |= cfg.grpc.is_some();
     // Every thread follows one schedule, from now.
     cfg.outage.epoch = Some(std::time::Instant::now());
     if cfg.h2

@@ -44,6 +44,8 @@ pub(super) const TRICKLES: u32 = 1;
 pub(super) const WS_TICKS: u32 = 2;
 pub(super) const H2_DELAYED: u32 = 3;
 pub(super) const H2_FLOODS: u32 = 4;
+/// `--max-connection-age`: connections to age out, then to close.
+pub(super) const H2_AGES: u32 = 5;
 
 /// What a queue has due for a connection.
 #[derive(Debug, Clone, Copy)]
@@ -59,6 +61,9 @@ pub(super) enum Due {
     Stream(u32),
     /// HTTP/2: this turn's share of a SETTINGS flood.
     Flood,
+    /// HTTP/2 `--max-connection-age`: the connection born then is old
+    /// (GOAWAY), or its grace is over (close).
+    Age(Instant, bool),
 }
 
 impl Responder {
@@ -68,7 +73,7 @@ impl Responder {
     pub(super) fn speaking(mut self, cfg: &TargetConfig) -> Responder {
         self.outage = cfg.outage;
         if cfg.h2 {
-            self.h2 = Some(H2Thread::new(cfg.delay, cfg.degrade, cfg.fault, cfg.outage));
+            self.h2 = Some(H2Thread::new(cfg.delay, cfg.degrade, cfg.fault, cfg.outage, cfg.grpc));
         }
         self
     }
@@ -248,6 +253,7 @@ impl Responder {
         if let Some(h2) = &mut self.h2 {
             deadlines.set(H2_DELAYED, h2.next_stream_due());
             deadlines.set(H2_FLOODS, h2.start_flood_turn().then_some(now));
+            deadlines.set(H2_AGES, h2.next_age());
         }
     }
 
@@ -272,6 +278,10 @@ impl Responder {
                 Some((token, Due::Stream(stream)))
             }
             H2_FLOODS => Some((self.h2.as_mut()?.next_flood()?, Due::Flood)),
+            H2_AGES => {
+                let (token, born, closing) = self.h2.as_mut()?.pop_age(now)?;
+                Some((token, Due::Age(born, closing)))
+            }
             _ => None,
         }
     }
@@ -294,6 +304,17 @@ impl Responder {
                 Some(h2) => h2.flood(conn),
                 None => Ok(()),
             },
+            Due::Age(born, closing) => {
+                let Some(h2) = self.h2.as_mut() else { return Ok(()) };
+                let close = h2.age(conn, born, closing, now, &mut self.batch);
+                let sent = conn.send(&self.batch);
+                self.batch.clear();
+                sent?;
+                if close {
+                    return Err(io::ErrorKind::ConnectionAborted.into());
+                }
+                h2.settle(conn)
+            }
         }
     }
 }

@@ -14,14 +14,9 @@ const PONG: &str = "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Type: text/p
 
 fn start_with(threads: usize, delay: Duration) -> TargetHandle {
     spawn(&TargetConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
         threads,
         delay,
-        fault: None,
-        tls: None,
-        degrade: Degrade::default(),
-        h2: false,
-        outage: Default::default(),
+        ..Default::default()
     })
     .expect("target starts")
 }
@@ -443,12 +438,7 @@ fn stop_is_prompt_and_frees_the_port() {
     let again = spawn(&TargetConfig {
         listen: addr,
         threads: 3,
-        delay: Duration::ZERO,
-        fault: None,
-        tls: None,
-        degrade: Degrade::default(),
-        h2: false,
-        outage: Default::default(),
+        ..Default::default()
     })
     .expect("rebinds the same port");
     let mut s = connect(&again);
@@ -459,14 +449,9 @@ fn stop_is_prompt_and_frees_the_port() {
 
 fn start_faulty(fault: &str, delay: Duration) -> TargetHandle {
     spawn(&TargetConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        threads: 1,
         delay,
         fault: Some(fault.parse().expect("a valid fault")),
-        tls: None,
-        degrade: Degrade::default(),
-        h2: false,
-        outage: Default::default(),
+        ..Default::default()
     })
     .expect("target starts")
 }
@@ -526,17 +511,11 @@ fn fault_names_parse_and_print() {
         assert!(bad.parse::<Fault>().is_err(), "{bad:?} parsed");
     }
     let err = spawn(&TargetConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        threads: 1,
-        delay: Duration::ZERO,
         fault: Some(Fault {
             mode: FaultMode::Reset,
             every: 0,
         }),
-        tls: None,
-        degrade: Degrade::default(),
-        h2: false,
-        outage: Default::default(),
+        ..Default::default()
     })
     .unwrap_err();
     assert!(matches!(err, Error::Usage(_)), "{err:?}");
@@ -741,14 +720,8 @@ fn stop_accepting_fills_the_backlog() {
 #[test]
 fn zero_threads_is_a_usage_error() {
     let err = spawn(&TargetConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
         threads: 0,
-        delay: Duration::ZERO,
-        fault: None,
-        tls: None,
-        degrade: Degrade::default(),
-        h2: false,
-        outage: Default::default(),
+        ..Default::default()
     })
     .unwrap_err();
     assert!(matches!(err, Error::Usage(_)), "{err:?}");
@@ -762,12 +735,7 @@ fn busy_address_is_a_preflight_error() {
         let err = spawn(&TargetConfig {
             listen: addr,
             threads,
-            delay: Duration::ZERO,
-            fault: None,
-            tls: None,
-            degrade: Degrade::default(),
-            h2: false,
-            outage: Default::default(),
+            ..Default::default()
         })
         .unwrap_err();
         let Error::Preflight(message) = err else {
