@@ -64,6 +64,7 @@ mod proto;
 mod responder;
 mod responses;
 pub mod tls;
+mod ticks;
 mod worker;
 mod ws;
 mod ws_socket;

@@ -20,14 +20,13 @@
 //! The echo is not delayed by `--delay` (that delays HTTP responses); the
 //! coordinated-omission proof stalls the whole target instead (SIGSTOP).
 
-use std::collections::VecDeque;
 use std::io;
 use std::time::{Duration, Instant};
 
-use mio::Token;
 
 use super::conn::{Conn, Proto, Stop};
 use super::fault::Every;
+use super::ticks::Ticks;
 use super::ws_socket::WsConn;
 pub(super) use super::ws_socket::WsRoute;
 use super::{FLUSH_AT, Fault, FaultMode};
@@ -43,9 +42,6 @@ pub(super) const DEFAULT_PUSH: Duration = Duration::from_secs(1);
 /// Push intervals allowed.
 const PUSH_MIN: Duration = Duration::from_millis(1);
 const PUSH_MAX: Duration = Duration::from_secs(3600);
-/// Distinct push intervals one thread keeps a queue for; a socket asking
-/// for one more is refused (400), so the timer stays a handful of FIFOs.
-const MAX_INTERVALS: usize = 32;
 /// `ws-ping-flood`: this many pings at once ...
 pub(super) const FLOOD_BURST: usize = 100;
 /// ... every this long, while the client reads them.
@@ -97,7 +93,7 @@ pub(super) struct WsThread {
     fault: Option<Fault>,
     /// Upgraded sockets since a socket-level fault last hit.
     sockets: Every,
-    pub(super) ticks: Ticks,
+    pub(super) ticks: Ticks<Tick>,
     /// Input copied here to be unmasked in place (the read buffer is the
     /// HTTP parser's, borrowed shared); reused, never shrunk below a read.
     scratch: Vec<u8>,
@@ -382,52 +378,6 @@ fn refuse(conn: &mut Conn, batch: &mut Vec<u8>, status: &str, why: &str) -> bool
     false
 }
 
-/// The pushes and ping floods due: one FIFO per interval (every entry of
-/// a queue was scheduled one interval after an earlier tick or an
-/// upgrade, so each is in due order), the earliest front first.
-#[derive(Default)]
-pub(super) struct Ticks {
-    queues: Vec<(Duration, VecDeque<Due>)>,
-}
-
-/// A tick in a [`Ticks`] queue: when, for which socket, what.
-type Due = (Instant, Token, Tick);
-
-impl Ticks {
-    /// Whether a socket ticking every `every` can be taken.
-    fn has_room(&self, every: Duration) -> bool {
-        self.queues.len() < MAX_INTERVALS || self.queues.iter().any(|(d, _)| *d == every)
-    }
-
-    fn schedule(&mut self, every: Duration, due: Instant, token: Token, tick: Tick) {
-        let queue = match self.queues.iter().position(|(d, _)| *d == every) {
-            Some(i) => &mut self.queues[i].1,
-            None => {
-                self.queues.push((every, VecDeque::new()));
-                &mut self.queues.last_mut().expect("just pushed").1
-            }
-        };
-        queue.push_back((due, token, tick));
-    }
-
-    /// When the next tick is due, if any.
-    pub(super) fn next_due(&self) -> Option<Instant> {
-        self.queues.iter().filter_map(|(_, q)| q.front().map(|e| e.0)).min()
-    }
-
-    /// Takes the earliest tick due by `now`: its socket, kind, interval and
-    /// due time.
-    pub(super) fn pop_due(&mut self, now: Instant) -> Option<(Token, Tick, Duration, Instant)> {
-        let (every, queue) = self
-            .queues
-            .iter_mut()
-            .filter(|(_, q)| q.front().is_some_and(|e| e.0 <= now))
-            .min_by_key(|(_, q)| q.front().map(|e| e.0))?;
-        let (due, token, tick) = queue.pop_front().expect("a front");
-        Some((token, tick, *every, due))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -448,26 +398,5 @@ mod tests {
         assert_eq!(route("/"), None);
         assert_eq!(route("/wsx"), None);
         assert_eq!(route("/ws/"), None);
-    }
-
-    #[test]
-    fn ticks_come_out_in_due_order_across_intervals() {
-        let t0 = Instant::now();
-        let ms = Duration::from_millis;
-        let mut ticks = Ticks::default();
-        ticks.schedule(ms(30), t0 + ms(30), Token(1), Tick::Push);
-        ticks.schedule(ms(10), t0 + ms(10), Token(2), Tick::Push);
-        ticks.schedule(ms(30), t0 + ms(31), Token(3), Tick::Flood);
-        ticks.schedule(ms(10), t0 + ms(12), Token(4), Tick::Push);
-        assert_eq!(ticks.next_due(), Some(t0 + ms(10)));
-        assert_eq!(ticks.pop_due(t0 + ms(5)), None, "nothing due yet");
-        let order: Vec<usize> = std::iter::from_fn(|| ticks.pop_due(t0 + ms(40)).map(|e| e.0.0)).collect();
-        assert_eq!(order, [2, 4, 1, 3]);
-        assert_eq!(ticks.next_due(), None);
-        for i in 0..MAX_INTERVALS as u64 {
-            ticks.schedule(ms(100 + i), t0, Token(9), Tick::Push);
-        }
-        assert!(!ticks.has_room(ms(99)));
-        assert!(ticks.has_room(ms(100)), "a known interval always fits");
     }
 }
