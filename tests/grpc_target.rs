@@ -262,3 +262,94 @@ fn demo_grpc_soaks_the_service() {
         );
     }
 }
+
+/// `Subscribe` pushes every `interval_ms` on each held stream, `Chat`
+/// echoes each message, and held streams ride the target's connection
+/// ageing as restarts, not errors.
+#[test]
+fn server_streams_and_bidi_echo_are_served() {
+    let target = BuiltinTarget::start(&["--grpc"]);
+    let url = format!("grpc://{}", target.addr);
+    let proto = proto();
+    let held = |url: &str, extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            url,
+            "--call",
+            "soakd.test.v1.Echo/Subscribe",
+            "--proto",
+            proto.as_str(),
+            "--data",
+            r#"{"count": 0, "interval_ms": 100}"#,
+            "--stream",
+            "subscribe",
+            "-c",
+            "4",
+            "--streams",
+            "5",
+            "--metrics-listen",
+            "off",
+        ];
+        args.extend_from_slice(extra);
+        soakd_report(&args, 60)
+    };
+    let r = held(&url, &["-d", "3s"]);
+    assert!(r.status.success(), "{}", r.stderr);
+    assert_eq!(util::total_errors(&r.report), 0, "{}", r.report["errors"]);
+    let s = &r.report["workloads"][0]["http"]["grpc"]["streams"];
+    assert_eq!(s["opened"], 20, "{s}");
+    let got = s["messages_received"].as_u64().unwrap();
+    assert!((450..=650).contains(&got), "20 streams × ~30 pushes: {got}");
+    let gap = s["gap_seconds"]["p50"].as_f64().unwrap();
+    assert!((0.09..0.2).contains(&gap), "{gap}");
+
+    let r = soakd_report(
+        &[
+            "run",
+            &url,
+            "--call",
+            "soakd.test.v1.Echo/Chat",
+            "--proto",
+            &proto,
+            "--stream-message",
+            r#"{"text": "x"}"#,
+            "-c",
+            "2",
+            "--streams",
+            "2",
+            "-d",
+            "2s",
+            "--metrics-listen",
+            "off",
+        ],
+        60,
+    );
+    assert!(r.status.success(), "{}", r.stderr);
+    assert_eq!(util::total_errors(&r.report), 0, "{}", r.report["errors"]);
+    let s = &r.report["workloads"][0]["http"]["grpc"]["streams"];
+    let (sent, received) = (
+        s["messages_sent"].as_u64().unwrap(),
+        s["messages_received"].as_u64().unwrap(),
+    );
+    assert!(sent >= 1000 && sent - received <= 4, "each message echoed: {s}");
+
+    let ageing = BuiltinTarget::start(&[
+        "--grpc",
+        "--max-connection-age",
+        "1s",
+        "--max-connection-age-grace",
+        "300ms",
+    ]);
+    let r = held(&format!("grpc://{}", ageing.addr), &["-d", "4s"]);
+    assert!(r.status.success(), "{}", r.stderr);
+    assert_eq!(util::total_errors(&r.report), 0, "{}", r.report["errors"]);
+    let s = &r.report["workloads"][0]["http"]["grpc"]["streams"];
+    assert!(
+        s["restarts"].as_u64().unwrap() >= 20,
+        "4 connections × 5 streams aged out every 1.3 s: {s}"
+    );
+    assert!(
+        s["silence_seconds"]["max"].as_f64().unwrap() < 1.0,
+        "streams came back at once: {s}"
+    );
+}

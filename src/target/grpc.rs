@@ -2,11 +2,19 @@
 //! HTTP/2 server, for soaking soakd's gRPC client (and demos) without a
 //! gRPC server at hand.
 //!
-//! It serves `soakd.test.v1.Echo/Unary` of `tests/proto/echo.proto`: the
-//! reply is the request echoed, `EchoReply { echo = 1: the request, seq =
-//! 2: the call's number }`, framed by hand (a length-delimited field and a
-//! varint), so the target needs no schema and decodes nothing. Every other
-//! method answers UNIMPLEMENTED. The header blocks (the response head, the
+//! It serves `soakd.test.v1.Echo` of `tests/proto/echo.proto`, whose
+//! replies are `EchoReply { echo = 1: a request, seq = 2: a number }`,
+//! framed by hand (a length-delimited field and a varint), so the target
+//! needs no schema and decodes no message it echoes:
+//! * `Unary`: the request echoed, `seq` the thread's call count;
+//! * `Subscribe` (server streaming): `SubscribeRequest { count,
+//!   interval_ms, template }` (three fields read by hand) asks for `count`
+//!   replies (0: until the client ends the call) echoing `template`, one
+//!   every `interval_ms`, on the thread's interval timers (`ticks.rs`);
+//! * `Chat` (bidirectional): each request message echoed as it arrives,
+//!   OK when the client ends its side.
+//!
+//! Every other method answers UNIMPLEMENTED. The header blocks (the response head, the
 //! OK trailers, a trailers-only answer per code) are rendered once per
 //! thread; a call costs the copy of its message into its reply.
 //!
@@ -25,8 +33,13 @@ use std::time::Duration;
 use crate::wire::grpc::Code;
 use crate::wire::h2::encode_block;
 
-/// The one method served.
-const UNARY: &str = "/soakd.test.v1.Echo/Unary";
+/// The methods served, by `StreamState::grpc` code (0: not a call).
+pub(super) const UNARY: u8 = 1;
+pub(super) const OTHER: u8 = 2;
+pub(super) const SUBSCRIBE: u8 = 3;
+pub(super) const CHAT: u8 = 4;
+/// Push intervals `Subscribe` accepts, ms.
+const PUSH_MS: std::ops::RangeInclusive<u32> = 1..=3_600_000;
 /// Longest request message kept to echo (gRPC's default receive limit);
 /// a longer one is RESOURCE_EXHAUSTED.
 pub(super) const MAX_MESSAGE: usize = 4 * 1024 * 1024;
@@ -81,6 +94,9 @@ pub(super) enum Answer {
     Echo,
     /// A trailers-only response with this code.
     Status(Code),
+    /// A server stream: this many replies (0: without end), one every
+    /// this long.
+    Subscribe(u32, Duration),
 }
 
 /// Per-thread state of the service: its header blocks and counts.
@@ -130,9 +146,9 @@ impl GrpcServing {
         &self.only[code.number() as usize]
     }
 
-    /// How the call to `path` whose request body is `body` is answered.
-    pub(super) fn answer(&mut self, path_is_unary: bool, body: &[u8]) -> Answer {
-        if !path_is_unary {
+    /// How a call of `method` whose request body is `body` is answered.
+    pub(super) fn answer(&mut self, method: u8, body: &[u8]) -> Answer {
+        if method != UNARY && method != SUBSCRIBE {
             return Answer::Status(Code::Unimplemented);
         }
         if body.len() > MAX_MESSAGE {
@@ -145,37 +161,112 @@ impl GrpcServing {
                 return Answer::Status(code);
             }
         }
-        match request_message(body) {
-            Some(_) => Answer::Echo,
-            None => Answer::Status(Code::Internal),
+        match (method, request_message(body)) {
+            (_, None) => Answer::Status(Code::Internal),
+            (SUBSCRIBE, Some(m)) => match subscribe_of(m) {
+                Some((count, ms, _)) if PUSH_MS.contains(&ms) => {
+                    Answer::Subscribe(count, Duration::from_millis(u64::from(ms)))
+                }
+                _ => Answer::Status(Code::InvalidArgument),
+            },
+            (_, Some(_)) => Answer::Echo,
         }
     }
 
-    /// The framed reply to a request whose framed body is `body` (see the
-    /// module doc), appended to `out`.
-    pub(super) fn reply(&mut self, body: &[u8], out: &mut Vec<u8>) {
-        let msg = request_message(body).unwrap_or(&[]);
+    /// The next reply number of the thread.
+    pub(super) fn next_seq(&mut self) -> u64 {
         self.calls += 1;
-        let mut inner = Vec::with_capacity(msg.len() + 16);
-        inner.push(0x0a);
-        varint(&mut inner, msg.len() as u64);
-        inner.extend_from_slice(msg);
-        inner.push(0x10);
-        varint(&mut inner, self.calls);
-        out.push(0);
-        out.extend_from_slice(&(inner.len() as u32).to_be_bytes());
-        out.extend_from_slice(&inner);
+        self.calls
+    }
+
+    /// The framed reply to a unary request whose framed body is `body`
+    /// (see the module doc), appended to `out`.
+    pub(super) fn reply(&mut self, body: &[u8], out: &mut Vec<u8>) {
+        let seq = self.next_seq();
+        frame_reply(request_message(body).unwrap_or(&[]), seq, out);
     }
 }
 
-/// True for the one method served.
-pub(super) fn is_unary(path: &[u8]) -> bool {
-    path == UNARY.as_bytes()
+/// `EchoReply { echo = msg, seq }`, framed, appended to `out`.
+pub(super) fn frame_reply(msg: &[u8], seq: u64, out: &mut Vec<u8>) {
+    let mut len_field = Vec::with_capacity(10);
+    varint(&mut len_field, msg.len() as u64);
+    let mut seq_field = Vec::with_capacity(10);
+    varint(&mut seq_field, seq);
+    let inner = 1 + len_field.len() + msg.len() + 1 + seq_field.len();
+    out.push(0);
+    out.extend_from_slice(&(inner as u32).to_be_bytes());
+    out.push(0x0a);
+    out.extend_from_slice(&len_field);
+    out.extend_from_slice(msg);
+    out.push(0x10);
+    out.extend_from_slice(&seq_field);
+}
+
+/// The method of a call to `path` (see [`UNARY`] and the others).
+pub(super) fn method_of(path: &[u8]) -> u8 {
+    match path.strip_prefix(b"/soakd.test.v1.Echo/") {
+        Some(b"Unary") => UNARY,
+        Some(b"Subscribe") => SUBSCRIBE,
+        Some(b"Chat") => CHAT,
+        _ => OTHER,
+    }
+}
+
+/// The first whole message framed in `buf`: its bytes' range, the frame
+/// ending at its end; `Err` for a compressed one (nothing offered it).
+pub(super) fn next_message(buf: &[u8]) -> Option<Result<std::ops::Range<usize>, ()>> {
+    let (prefix, rest) = buf.split_first_chunk::<5>()?;
+    let len = u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize;
+    if prefix[0] != 0 {
+        return Some(Err(()));
+    }
+    (rest.len() >= len).then_some(Ok(5..5 + len))
+}
+
+/// `SubscribeRequest { count = 1, interval_ms = 2, template = 3 }` read
+/// by hand (other fields skipped); `None` when it is not one.
+pub(super) fn subscribe_of(mut m: &[u8]) -> Option<(u32, u32, &[u8])> {
+    let (mut count, mut ms, mut template) = (0u32, 0u32, &[][..]);
+    while !m.is_empty() {
+        let key = read_varint(&mut m)?;
+        match (key >> 3, key & 7) {
+            (1, 0) => count = read_varint(&mut m)? as u32,
+            (2, 0) => ms = read_varint(&mut m)? as u32,
+            (field, 2) => {
+                let len = read_varint(&mut m)? as usize;
+                let (v, rest) = (m.get(..len)?, m.get(len..)?);
+                if field == 3 {
+                    template = v;
+                }
+                m = rest;
+            }
+            (_, 0) => {
+                read_varint(&mut m)?;
+            }
+            (_, 1) => m = m.get(8..)?,
+            (_, 5) => m = m.get(4..)?,
+            _ => return None,
+        }
+    }
+    Some((count, ms, template))
+}
+
+fn read_varint(m: &mut &[u8]) -> Option<u64> {
+    let mut v = 0u64;
+    for (i, b) in m.iter().enumerate().take(10) {
+        v |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            *m = &m[i + 1..];
+            return Some(v);
+        }
+    }
+    None
 }
 
 /// The message of a unary request's framed body (one uncompressed
 /// message, or none: the empty message); `None` when it is not that.
-fn request_message(body: &[u8]) -> Option<&[u8]> {
+pub(super) fn request_message(body: &[u8]) -> Option<&[u8]> {
     if body.is_empty() {
         return Some(&[]);
     }
@@ -215,13 +306,43 @@ mod tests {
         });
         // EchoRequest { text = "hi" }, framed.
         let body = [0, 0, 0, 0, 4, 0x0a, 2, b'h', b'i'];
-        let answers: Vec<Answer> = (0..3).map(|_| g.answer(true, &body)).collect();
+        let answers: Vec<Answer> = (0..3).map(|_| g.answer(UNARY, &body)).collect();
         assert_eq!(answers, [Answer::Echo, Answer::Echo, Answer::Status(Code::Unavailable)]);
         let mut out = Vec::new();
         g.reply(&body, &mut out);
         // EchoReply { echo = { text = "hi" }, seq = 1 }.
         assert_eq!(out, [0, 0, 0, 0, 8, 0x0a, 4, 0x0a, 2, b'h', b'i', 0x10, 1]);
-        assert_eq!(g.answer(false, &body), Answer::Status(Code::Unimplemented));
-        assert_eq!(g.answer(true, &[1, 0, 0, 0, 0]), Answer::Status(Code::Internal));
+        assert_eq!(g.answer(OTHER, &body), Answer::Status(Code::Unimplemented));
+        assert_eq!(g.answer(UNARY, &[1, 0, 0, 0, 0]), Answer::Status(Code::Internal));
+        assert_eq!(method_of(b"/soakd.test.v1.Echo/Chat"), CHAT);
+        assert_eq!(method_of(b"/other.Svc/Unary"), OTHER);
+    }
+
+    #[test]
+    fn subscribe_requests_and_stream_messages_are_read_by_hand() {
+        // SubscribeRequest { count = 3, interval_ms = 100, template = { text = "t" } }.
+        let m = [0x08, 3, 0x10, 100, 0x1a, 3, 0x0a, 1, b't'];
+        assert_eq!(subscribe_of(&m), Some((3, 100, &[0x0a, 1, b't'][..])));
+        assert_eq!(subscribe_of(&[0x08]), None, "a cut varint");
+        let mut g = GrpcServing::new(GrpcService {
+            status: None,
+            max_age: None,
+            grace: Duration::ZERO,
+        });
+        let framed = |m: &[u8]| [&[0, 0, 0, 0, m.len() as u8][..], m].concat();
+        assert_eq!(
+            g.answer(SUBSCRIBE, &framed(&m)),
+            Answer::Subscribe(3, Duration::from_millis(100))
+        );
+        assert_eq!(
+            g.answer(SUBSCRIBE, &framed(&[0x08, 1])),
+            Answer::Status(Code::InvalidArgument),
+            "no interval"
+        );
+        let two = [framed(b"ab"), framed(b"c")].concat();
+        assert_eq!(next_message(&two), Some(Ok(5..7)));
+        assert_eq!(next_message(&two[7..]), Some(Ok(5..6)));
+        assert_eq!(next_message(&two[..6]), None, "not whole yet");
+        assert_eq!(next_message(&[1, 0, 0, 0, 0]), Some(Err(())));
     }
 }

@@ -217,6 +217,42 @@ impl H2Thread {
     /// Writes SETTINGS frames to a flooded connection until its socket is
     /// full or this turn's share is out; queues it again if it could take
     /// more.
+    /// When the next `Subscribe` push is due.
+    pub(super) fn next_push(&self) -> Option<Instant> {
+        self.serving.pushes.next_due()
+    }
+
+    /// The earliest push due by `now`.
+    pub(super) fn pop_push(&mut self, now: Instant) -> Option<(Token, (u32, Instant), Duration, Instant)> {
+        self.serving.pushes.pop_due(now)
+    }
+
+    /// Sends `conn`'s push of `stream` (its connection born at the
+    /// instant given) and schedules the next one interval after this
+    /// one's due time (the cadence kept, not drifting with the loop).
+    pub(super) fn push(
+        &mut self,
+        conn: &mut Conn,
+        (stream, born): (u32, Instant),
+        (every, due): (Duration, Instant),
+        now: Instant,
+        out: &mut Vec<u8>,
+    ) {
+        let Proto::H2(h) = &mut conn.proto else { return };
+        let mut cx = Cx {
+            th: &mut self.serving,
+            token: conn.token,
+            now,
+            out,
+            in_flight: &mut conn.in_flight,
+        };
+        if h.push(&mut cx, stream, born) {
+            // Late by more than an interval (a stalled loop): from now.
+            let next = if due + every > now { due + every } else { now + every };
+            self.serving.pushes.schedule(every, next, conn.token, (stream, born));
+        }
+    }
+
     /// When the next connection ages out or closes.
     pub(super) fn next_age(&self) -> Option<Instant> {
         let a = self.ages.front().map(|a| a.0);

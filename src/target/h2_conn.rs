@@ -12,16 +12,20 @@ use std::time::{Duration, Instant};
 use mio::Token;
 
 use super::fault::Every;
-use super::grpc::{self, Answer, GrpcServing};
+use super::grpc::{self, GrpcServing};
 use super::h2_responses::{BAD_REQUEST, Response, TOO_LARGE, render_table};
 use super::outage::Schedule;
 use super::responses::Route;
+use super::ticks::Ticks;
 use super::{Degrade, Fault, FaultMode, MAX_HEAD};
 use crate::wire::h2::{
     DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, Frame, FrameDecoder, HeaderDecoder, HpackError, PeerSettings,
     RecvWindow, SendWindow, encode_data, encode_goaway, encode_headers, encode_ping, encode_rst_stream,
     encode_settings, encode_window_update, setting,
 };
+
+#[path = "h2_grpc.rs"]
+mod calls;
 
 /// Streams one connection may have open at once (advertised as
 /// SETTINGS_MAX_CONCURRENT_STREAMS; `max-streams=K` lowers it).
@@ -42,14 +46,20 @@ enum Phase {
     Waiting,
     /// This many body bytes are out; the rest waits for window.
     Sending(u32),
+    /// A gRPC stream the server writes on its own time (`Subscribe`'s
+    /// pushes, `Chat`'s echoes): nothing to pump.
+    Streaming,
 }
 
 /// One open stream.
 #[derive(Debug, Clone, Copy)]
 struct StreamState {
     id: u32,
-    /// A gRPC call (`--grpc`): 0 not one, 1 the unary method, 2 another.
+    /// A gRPC call (`--grpc`): 0 not one, else its method (`grpc::UNARY`
+    /// and the others).
     grpc: u8,
+    /// A gRPC stream's response head is out.
+    opened: bool,
     /// Index into the response table.
     response: u16,
     phase: Phase,
@@ -84,6 +94,8 @@ pub(super) struct Serving {
     pub(super) brownouts: Schedule,
     /// `--grpc`: the gRPC service (`grpc.rs`).
     pub(super) grpc: Option<GrpcServing>,
+    /// `Subscribe`'s pushes due: stream, and the connection's birth.
+    pub(super) pushes: Ticks<(u32, Instant)>,
 }
 
 impl Serving {
@@ -98,6 +110,7 @@ impl Serving {
             queue: VecDeque::new(),
             brownouts: Schedule::default(),
             grpc: None,
+            pushes: Ticks::default(),
         }
     }
 
@@ -158,6 +171,9 @@ pub(super) struct H2Conn {
     /// they go out, by stream (empty without `--grpc`).
     grpc_in: Vec<(u32, Vec<u8>)>,
     grpc_out: Vec<(u32, Vec<u8>)>,
+    /// `Subscribe` streams: replies left (0: without end), the next `seq`,
+    /// the template echoed.
+    subs: Vec<(u32, u32, u64, Vec<u8>)>,
     /// When the connection started speaking HTTP/2 (`--max-connection-age`
     /// tells it from a younger one on the same token).
     pub(super) born: Instant,
@@ -197,6 +213,7 @@ impl H2Conn {
             stall,
             grpc_in: Vec::new(),
             grpc_out: Vec::new(),
+            subs: Vec::new(),
             born: Instant::now(),
         }
     }
@@ -294,6 +311,7 @@ impl H2Conn {
         self.block = Vec::new();
         self.grpc_in = Vec::new();
         self.grpc_out = Vec::new();
+        self.subs = Vec::new();
     }
 
     /// `--max-connection-age`: the connection is old: a GOAWAY naming the
@@ -398,6 +416,9 @@ impl H2Conn {
         };
         if self.streams[i].grpc != 0 && !data.is_empty() {
             self.keep_request(stream, data);
+            if self.streams[i].grpc == grpc::CHAT {
+                self.chat(cx, i);
+            }
         }
         let s = &mut self.streams[i];
         if let Err(code) = s.recv.take(flow_len) {
@@ -418,7 +439,7 @@ impl H2Conn {
     fn header_block(&mut self, cx: &mut Cx<'_>, id: u32, end_stream: bool, block: &[u8]) {
         let mut method_head = false;
         let (mut has_method, mut route) = (false, None);
-        let (mut grpc_type, mut unary) = (false, false);
+        let (mut grpc_type, mut method) = (false, 0);
         // Decoded even for a stream that is ignored, so the table stays in
         // step with the client's.
         let decoded = self.hpack.decode(block, |name, value| match name {
@@ -428,7 +449,7 @@ impl H2Conn {
             }
             b":path" => {
                 route = std::str::from_utf8(value).ok().map(Route::of);
-                unary = grpc::is_unary(value);
+                method = grpc::method_of(value);
             }
             b"content-type" => grpc_type = value.starts_with(b"application/grpc"),
             _ => {}
@@ -490,14 +511,11 @@ impl H2Conn {
             }
             _ => {}
         }
-        let grpc = match (cx.th.grpc.is_some() && grpc_type, unary) {
-            (false, _) => 0,
-            (true, true) => 1,
-            (true, false) => 2,
-        };
+        let grpc = if cx.th.grpc.is_some() && grpc_type { method } else { 0 };
         self.streams.push(StreamState {
             id,
             grpc,
+            opened: false,
             response: response as u16,
             phase: Phase::Receiving,
             send: SendWindow::new(self.peer.initial_window),
@@ -512,6 +530,9 @@ impl H2Conn {
     /// The request of stream `i` arrived whole: answer it now or after the
     /// delay.
     fn complete(&mut self, cx: &mut Cx<'_>, i: usize) {
+        if self.streams[i].grpc == grpc::CHAT {
+            return self.end_chat(cx, i);
+        }
         let extra = cx.th.brownouts.extra_delay(cx.now);
         if cx.th.delay.is_zero() && extra.is_zero() {
             return self.start(cx, i);
@@ -613,54 +634,6 @@ impl H2Conn {
         }
         self.last_answered = self.last_answered.max(s.id);
         self.after_stream(cx);
-    }
-
-    /// Keeps DATA of gRPC call `stream`'s request (one byte over
-    /// [`grpc::MAX_MESSAGE`] is enough to refuse it).
-    fn keep_request(&mut self, stream: u32, data: &[u8]) {
-        let at = match self.grpc_in.iter().position(|(id, _)| *id == stream) {
-            Some(at) => at,
-            None => {
-                self.grpc_in.push((stream, Vec::new()));
-                self.grpc_in.len() - 1
-            }
-        };
-        let body = &mut self.grpc_in[at].1;
-        let room = (grpc::MAX_MESSAGE + 6).saturating_sub(body.len());
-        body.extend_from_slice(&data[..room.min(data.len())]);
-    }
-
-    /// Answers gRPC call `i` (its request whole, its delay over): a
-    /// trailers-only status, or the head, the echoed reply and OK.
-    fn start_call(&mut self, cx: &mut Cx<'_>, i: usize) {
-        let s = self.streams[i];
-        let Some(g) = cx.th.grpc.as_mut() else { return };
-        let body = self
-            .grpc_in
-            .iter()
-            .position(|(id, _)| *id == s.id)
-            .map(|at| self.grpc_in.swap_remove(at).1)
-            .unwrap_or_default();
-        match g.answer(s.grpc == 1, &body) {
-            Answer::Status(code) => {
-                encode_headers(cx.out, s.id, g.trailers_only(code), true, self.peer.max_frame);
-                self.finish(cx, i);
-            }
-            Answer::Echo => {
-                encode_headers(cx.out, s.id, &g.head, false, self.peer.max_frame);
-                let mut reply = Vec::new();
-                g.reply(&body, &mut reply);
-                self.grpc_out.push((s.id, reply));
-                self.streams[i].phase = Phase::Sending(0);
-                self.pump(cx, i);
-            }
-        }
-    }
-
-    /// Drops what a gRPC call on `stream` kept.
-    fn forget_call(&mut self, stream: u32) {
-        self.grpc_in.retain(|(id, _)| *id != stream);
-        self.grpc_out.retain(|(id, _)| *id != stream);
     }
 
     /// After a stream closed: a connection under a GOAWAY ends with its

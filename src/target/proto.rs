@@ -46,6 +46,8 @@ pub(super) const H2_DELAYED: u32 = 3;
 pub(super) const H2_FLOODS: u32 = 4;
 /// `--max-connection-age`: connections to age out, then to close.
 pub(super) const H2_AGES: u32 = 5;
+/// `--grpc`: `Subscribe` streams' pushes.
+pub(super) const H2_PUSHES: u32 = 6;
 
 /// What a queue has due for a connection.
 #[derive(Debug, Clone, Copy)]
@@ -64,6 +66,9 @@ pub(super) enum Due {
     /// HTTP/2 `--max-connection-age`: the connection born then is old
     /// (GOAWAY), or its grace is over (close).
     Age(Instant, bool),
+    /// HTTP/2 `--grpc`: a push of stream `.0` of the connection born at
+    /// `.1`, every `.2`, due at `.3`.
+    Push(u32, Instant, Duration, Instant),
 }
 
 impl Responder {
@@ -254,6 +259,7 @@ impl Responder {
             deadlines.set(H2_DELAYED, h2.next_stream_due());
             deadlines.set(H2_FLOODS, h2.start_flood_turn().then_some(now));
             deadlines.set(H2_AGES, h2.next_age());
+            deadlines.set(H2_PUSHES, h2.next_push());
         }
     }
 
@@ -278,6 +284,10 @@ impl Responder {
                 Some((token, Due::Stream(stream)))
             }
             H2_FLOODS => Some((self.h2.as_mut()?.next_flood()?, Due::Flood)),
+            H2_PUSHES => {
+                let (token, (stream, born), every, due) = self.h2.as_mut()?.pop_push(now)?;
+                Some((token, Due::Push(stream, born, every, due)))
+            }
             H2_AGES => {
                 let (token, born, closing) = self.h2.as_mut()?.pop_age(now)?;
                 Some((token, Due::Age(born, closing)))
@@ -304,6 +314,14 @@ impl Responder {
                 Some(h2) => h2.flood(conn),
                 None => Ok(()),
             },
+            Due::Push(stream, born, every, due) => {
+                let Some(h2) = self.h2.as_mut() else { return Ok(()) };
+                h2.push(conn, (stream, born), (every, due), now, &mut self.batch);
+                let sent = conn.send(&self.batch);
+                self.batch.clear();
+                sent?;
+                h2.settle(conn)
+            }
             Due::Age(born, closing) => {
                 let Some(h2) = self.h2.as_mut() else { return Ok(()) };
                 let close = h2.age(conn, born, closing, now, &mut self.batch);

@@ -111,7 +111,7 @@ struct Worker {
 }
 
 /// The deadline id of the end of an accept pause (after the queues').
-const ACCEPT: u32 = super::proto::H2_AGES + 1;
+const ACCEPT: u32 = super::proto::H2_PUSHES + 1;
 /// The deadline id of the next change of `--restart-every`'s or
 /// `--brownout-every`'s schedule.
 const SCHEDULE: u32 = ACCEPT + 1;

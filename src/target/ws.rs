@@ -23,7 +23,6 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-
 use super::conn::{Conn, Proto, Stop};
 use super::fault::Every;
 use super::ticks::Ticks;
