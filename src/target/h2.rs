@@ -151,18 +151,13 @@ impl H2Thread {
             conn.proto = Proto::H2(Box::new(h));
             return self.feed(conn, &data[n..], now, out).map(|_| true);
         }
-        let Proto::H2(h) = &mut conn.proto else {
+        let Some(flooding) = self.with_conn(conn, now, out, |h, cx| {
+            h.receive(cx, data);
+            h.flooding
+        }) else {
             return Ok(false);
         };
-        let mut cx = Cx {
-            th: &mut self.serving,
-            token: conn.token,
-            now,
-            out,
-            in_flight: &mut conn.in_flight,
-        };
-        h.receive(&mut cx, data);
-        if h.flooding && !self.floods.contains(&conn.token) {
+        if flooding && !self.floods.contains(&conn.token) {
             self.floods.push_back(conn.token);
         }
         Ok(true)
@@ -203,7 +198,19 @@ impl H2Thread {
     /// still there).
     pub(super) fn deliver(&mut self, conn: &mut Conn, stream: u32, now: Instant, out: &mut Vec<u8>) {
         conn.in_flight = conn.in_flight.saturating_sub(1);
-        let Proto::H2(h) = &mut conn.proto else { return };
+        self.with_conn(conn, now, out, |h, cx| h.deliver(cx, stream));
+    }
+
+    /// Runs `f` on `conn`'s HTTP/2 state with the thread's (`None`: the
+    /// connection does not speak HTTP/2).
+    fn with_conn<R>(
+        &mut self,
+        conn: &mut Conn,
+        now: Instant,
+        out: &mut Vec<u8>,
+        f: impl FnOnce(&mut H2Conn, &mut Cx<'_>) -> R,
+    ) -> Option<R> {
+        let Proto::H2(h) = &mut conn.proto else { return None };
         let mut cx = Cx {
             th: &mut self.serving,
             token: conn.token,
@@ -211,12 +218,9 @@ impl H2Thread {
             out,
             in_flight: &mut conn.in_flight,
         };
-        h.deliver(&mut cx, stream);
+        Some(f(h, &mut cx))
     }
 
-    /// Writes SETTINGS frames to a flooded connection until its socket is
-    /// full or this turn's share is out; queues it again if it could take
-    /// more.
     /// When the next `Subscribe` push is due.
     pub(super) fn next_push(&self) -> Option<Instant> {
         self.serving.pushes.next_due()
@@ -238,15 +242,7 @@ impl H2Thread {
         now: Instant,
         out: &mut Vec<u8>,
     ) {
-        let Proto::H2(h) = &mut conn.proto else { return };
-        let mut cx = Cx {
-            th: &mut self.serving,
-            token: conn.token,
-            now,
-            out,
-            in_flight: &mut conn.in_flight,
-        };
-        if h.push(&mut cx, stream, born) {
+        if self.with_conn(conn, now, out, |h, cx| h.push(cx, stream, born)) == Some(true) {
             // Late by more than an interval (a stalled loop): from now.
             let next = if due + every > now { due + every } else { now + every };
             self.serving.pushes.schedule(every, next, conn.token, (stream, born));
@@ -293,20 +289,16 @@ impl H2Thread {
         if closing {
             return true;
         }
-        let mut cx = Cx {
-            th: &mut self.serving,
-            token: conn.token,
-            now,
-            out,
-            in_flight: &mut conn.in_flight,
-        };
-        h.age_out(&mut cx);
+        self.with_conn(conn, now, out, |h, cx| h.age_out(cx));
         if let Some((_, grace)) = self.max_age {
             self.closes.push_back((now + grace, conn.token, born));
         }
         false
     }
 
+    /// Writes SETTINGS frames to a flooded connection until its socket is
+    /// full or this turn's share is out; queues it again if it could take
+    /// more.
     pub(super) fn flood(&mut self, conn: &mut Conn) -> io::Result<()> {
         for _ in 0..FLOOD_WRITES_PER_TURN {
             if conn.has_output() {
