@@ -404,6 +404,7 @@ impl Worker {
                     }
                 }
                 let timeout = self.wl[self.conns[key].workload as usize].request_timeout_ns;
+                let mut cancelled = false;
                 while let Some(entry) = self.conns[key].proto.oldest() {
                     let written = self.inflight[key * self.max_pipeline + entry as usize].written;
                     if now < written + timeout {
@@ -413,9 +414,17 @@ impl Worker {
                         // One request failed alone; the connection stays.
                         Some(out) => {
                             self.settle(key, out, now);
+                            cancelled = true;
                         }
                         None => return self.fail(key, ErrorKind::Timeout, now),
                     }
+                }
+                let c = &mut self.conns[key];
+                // A connection waiting for its last answers to churn (as a
+                // response would end it, see `on_response`).
+                if cancelled && (c.reqs_left == 0 || c.draining) && c.proto.in_flight() == 0 {
+                    self.close(key, CloseReason::Churn, now);
+                    return self.reconnect(key, now);
                 }
                 let c = &mut self.conns[key];
                 if now >= c.lifetime_end && !c.draining {
