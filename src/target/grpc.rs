@@ -189,18 +189,19 @@ impl GrpcServing {
 
 /// `EchoReply { echo = msg, seq }`, framed, appended to `out`.
 pub(super) fn frame_reply(msg: &[u8], seq: u64, out: &mut Vec<u8>) {
-    let mut len_field = Vec::with_capacity(10);
-    varint(&mut len_field, msg.len() as u64);
-    let mut seq_field = Vec::with_capacity(10);
-    varint(&mut seq_field, seq);
-    let inner = 1 + len_field.len() + msg.len() + 1 + seq_field.len();
+    let inner = 1 + varint_len(msg.len() as u64) + msg.len() + 1 + varint_len(seq);
     out.push(0);
     out.extend_from_slice(&(inner as u32).to_be_bytes());
     out.push(0x0a);
-    out.extend_from_slice(&len_field);
+    varint(out, msg.len() as u64);
     out.extend_from_slice(msg);
     out.push(0x10);
-    out.extend_from_slice(&seq_field);
+    varint(out, seq);
+}
+
+/// Bytes [`varint`] writes for `v`.
+fn varint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 /// The method of a call to `path` (see [`UNARY`] and the others).
@@ -312,6 +313,12 @@ mod tests {
         g.reply(&body, &mut out);
         // EchoReply { echo = { text = "hi" }, seq = 1 }.
         assert_eq!(out, [0, 0, 0, 0, 8, 0x0a, 4, 0x0a, 2, b'h', b'i', 0x10, 1]);
+        // Two-byte varints: a 200-byte message, seq 300.
+        let mut out = Vec::new();
+        frame_reply(&[7; 200], 300, &mut out);
+        assert_eq!(out[..8], [0, 0, 0, 0, 206, 0x0a, 0xc8, 0x01]);
+        assert_eq!(out.len(), 5 + 206);
+        assert_eq!(out[out.len() - 3..], [0x10, 0xac, 0x02]);
         assert_eq!(g.answer(OTHER, &body), Answer::Status(Code::Unimplemented));
         assert_eq!(g.answer(UNARY, &[1, 0, 0, 0, 0]), Answer::Status(Code::Internal));
         assert_eq!(method_of(b"/soakd.test.v1.Echo/Chat"), CHAT);

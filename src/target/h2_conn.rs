@@ -18,6 +18,7 @@ use super::outage::Schedule;
 use super::responses::Route;
 use super::ticks::Ticks;
 use super::{Degrade, Fault, FaultMode, MAX_HEAD};
+use crate::netio::pool;
 use crate::wire::h2::{
     DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, Frame, FrameDecoder, HeaderDecoder, HpackError, PeerSettings,
     RecvWindow, SendWindow, encode_data, encode_goaway, encode_headers, encode_ping, encode_rst_stream,
@@ -169,8 +170,10 @@ pub(super) struct H2Conn {
     stall: bool,
     /// gRPC calls' request bodies while they arrive, and replies while
     /// they go out, by stream (empty without `--grpc`).
-    grpc_in: Vec<(u32, Vec<u8>)>,
-    grpc_out: Vec<(u32, Vec<u8>)>,
+    /// Both are the thread's pooled buffers (`netio::pool`): a call
+    /// allocates nothing once the pool holds a few.
+    grpc_in: Vec<(u32, pool::Buf)>,
+    grpc_out: Vec<(u32, pool::Buf)>,
     /// `Subscribe` streams: replies left (0: without end), the next `seq`,
     /// the template echoed.
     subs: Vec<(u32, u32, u64, Vec<u8>)>,

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use super::super::grpc::{self, Answer};
 use super::{Cx, H2Conn, Phase};
+use crate::netio::pool;
 use crate::wire::grpc::Code;
 use crate::wire::h2::{encode_data, encode_headers};
 
@@ -18,7 +19,7 @@ impl H2Conn {
         let at = match self.grpc_in.iter().position(|(id, _)| *id == stream) {
             Some(at) => at,
             None => {
-                self.grpc_in.push((stream, Vec::new()));
+                self.grpc_in.push((stream, pool::take()));
                 self.grpc_in.len() - 1
             }
         };
@@ -30,23 +31,30 @@ impl H2Conn {
     /// Answers gRPC call `i` (its request whole, its delay over): a
     /// trailers-only status, or the head, the echoed reply and OK.
     pub(super) fn start_call(&mut self, cx: &mut Cx<'_>, i: usize) {
-        let s = self.streams[i];
-        let Some(g) = cx.th.grpc.as_mut() else { return };
+        let id = self.streams[i].id;
         let body = self
             .grpc_in
             .iter()
-            .position(|(id, _)| *id == s.id)
+            .position(|(s, _)| *s == id)
             .map(|at| self.grpc_in.swap_remove(at).1)
-            .unwrap_or_default();
-        match g.answer(s.grpc, &body) {
+            .unwrap_or_else(pool::take);
+        self.answer_call(cx, i, &body);
+        pool::give(body);
+    }
+
+    /// [`H2Conn::start_call`] with the call's request body.
+    fn answer_call(&mut self, cx: &mut Cx<'_>, i: usize, body: &[u8]) {
+        let s = self.streams[i];
+        let Some(g) = cx.th.grpc.as_mut() else { return };
+        match g.answer(s.grpc, body) {
             Answer::Status(code) => {
                 encode_headers(cx.out, s.id, g.trailers_only(code), true, self.peer.max_frame);
                 self.finish(cx, i);
             }
             Answer::Echo => {
                 encode_headers(cx.out, s.id, &g.head, false, self.peer.max_frame);
-                let mut reply = Vec::new();
-                g.reply(&body, &mut reply);
+                let mut reply = pool::take();
+                g.reply(body, &mut reply);
                 self.grpc_out.push((s.id, reply));
                 self.streams[i].phase = Phase::Sending(0);
                 self.pump(cx, i);
@@ -58,7 +66,7 @@ impl H2Conn {
                     return self.finish(cx, i);
                 }
                 encode_headers(cx.out, s.id, &g.head, false, self.peer.max_frame);
-                let template = grpc::request_message(&body)
+                let template = grpc::request_message(body)
                     .and_then(grpc::subscribe_of)
                     .map_or_else(Vec::new, |(_, _, t)| t.to_vec());
                 self.subs.push((s.id, count, 1, template));
@@ -82,12 +90,13 @@ impl H2Conn {
             return false;
         };
         let (_, left, seq, template) = &mut self.subs[at];
-        let mut reply = Vec::with_capacity(template.len() + 16);
+        let mut reply = pool::take();
         grpc::frame_reply(template, *seq, &mut reply);
         *seq += 1;
         let last = *left == 1;
         *left = left.saturating_sub(1);
         self.send_message(cx, i, &reply);
+        pool::give(reply);
         if last {
             self.end_call_with(cx, i, Code::Ok);
             return false;
@@ -115,9 +124,10 @@ impl H2Conn {
                 self.streams[i].opened = true;
             }
             let seq = g.next_seq();
-            let mut reply = Vec::with_capacity(range.len() + 16);
+            let mut reply = pool::take();
             grpc::frame_reply(&buf[used + range.start..used + range.end], seq, &mut reply);
             self.send_message(cx, i, &reply);
+            pool::give(reply);
             used += range.end;
         }
         buf.drain(..used);
@@ -160,8 +170,11 @@ impl H2Conn {
 
     /// Drops what a gRPC call on `stream` kept.
     pub(super) fn forget_call(&mut self, stream: u32) {
-        self.grpc_in.retain(|(id, _)| *id != stream);
-        self.grpc_out.retain(|(id, _)| *id != stream);
+        for list in [&mut self.grpc_in, &mut self.grpc_out] {
+            if let Some(at) = list.iter().position(|(id, _)| *id == stream) {
+                pool::give(list.swap_remove(at).1);
+            }
+        }
         self.subs.retain(|x| x.0 != stream);
     }
 }
