@@ -110,7 +110,7 @@ impl Totals {
         s.ramp.clone_from(&self.ramp);
         s.open_min.clone_from(&self.open_min);
         s.open_min_all = self.open_min_all;
-        s.timeline = self.timeline.saved();
+        self.timeline.save_into(&mut s.timeline);
         s.resumed.clone_from(&self.resumed);
         s.disruptions = self.disruptions();
         s

@@ -466,12 +466,7 @@ impl Timeline {
     /// The closed points and, when it holds anything, the one being filled
     /// up to the last tick.
     pub fn points(&self) -> Vec<Arc<Point>> {
-        let mut out = self.points.clone();
-        let f = &self.filling;
-        if self.last_tick > f.start || f.counters != PointCounts::default() {
-            out.push(Arc::new(f.point(self.last_tick.max(f.start))));
-        }
-        out
+        self.saved().points
     }
 
     /// The closed points.
@@ -507,11 +502,31 @@ impl Timeline {
     /// The timeline as data for a `--state` checkpoint: the closed points
     /// and the one being filled, closed at the last tick.
     pub fn saved(&self) -> TimelineSaved {
-        TimelineSaved {
+        let mut s = TimelineSaved {
             started_at: self.started_at,
             interval: self.interval,
             max_points: self.max_points,
-            points: self.points(),
+            points: Vec::new(),
+        };
+        self.save_into(&mut s);
+        s
+    }
+
+    /// The timeline as checkpoint data, written into `s` (a checkpoint the
+    /// writer gave back). Its list of points gets room for the bound once
+    /// and keeps it: a new list a checkpoint, each a little longer than
+    /// the last, never fit the hole the last one left and crept up the
+    /// top of soakd's heap for as long as the timeline filled (issue 29).
+    pub fn save_into(&self, s: &mut TimelineSaved) {
+        s.started_at = self.started_at;
+        s.interval = self.interval;
+        s.max_points = self.max_points;
+        s.points.clear();
+        s.points.reserve(self.max_points + 2);
+        s.points.extend(self.points.iter().cloned());
+        let f = &self.filling;
+        if self.last_tick > f.start || f.counters != PointCounts::default() {
+            s.points.push(Arc::new(f.point(self.last_tick.max(f.start))));
         }
     }
 
@@ -590,6 +605,27 @@ mod tests {
             s.latency.record(*us).unwrap();
         }
         s
+    }
+
+    /// A checkpoint copies the points into the list of the last one,
+    /// which has room for the bound from the first: the list never moves
+    /// as the timeline fills, nor after it coarsens (issue 29).
+    #[test]
+    fn checkpoints_copy_the_points_into_one_list() {
+        let mut t = Timeline::with_bounds(Duration::from_secs(1), 50);
+        let mut saved = t.saved();
+        assert!(saved.points.capacity() >= 52);
+        let list = saved.points.as_ptr();
+        for s in 1..=200u64 {
+            t.add(0, &delta(5, &[1_000], None));
+            t.tick(Duration::from_secs(s));
+            t.save_into(&mut saved);
+            assert_eq!(saved.points.as_ptr(), list, "the list moved at {s} s");
+            // The closed points and the one filling, as `points()` has them.
+            assert_eq!(saved.points.len(), t.points().len());
+            saved.points.clear();
+        }
+        assert!(t.interval() > Duration::from_secs(1), "the timeline coarsened");
     }
 
     #[test]
