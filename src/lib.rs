@@ -43,6 +43,8 @@ mod state;
 mod stats;
 pub mod statuscmd;
 mod target;
+#[cfg(test)]
+mod test_alloc;
 mod timer;
 pub mod verdict;
 pub mod wire;

@@ -29,6 +29,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("timer", 0),
     ("netio", 0),
     ("stats", 0),
+    ("test_alloc", 0),
     ("plan", 1),
     ("config", 2),
     ("preflight", 2),

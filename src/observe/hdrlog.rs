@@ -74,6 +74,9 @@ pub(crate) fn stated_interval(log: &[u8]) -> Option<Duration> {
 /// An open interval log.
 pub struct HdrLog {
     sender: Option<mpsc::Sender<Interval>>,
+    /// The histograms of written intervals, back from the writer thread to
+    /// be filled again.
+    written: mpsc::Receiver<Vec<Histogram<u64>>>,
     thread: Option<JoinHandle<()>>,
     started: Duration,
     interval: Duration,
@@ -100,6 +103,7 @@ impl HdrLog {
             ))
         })?;
         let (sender, receiver) = mpsc::channel::<Interval>();
+        let (give_back, written) = mpsc::channel::<Vec<Histogram<u64>>>();
         let now = SystemTime::now();
         let thread = std::thread::Builder::new()
             .name("soakd-hdr-log".into())
@@ -133,6 +137,7 @@ impl HdrLog {
                             eprintln!("soakd: --hdr-log: writing an interval failed ({e:?})");
                         }
                     }
+                    let _ = give_back.send(interval.histograms);
                 }
                 drop(writer);
                 let _ = std::io::Write::flush(&mut out);
@@ -140,6 +145,7 @@ impl HdrLog {
             .map_err(|e| Error::io("starting the hdr-log thread", e))?;
         Ok(HdrLog {
             sender: Some(sender),
+            written,
             thread: Some(thread),
             started: resumed.unwrap_or_default(),
             interval,
@@ -165,7 +171,8 @@ impl HdrLog {
     }
 
     fn write(&mut self, totals: &mut Totals, elapsed: Duration) {
-        let histograms = totals.take_log_interval();
+        let mut histograms = self.written.try_recv().unwrap_or_default();
+        totals.take_log_interval(&mut histograms);
         if let Some(s) = &self.sender {
             let _ = s.send(Interval {
                 start: self.started,

@@ -239,12 +239,18 @@ impl Metrics {
             self.last_rotation = now;
             let mut quantiles = Vec::with_capacity(self.ring.len());
             for (ring, recent) in self.ring.iter_mut().zip(totals.window.iter_mut()) {
-                let mut second = stats::histogram();
+                // The second that leaves the window is the next second's
+                // histogram: none is made or dropped once the ring is full
+                // (each is ~180 KB; issue 29).
+                let mut second = if ring.len() >= WINDOW_SECONDS {
+                    let mut oldest = ring.pop_front().expect("the ring is full");
+                    oldest.reset();
+                    oldest
+                } else {
+                    stats::histogram()
+                };
                 std::mem::swap(&mut second, recent);
                 ring.push_back(second);
-                if ring.len() > WINDOW_SECONDS {
-                    ring.pop_front();
-                }
                 self.scratch.reset();
                 for h in ring.iter() {
                     // Same bounds everywhere: addition cannot fail.
@@ -511,6 +517,39 @@ mod tests {
             let ok = format!("soakd_responses_total{{target=\"api\",request=\"{request}\",code=\"2xx\"}} 0");
             assert!(text.contains(&ok), "{ok} missing");
         }
+    }
+
+    /// The recent-latency window turns over a second at a time for a
+    /// whole soak: once it holds its seconds, the second that leaves it is
+    /// the next one's histogram, and an update makes no large allocation
+    /// (issue 29).
+    #[test]
+    fn the_window_turns_over_without_allocating() {
+        let names = ["api".to_string()];
+        let mut m = Metrics::new(
+            &names,
+            &[vec!["GET /".to_string()]],
+            vec![Vec::new()],
+            crate::plan::Shard::WHOLE,
+        );
+        let mut totals = Totals::new(names.to_vec(), 1, false, false);
+        let mut large = Vec::new();
+        for _ in 0..WINDOW_SECONDS + 5 {
+            stats::record(&mut totals.window[0], Duration::from_millis(3));
+            // As if a second went by since the last turn.
+            m.last_rotation = Instant::now() - Duration::from_secs(1);
+            let before = crate::test_alloc::large_allocations();
+            m.update(&mut totals);
+            large.push(crate::test_alloc::large_allocations() - before);
+        }
+        assert_eq!(m.ring[0].len(), WINDOW_SECONDS);
+        // A workload with no held streams shows them as an empty histogram.
+        assert_eq!(Buckets::zero(), Buckets::from_hdr(&stats::histogram()));
+        assert_eq!(
+            large[WINDOW_SECONDS..],
+            [0; 5],
+            "large allocations per update: {large:?}"
+        );
     }
 
     #[test]

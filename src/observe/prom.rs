@@ -30,6 +30,15 @@ pub struct Buckets {
 }
 
 impl Buckets {
+    /// No samples: what [`Buckets::from_hdr`] gives for an empty histogram.
+    pub fn zero() -> Buckets {
+        Buckets {
+            cumulative: vec![0; BUCKETS.len()],
+            count: 0,
+            sum: 0.0,
+        }
+    }
+
     /// Converts a µs HdrHistogram. A sample counts in a bucket when the low
     /// end of its HDR cell is within the bound, so a value recorded exactly
     /// at a boundary stays in that boundary's bucket.

@@ -84,6 +84,15 @@ pub struct Watch {
     /// With trend thresholds: what the trends are computed from, filled
     /// in place every [`TREND_EVERY`] (its room made at start).
     trend_input: Option<TrendInput>,
+    /// What an evaluation adds up (the window's slices per workload, all
+    /// workloads summed), kept from second to second and cleared: each
+    /// [`WorkloadStats`] is four full histograms (~740 KB), and making
+    /// and dropping them every second moved the top of soakd's heap
+    /// (issue 29, bench/README.md).
+    merged: Vec<WorkloadStats>,
+    sum: WorkloadStats,
+    /// A slice that left the window, kept for the next one to start in.
+    spare_slice: Option<Slice>,
 }
 
 fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
@@ -134,6 +143,9 @@ impl Watch {
             warmup: plan.warmup(),
             abort: None,
             trend_input,
+            merged: Vec::new(),
+            sum: WorkloadStats::default(),
+            spare_slice: None,
         })
     }
 
@@ -144,6 +156,13 @@ impl Watch {
             .iter()
             .map(|w| (w.target.clone(), w.threshold.text.clone(), w.passing))
             .collect()
+    }
+
+    /// True when the trends were analyzed at the tick of run time
+    /// `elapsed` (the observers then give the analysis' transient memory
+    /// back at once; see [`crate::observe::heap`]).
+    pub fn analyzed_at(&self, elapsed: Duration) -> bool {
+        self.trend_input.is_some() && self.last_trends == Some(elapsed)
     }
 
     /// The live state as data for a `--state` checkpoint.
@@ -227,15 +246,25 @@ impl Watch {
             .front()
             .is_some_and(|s| s.start + self.slice_len + window <= elapsed)
         {
-            self.slices.pop_front();
+            self.spare_slice = self.slices.pop_front();
         }
         if self.slices.back().is_none_or(|s| elapsed >= s.start + self.slice_len) {
-            self.slices.push_back(Slice {
-                start: elapsed,
-                stats: Vec::new(),
-                open_min: Vec::new(),
-                open_min_all: None,
-            });
+            let slice = match self.spare_slice.take() {
+                Some(mut s) => {
+                    s.start = elapsed;
+                    s.stats.iter_mut().for_each(WorkloadStats::clear);
+                    s.open_min.iter_mut().for_each(|m| *m = None);
+                    s.open_min_all = None;
+                    s
+                }
+                None => Slice {
+                    start: elapsed,
+                    stats: Vec::new(),
+                    open_min: Vec::new(),
+                    open_min_all: None,
+                },
+            };
+            self.slices.push_back(slice);
         }
         let slice = self.slices.back_mut().expect("a slice was just ensured");
         totals.take_recent(&mut slice.stats);
@@ -255,7 +284,7 @@ impl Watch {
         let n = totals.names.len();
         // The figures each threshold is judged on: the totals themselves
         // for the whole run, else the window's slices merged.
-        let mut merged: Vec<WorkloadStats> = Vec::new();
+        let merged = &mut self.merged;
         let (per, open_min, open_min_all, secs): (&[WorkloadStats], Vec<Option<u64>>, Option<u64>, f64) =
             match self.window {
                 None => (
@@ -266,6 +295,7 @@ impl Watch {
                 ),
                 Some(_) => {
                     merged.resize_with(n, WorkloadStats::default);
+                    merged.iter_mut().for_each(WorkloadStats::clear);
                     let mut mins = vec![None; n];
                     let mut all = None;
                     for s in &self.slices {
@@ -276,12 +306,18 @@ impl Watch {
                         all = min_opt(all, s.open_min_all);
                     }
                     let since = self.slices.front().map_or(Duration::ZERO, |s| s.start);
-                    (&merged, mins, all, (elapsed - since).as_secs_f64())
+                    (&merged[..], mins, all, (elapsed - since).as_secs_f64())
                 }
             };
-        let needs_sum = self.items.iter().any(|w| w.workload.is_none());
-        let mut sum = WorkloadStats::default();
+        // Only a run-wide threshold on the live figures reads the sum
+        // (trends and outages have their own).
+        let needs_sum = self
+            .items
+            .iter()
+            .any(|w| w.workload.is_none() && !w.threshold.metric.is_trend() && !w.threshold.metric.is_outage());
+        let sum = &mut self.sum;
         if needs_sum {
+            sum.clear();
             for s in per {
                 sum.add(s);
             }
@@ -326,7 +362,7 @@ impl Watch {
                 w.last = match w.workload {
                     Some(wi) if wi < per.len() => measure(w.threshold.metric, &per[wi], secs, open_min[wi]),
                     Some(_) => None,
-                    None => measure(w.threshold.metric, &sum, secs, open_min_all),
+                    None => measure(w.threshold.metric, sum, secs, open_min_all),
                 };
                 w.passing = w.last.is_none() || w.threshold.passes(w.last);
             }
@@ -419,6 +455,29 @@ mod tests {
             );
         }
         (states, watch.abort.clone())
+    }
+
+    /// An evaluation a second for a whole soak: past its first seconds
+    /// it makes no large allocation (the window's slices, the merged
+    /// figures and the run-wide sum are kept and cleared; issue 29).
+    #[test]
+    fn evaluations_allocate_nothing_large_once_running() {
+        let p = plan(Some(Duration::from_secs(3)), None, &["p50<10ms", "p99<1s"]);
+        let mut totals = Totals::new(vec![p.workloads[0].name.clone()], 1, false, true);
+        let mb: Vec<Mailbox> = vec![Mutex::new(Delta::new(1))];
+        let mut watch = Watch::new(&p).unwrap();
+        let mut large = Vec::new();
+        for s in 1..=12u64 {
+            second(&mut totals, &mb, 100, Duration::from_millis(2));
+            let before = crate::test_alloc::large_allocations();
+            assert!(watch.tick(&mut totals, Duration::from_secs(s)));
+            large.push(crate::test_alloc::large_allocations() - before);
+        }
+        // The window (3 slices and one spare) and the sums fill in the
+        // first seconds; from then on nothing.
+        assert!(large[..5].iter().sum::<u64>() > 0, "{large:?}");
+        assert_eq!(large[5..], [0; 7], "large allocations per evaluation: {large:?}");
+        assert!(watch.states().iter().all(|(_, _, ok)| *ok));
     }
 
     #[test]

@@ -31,8 +31,16 @@ pub struct GrpcStreamSnapshot {
 impl GrpcStreamSnapshot {
     /// The snapshot of `s` (`None`: nothing held yet, every figure 0).
     pub fn of(s: Option<&GrpcStreamStats>) -> GrpcStreamSnapshot {
-        let d = GrpcStreamStats::default();
-        let s = s.unwrap_or(&d);
+        // Not an empty `GrpcStreamStats` to read: its two histograms,
+        // made and dropped at every update of every workload without
+        // streams, were large allocations (issue 29).
+        let Some(s) = s else {
+            return GrpcStreamSnapshot {
+                gap: Buckets::zero(),
+                silence: Buckets::zero(),
+                ..GrpcStreamSnapshot::default()
+            };
+        };
         GrpcStreamSnapshot {
             opened: s.opened,
             messages: s.messages,
