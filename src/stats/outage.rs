@@ -170,8 +170,14 @@ struct Watch {
     /// Most connections open since `desired` last changed.
     high_water: u64,
     armed: bool,
-    /// The minute before: the last normal seconds' latency.
+    /// The minute before: the last normal seconds' latency. A second
+    /// that leaves it is the room the next one is copied into.
     minute: VecDeque<Sparse>,
+    /// Room for the minute merged (its p99 is read every second) and for
+    /// each merge's work: made once, so the outage watch allocates nothing
+    /// a second (issue 29).
+    minute_sum: Sparse,
+    minute_scratch: Sparse,
     down: Option<Down>,
     slow: Option<Slow>,
     /// A slow second waiting for the next (see `excursion.rs`).
@@ -199,6 +205,8 @@ impl Watch {
             high_water: 0,
             armed: false,
             minute: VecDeque::with_capacity(MINUTE + 1),
+            minute_sum: Sparse::reserved(),
+            minute_scratch: Sparse::reserved_for_merges(),
             down: None,
             slow: None,
             first_slow: None,
@@ -217,12 +225,24 @@ impl Watch {
     }
 
     /// The p99 of the minute before, µs.
-    fn minute_p99(&self) -> Option<u64> {
-        let mut all = Sparse::default();
+    fn minute_p99(&mut self) -> Option<u64> {
+        let (all, scratch) = (&mut self.minute_sum, &mut self.minute_scratch);
+        all.clear();
         for s in &self.minute {
-            all.merge(s);
+            all.merge_using(s, scratch);
         }
         all.quantile_us(0.99)
+    }
+
+    /// Adds a normal second's latency to the minute before.
+    fn remember(&mut self, latency: &Sparse) {
+        let mut second = if self.minute.len() >= MINUTE {
+            self.minute.pop_front().expect("the minute is full")
+        } else {
+            Sparse::reserved()
+        };
+        second.copy_from(latency);
+        self.minute.push_back(second);
     }
 }
 
@@ -1097,6 +1117,30 @@ mod tests {
         sim.run(10.0, OK);
         assert_eq!(sim.outages().len(), 1, "{:?}", sim.outages());
         assert_eq!(sim.outages()[0].end, Some(28.0));
+    }
+
+    /// The minute before turns over in the room of the seconds that
+    /// leave it: once full, its lists are the same ones, a second at a
+    /// time (issue 29).
+    #[test]
+    fn the_minute_before_reuses_its_seconds() {
+        let mut sim = Sim::new(true);
+        sim.run(70.0, OK);
+        let lists = |sim: &Sim| {
+            let mut v: Vec<usize> = sim.o.watches[0]
+                .minute
+                .iter()
+                .map(|s| s.index.as_ptr() as usize)
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        let full = lists(&sim);
+        assert_eq!(full.len(), MINUTE);
+        sim.run(30.0, OK);
+        assert_eq!(lists(&sim), full);
+        assert!(sim.o.watches[0].minute_p99().is_some());
+        assert!(sim.outages().is_empty());
     }
 
     #[test]

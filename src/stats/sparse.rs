@@ -60,6 +60,30 @@ impl Sparse {
         s
     }
 
+    /// Room for the merge of two lists ([`merge_using`](Self::merge_using)'s
+    /// `out`), written once like [`reserved`](Self::reserved).
+    pub(super) fn reserved_for_merges() -> Sparse {
+        let mut s = Sparse {
+            index: vec![u16::MAX; 2 * MAX_BUCKETS],
+            counts: vec![u32::MAX; 2 * MAX_BUCKETS],
+        };
+        s.clear();
+        s
+    }
+
+    /// Empties the list; its room stays.
+    pub(super) fn clear(&mut self) {
+        self.index.clear();
+        self.counts.clear();
+    }
+
+    /// Makes `self` a copy of `other` in the room it has (grown only when
+    /// `other` holds more).
+    pub(super) fn copy_from(&mut self, other: &Sparse) {
+        self.index.clone_from(&other.index);
+        self.counts.clone_from(&other.counts);
+    }
+
     /// Makes `self` the buckets of `h` (a `point_histogram`): each HDR
     /// bucket's count goes to the log bucket of its middle value. In the
     /// room it has: the lowest buckets past [`MAX_BUCKETS`] are folded as
@@ -128,7 +152,9 @@ impl Sparse {
     }
 
     /// Merges `other` into `self`, with a list of its own for the work
-    /// (see [`merge_using`](Self::merge_using) for the timeline's way).
+    /// (tests; soakd merges with [`merge_using`](Self::merge_using), in
+    /// room it keeps).
+    #[cfg(test)]
     pub(super) fn merge(&mut self, other: &Sparse) {
         let mut out = Sparse::default();
         self.merge_using(other, &mut out);

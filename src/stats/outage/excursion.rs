@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::records::{Excursion, max_secs};
 use super::slice::Closed;
-use super::{Aftermath, BASE_INTERVAL, MINUTE, Outages, recover};
+use super::{Aftermath, BASE_INTERVAL, Outages, recover};
 
 /// Fewest responses a second needs for its median to start an excursion:
 /// half of them beyond it is `soakd compare`'s 10 samples past a quantile
@@ -94,7 +94,10 @@ impl Outages {
                 }
             }
             None => {
-                let base = w.first_slow.map(|f| f.base_us).or_else(|| w.minute_p99());
+                let base = match w.first_slow {
+                    Some(f) => Some(f.base_us),
+                    None => w.minute_p99(),
+                };
                 let slow = base.filter(|b| w.armed && slow_against(*b));
                 match (slow, w.first_slow.take()) {
                     (Some(base_us), None) => {
@@ -131,10 +134,7 @@ impl Outages {
                     (None, _) => {}
                 }
                 if !c.latency.is_empty() {
-                    w.minute.push_back(c.latency.clone());
-                    if w.minute.len() > MINUTE {
-                        w.minute.pop_front();
-                    }
+                    w.remember(&c.latency);
                 }
             }
         }
