@@ -20,8 +20,8 @@
 //! histograms: `test_alloc` counts them in their unit tests); before,
 //! ~0.9 MB of histograms made and dropped every second kept moving the
 //! top of the main heap. The one transient left that grows with the run
-//! is the trend analysis' (vectors over the timeline's points, about a
-//! megabyte at a thousand points): the observers give it back right after
+//! is the trend analysis' (vectors over the timeline's points, up to a
+//! thousand of them): the observers give it back right after
 //! each analysis, so it is not resident between them.
 //!
 //! The cost is a walk over the allocator's free lists with its arenas

@@ -255,7 +255,7 @@ impl Sink for Observers {
         }
         if self.thresholds.as_ref().is_some_and(|w| w.analyzed_at(elapsed)) {
             // The trend analysis' working memory grows with the timeline's
-            // points (a megabyte at a thousand): given back now rather
+            // points (vectors of up to a thousand): given back now rather
             // than held resident until the next give-back, it does not
             // read as soakd growing while the timeline fills (issue 29).
             heap::give_back();
