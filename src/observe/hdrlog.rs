@@ -171,7 +171,9 @@ impl HdrLog {
     }
 
     fn write(&mut self, totals: &mut Totals, elapsed: Duration) {
-        let mut histograms = self.written.try_recv().unwrap_or_default();
+        // The newest set back; any older ones (the writer once fell
+        // behind) are dropped, so no more than one set waits here.
+        let mut histograms = self.written.try_iter().last().unwrap_or_default();
         totals.take_log_interval(&mut histograms);
         if let Some(s) = &self.sender {
             let _ = s.send(Interval {
