@@ -1,5 +1,5 @@
 //! The unit tests' allocator: the system's, counting each thread's large
-//! allocations, so a test can show that a task soakd repeats for a whole
+//! allocations and all the bytes it allocates, so a test can show that a task soakd repeats for a whole
 //! soak (a threshold evaluation, a metrics update, an interval of the HDR
 //! log) stops allocating once it runs at its size. Large transient
 //! allocations made and freed every second moved the top of soakd's heap
@@ -14,13 +14,15 @@ pub const LARGE: usize = 16 << 10;
 
 thread_local! {
     static LARGE_ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+    static BYTES: Cell<u64> = const { Cell::new(0) };
 }
 
 struct Counting;
 
 fn note(size: usize) {
+    let _ = BYTES.try_with(|c| c.set(c.get() + size as u64));
     if size >= LARGE {
-        // A thread being torn down has no counter left; nothing to count.
+        // A thread being torn down has no counters left; nothing to count.
         let _ = LARGE_ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
     }
 }
@@ -60,4 +62,10 @@ static COUNTING: Counting = Counting;
 /// Allocations of at least [`LARGE`] bytes this thread has made so far.
 pub fn large_allocations() -> u64 {
     LARGE_ALLOCATIONS.with(Cell::get)
+}
+
+/// Bytes this thread has asked the allocator for so far (a realloc counts
+/// its new size).
+pub fn allocated_bytes() -> u64 {
+    BYTES.with(Cell::get)
 }

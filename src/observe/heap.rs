@@ -19,10 +19,10 @@
 //! its size (the threshold sums, the metrics window, the HDR log's
 //! histograms: `test_alloc` counts them in their unit tests); before,
 //! ~0.9 MB of histograms made and dropped every second kept moving the
-//! top of the main heap. The one transient left that grows with the run
-//! is the trend analysis' (vectors over the timeline's points, up to a
-//! thousand of them): the observers give it back right after
-//! each analysis, so it is not resident between them.
+//! top of the main heap. The trend analysis' vectors, which grow with the
+//! timeline's points, are room made at start for a full timeline
+//! (`stats::trends::reserve`): made and freed every 10 s, they moved the
+//! top a little higher each time while the timeline filled.
 //!
 //! The cost is a walk over the allocator's free lists with its arenas
 //! locked one at a time: the workers allocate nothing per request, so

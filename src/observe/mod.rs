@@ -253,13 +253,6 @@ impl Sink for Observers {
         {
             m.set_thresholds(w.states());
         }
-        if self.thresholds.as_ref().is_some_and(|w| w.analyzed_at(elapsed)) {
-            // The trend analysis' working memory grows with the timeline's
-            // points (vectors of up to a thousand): given back now rather
-            // than held resident until the next give-back, it does not
-            // read as soakd growing while the timeline fills (issue 29).
-            heap::give_back();
-        }
         if let Some(b) = self.baseline.as_mut()
             && b.tick(totals, elapsed)
             && let Some(m) = self.metrics.as_mut()

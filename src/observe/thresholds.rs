@@ -121,12 +121,13 @@ impl Watch {
             return None;
         }
         // Trend thresholds analyze the whole timeline every 10 s: the
-        // input and the slopes get their room for a full timeline now,
-        // before the ramp, so the analysis never grows soakd's heap
-        // (issue 29).
+        // input and the analysis' working vectors get their room for a
+        // full timeline now, before the ramp, so the analysis never grows
+        // soakd's heap (issue 29).
         let trend_input = items.iter().any(|w| w.threshold.metric.is_trend()).then(|| {
-            crate::stats::trend::reserve_slopes(MAX_POINTS + 1);
-            TrendInput::with_room(MAX_POINTS + 1, plan.workloads.len().min(MAX_WORKLOADS))
+            let workloads = plan.workloads.len().min(MAX_WORKLOADS);
+            crate::stats::trends::reserve(MAX_POINTS + 1, workloads);
+            TrendInput::with_room(MAX_POINTS + 1, workloads)
         });
         let slice_len = plan
             .threshold_window
@@ -156,13 +157,6 @@ impl Watch {
             .iter()
             .map(|w| (w.target.clone(), w.threshold.text.clone(), w.passing))
             .collect()
-    }
-
-    /// True when the trends were analyzed at the tick of run time
-    /// `elapsed` (the observers then give the analysis' transient memory
-    /// back at once; see [`crate::observe::heap`]).
-    pub fn analyzed_at(&self, elapsed: Duration) -> bool {
-        self.trend_input.is_some() && self.last_trends == Some(elapsed)
     }
 
     /// The live state as data for a `--state` checkpoint.

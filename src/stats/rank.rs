@@ -27,16 +27,20 @@ pub fn mann_whitney(a: &[f64], b: &[f64]) -> f64 {
 /// holds about n (1 − ρ)/(1 + ρ) independent values: `inflation` is
 /// (1 + ρ)/(1 − ρ).
 pub fn mann_whitney_dependent(a: &[f64], b: &[f64], inflation: f64) -> f64 {
+    mann_whitney_dependent_in(a, b, inflation, &mut Vec::new())
+}
+
+/// [`mann_whitney_dependent`] pooling the samples in `all`, room the
+/// caller keeps from call to call (the live trend analysis: see
+/// `trends::reserve`).
+pub fn mann_whitney_dependent_in(a: &[f64], b: &[f64], inflation: f64, all: &mut Vec<(f64, bool)>) -> f64 {
     let (n1, n2) = (a.len() as f64, b.len() as f64);
     if a.is_empty() || b.is_empty() {
         return 1.0;
     }
-    let mut all: Vec<(f64, bool)> = a
-        .iter()
-        .map(|&v| (v, true))
-        .chain(b.iter().map(|&v| (v, false)))
-        .collect();
-    all.sort_by(|x, y| x.0.total_cmp(&y.0));
+    all.clear();
+    all.extend(a.iter().map(|&v| (v, true)).chain(b.iter().map(|&v| (v, false))));
+    all.sort_unstable_by(|x, y| x.0.total_cmp(&y.0));
     // Average ranks over ties; sum the tie-group sizes' t³ − t.
     let mut rank_a = 0.0;
     let mut ties = 0.0;
@@ -95,8 +99,14 @@ pub fn normal_upper_tail(z: f64) -> f64 {
 
 /// The median of `v` (not empty).
 pub fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
+    median_in(v, &mut Vec::new())
+}
+
+/// [`median`], sorting a copy of `v` in `s`, room the caller keeps.
+pub fn median_in(v: &[f64], s: &mut Vec<f64>) -> f64 {
+    s.clear();
+    s.extend_from_slice(v);
+    s.sort_unstable_by(f64::total_cmp);
     let m = s.len() / 2;
     if s.len() % 2 == 1 {
         s[m]
@@ -105,11 +115,17 @@ pub fn median(v: &[f64]) -> f64 {
     }
 }
 
-/// Ranks from 1, ties averaged.
-pub fn ranks(v: &[f64]) -> Vec<f64> {
-    let mut order: Vec<usize> = (0..v.len()).collect();
-    order.sort_by(|a, b| v[*a].total_cmp(&v[*b]));
-    let mut out = vec![0.0; v.len()];
+/// The ranks of `v` from 1, ties averaged, written into `out`; `order`
+/// is room for their ordering (the caller keeps both from call to call).
+pub fn ranks_into(v: &[f64], order: &mut Vec<usize>, out: &mut Vec<f64>) {
+    order.clear();
+    order.extend(0..v.len());
+    // Unstable sorts (here, in the median and in the U test): ties are
+    // averaged whatever their order, and a stable sort allocates a buffer
+    // of its own.
+    order.sort_unstable_by(|a, b| v[*a].total_cmp(&v[*b]));
+    out.clear();
+    out.resize(v.len(), 0.0);
     let mut i = 0;
     while i < order.len() {
         let mut j = i;
@@ -121,7 +137,6 @@ pub fn ranks(v: &[f64]) -> Vec<f64> {
         }
         i = j + 1;
     }
-    out
 }
 
 #[cfg(test)]

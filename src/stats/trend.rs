@@ -43,31 +43,43 @@
 //! `scipy.stats.kendalltau` and the Mann–Kendall variance); the numbers
 //! are in the tests.
 
-use std::cell::RefCell;
+use std::cell::Cell;
 
-use super::rank::{normal_upper_tail, ranks};
+use super::rank::{normal_upper_tail, ranks_into};
 
-thread_local! {
-    /// The pairwise slopes of [`theil_sen`], kept from call to call: half
-    /// a million of them for a full timeline (4 MB), which made and freed
-    /// every 10 s by the live trend thresholds grew soakd's heap with the
-    /// timeline (the allocator keeps what it once gave; issue 29).
-    static SLOPES: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
+/// [`theil_sen`]'s working vectors, kept on each thread from call to call:
+/// the pairwise slopes are half a million for a full timeline (4 MB), and
+/// the others a few KB each. Made and freed every 10 s by the live trend
+/// thresholds they grew soakd's heap with the timeline (the allocator
+/// keeps what it once gave; issue 29). `trends::reserve` gives them their
+/// size for a full timeline at start.
+#[derive(Default)]
+struct FitRoom {
+    slopes: Vec<f64>,
+    x: Vec<f64>,
+    y: Vec<f64>,
+    residuals: Vec<f64>,
+    ranks: Vec<f64>,
+    order: Vec<usize>,
+    sorted: Vec<f64>,
 }
 
-/// Makes room for the slopes of `points` points on this thread, written
-/// once so the pages are the process's now: the live trend thresholds call
-/// it at start, before the ramp, for the timeline's bound.
-pub fn reserve_slopes(points: usize) {
-    let pairs = points * points.saturating_sub(1) / 2;
-    SLOPES.with(|s| {
-        let mut v = s.borrow_mut();
-        if v.capacity() < pairs {
-            v.clear();
-            v.resize(pairs, 0.0);
-            v.clear();
-        }
-    });
+impl FitRoom {
+    const EMPTY: FitRoom = FitRoom {
+        slopes: Vec::new(),
+        x: Vec::new(),
+        y: Vec::new(),
+        residuals: Vec::new(),
+        ranks: Vec::new(),
+        order: Vec::new(),
+        sorted: Vec::new(),
+    };
+}
+
+thread_local! {
+    /// Taken out for a fit and put back after it (a fit within a fit, which
+    /// does not happen, would make its own).
+    static ROOM: Cell<FitRoom> = const { Cell::new(FitRoom::EMPTY) };
 }
 
 /// Fewest points a slope is computed from: below it the Mann–Kendall
@@ -98,8 +110,9 @@ pub struct Fit {
 }
 
 /// Mann–Kendall's S (concordant minus discordant pairs, ordered by x)
-/// and its variance under "no trend", corrected for ties in x and in y.
-fn mann_kendall_s(x: &[f64], y: &[f64]) -> (f64, f64) {
+/// and its variance under "no trend", corrected for ties in y (`sorted`:
+/// room for a sorted copy of y).
+fn mann_kendall_s(x: &[f64], y: &[f64], sorted: &mut Vec<f64>) -> (f64, f64) {
     let n = x.len();
     let mut s = 0i64;
     for i in 0..n {
@@ -110,26 +123,24 @@ fn mann_kendall_s(x: &[f64], y: &[f64]) -> (f64, f64) {
         }
     }
     let nf = n as f64;
-    let ties = |v: &[f64]| -> f64 {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        let mut sum = 0.0;
-        let mut i = 0;
-        while i < v.len() {
-            let mut j = i;
-            while j + 1 < v.len() && v[j + 1] == v[i] {
-                j += 1;
-            }
-            let t = (j - i + 1) as f64;
-            sum += t * (t - 1.0) * (2.0 * t + 5.0);
-            i = j + 1;
+    sorted.clear();
+    sorted.extend_from_slice(y);
+    sorted.sort_unstable_by(f64::total_cmp);
+    let mut ties = 0.0;
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        while j + 1 < sorted.len() && sorted[j + 1] == sorted[i] {
+            j += 1;
         }
-        sum
-    };
+        let t = (j - i + 1) as f64;
+        ties += t * (t - 1.0) * (2.0 * t + 5.0);
+        i = j + 1;
+    }
     // Tied values remove pairs from S's range; the usual correction
     // subtracts each tie group's share (Kendall 1975). x is time, where
     // ties are rare (pairs with equal x count 0 in S either way).
-    let var = (nf * (nf - 1.0) * (2.0 * nf + 5.0) - ties(y)) / 18.0;
+    let var = (nf * (nf - 1.0) * (2.0 * nf + 5.0) - ties) / 18.0;
     (s as f64, var)
 }
 
@@ -147,15 +158,15 @@ fn sign(v: f64) -> i8 {
 /// nothing to test), for independent values.
 #[cfg(test)]
 fn mann_kendall(x: &[f64], y: &[f64]) -> f64 {
-    mann_kendall_inflated(x, y, 1.0)
+    mann_kendall_inflated(x, y, 1.0, &mut Vec::new())
 }
 
 /// [`mann_kendall`] with S's variance multiplied by `inflation`.
-fn mann_kendall_inflated(x: &[f64], y: &[f64], inflation: f64) -> f64 {
+fn mann_kendall_inflated(x: &[f64], y: &[f64], inflation: f64, sorted: &mut Vec<f64>) -> f64 {
     if x.len() < 3 || x.len() != y.len() {
         return 1.0;
     }
-    let (s, var) = mann_kendall_s(x, y);
+    let (s, var) = mann_kendall_s(x, y, sorted);
     let var = var * inflation;
     if var <= 0.0 {
         return 1.0;
@@ -169,21 +180,25 @@ fn mann_kendall_inflated(x: &[f64], y: &[f64], inflation: f64) -> f64 {
 const MAX_LAG1: f64 = 0.95;
 
 /// Yue & Wang's variance factor n/n* for `y` over `x` detrended by
-/// `slope` (see the module doc), at least 1.
-fn yue_wang(x: &[f64], y: &[f64], slope: f64) -> f64 {
+/// `slope` (see the module doc), at least 1; `room` holds the residuals
+/// and their ranks.
+fn yue_wang(x: &[f64], y: &[f64], slope: f64, room: &mut FitRoom) -> f64 {
     let n = x.len();
     if n < 5 {
         return 1.0;
     }
-    let r = ranks(&x.iter().zip(y).map(|(x, y)| y - slope * x).collect::<Vec<_>>());
+    room.residuals.clear();
+    room.residuals.extend(x.iter().zip(y).map(|(x, y)| y - slope * x));
+    ranks_into(&room.residuals, &mut room.order, &mut room.ranks);
+    let r = &room.ranks;
     let m = r.iter().sum::<f64>() / n as f64;
-    let d: Vec<f64> = r.iter().map(|v| v - m).collect();
-    let den: f64 = d.iter().map(|v| v * v).sum();
+    let d = r.iter().map(|v| v - m);
+    let den: f64 = d.clone().map(|v| v * v).sum();
     if den <= 0.0 {
         return 1.0;
     }
     let nf = n as f64;
-    let r1 = d.windows(2).map(|w| w[0] * w[1]).sum::<f64>() / den;
+    let r1 = d.clone().zip(d.skip(1)).map(|(a, b)| a * b).sum::<f64>() / den;
     // Within white noise's 95% band: taken for chance.
     if r1.abs() <= Z95 / nf.sqrt() {
         return 1.0;
@@ -205,58 +220,101 @@ fn yue_wang(x: &[f64], y: &[f64], slope: f64) -> f64 {
 /// Mann–Kendall p-value corrected for autocorrelation; `None` with fewer than [`MIN_POINTS`] points or
 /// fewer than two distinct x. Non-finite points are left out.
 pub fn theil_sen(x: &[f64], y: &[f64]) -> Option<Fit> {
-    let (x, y): (Vec<f64>, Vec<f64>) = x
-        .iter()
-        .zip(y)
-        .filter(|(a, b)| a.is_finite() && b.is_finite())
-        .map(|(a, b)| (*a, *b))
-        .unzip();
-    let n = x.len();
+    let mut room = ROOM.take();
+    let fit = fit_in(x, y, &mut room);
+    ROOM.set(room);
+    fit
+}
+
+/// Gives this thread's fits their room for `points` points, written once
+/// so the pages are the process's now: the live trend thresholds call it
+/// (through `trends::reserve`) at start, before the ramp, for the
+/// timeline's bound.
+pub fn reserve(points: usize) {
+    let pairs = points * points.saturating_sub(1) / 2;
+    let mut room = ROOM.take();
+    let touch = |v: &mut Vec<f64>, n: usize| {
+        if v.capacity() < n {
+            *v = Vec::with_capacity(n);
+            v.resize(n, 0.0);
+            v.clear();
+        }
+    };
+    touch(&mut room.slopes, pairs);
+    for v in [
+        &mut room.x,
+        &mut room.y,
+        &mut room.residuals,
+        &mut room.ranks,
+        &mut room.sorted,
+    ] {
+        touch(v, points);
+    }
+    if room.order.capacity() < points {
+        room.order = Vec::with_capacity(points);
+        room.order.resize(points, 0);
+        room.order.clear();
+    }
+    ROOM.set(room);
+}
+
+/// [`theil_sen`] in `room`.
+fn fit_in(x: &[f64], y: &[f64], room: &mut FitRoom) -> Option<Fit> {
+    room.x.clear();
+    room.y.clear();
+    for (a, b) in x.iter().zip(y).filter(|(a, b)| a.is_finite() && b.is_finite()) {
+        room.x.push(*a);
+        room.y.push(*b);
+    }
+    let n = room.x.len();
     if n < MIN_POINTS {
         return None;
     }
-    let (slope, low, high) = SLOPES.with(|cell| {
-        let mut slopes = cell.borrow_mut();
-        slopes.clear();
-        for i in 0..n {
-            for j in i + 1..n {
-                let dx = x[j] - x[i];
-                if dx != 0.0 {
-                    slopes.push((y[j] - y[i]) / dx);
-                }
+    let (x, y) = (&room.x, &room.y);
+    let slopes = &mut room.slopes;
+    slopes.clear();
+    for i in 0..n {
+        for j in i + 1..n {
+            let dx = x[j] - x[i];
+            if dx != 0.0 {
+                slopes.push((y[j] - y[i]) / dx);
             }
         }
-        if slopes.is_empty() {
-            return None;
-        }
-        let m = slopes.len();
-        let mut nth = |k: usize| -> f64 {
-            let k = k.min(m - 1);
-            *slopes.select_nth_unstable_by(k, f64::total_cmp).1
-        };
-        let slope = if m % 2 == 1 {
-            nth(m / 2)
-        } else {
-            (nth(m / 2 - 1) + nth(m / 2)) / 2.0
-        };
-        // Sen's interval: the ranks ±z·σ(S)/2 around the middle of the
-        // sorted slopes (as scipy.stats.theilslopes computes it, σ without
-        // the tie correction for y).
-        let nf = n as f64;
-        let sigma = (nf * (nf - 1.0) * (2.0 * nf + 5.0) / 18.0).sqrt();
-        let mf = m as f64;
-        let upper = ((mf + Z95 * sigma) / 2.0).round() as usize;
-        let lower = (((mf - Z95 * sigma) / 2.0).round() as usize).saturating_sub(1);
-        let low = nth(lower);
-        let high = nth(upper);
-        Some((slope, low, high))
-    })?;
-    let inflation = yue_wang(&x, &y, slope);
+    }
+    if slopes.is_empty() {
+        return None;
+    }
+    let m = slopes.len();
+    let mut nth = |k: usize| -> f64 {
+        let k = k.min(m - 1);
+        *slopes.select_nth_unstable_by(k, f64::total_cmp).1
+    };
+    let slope = if m % 2 == 1 {
+        nth(m / 2)
+    } else {
+        (nth(m / 2 - 1) + nth(m / 2)) / 2.0
+    };
+    // Sen's interval: the ranks ±z·σ(S)/2 around the middle of the
+    // sorted slopes (as scipy.stats.theilslopes computes it, σ without
+    // the tie correction for y).
+    let nf = n as f64;
+    let sigma = (nf * (nf - 1.0) * (2.0 * nf + 5.0) / 18.0).sqrt();
+    let mf = m as f64;
+    let upper = ((mf + Z95 * sigma) / 2.0).round() as usize;
+    let lower = (((mf - Z95 * sigma) / 2.0).round() as usize).saturating_sub(1);
+    let low = nth(lower);
+    let high = nth(upper);
+    // The fit's vectors are moved out for the calls that need the room's
+    // others, and back (a move, no copy).
+    let (x, y) = (std::mem::take(&mut room.x), std::mem::take(&mut room.y));
+    let inflation = yue_wang(&x, &y, slope, room);
+    let p = mann_kendall_inflated(&x, &y, inflation, &mut room.sorted);
+    (room.x, room.y) = (x, y);
     Some(Fit {
         slope,
         low,
         high,
-        p: mann_kendall_inflated(&x, &y, inflation),
+        p,
         inflation,
         n,
     })
@@ -266,20 +324,23 @@ pub fn theil_sen(x: &[f64], y: &[f64]) -> Option<Fit> {
 mod tests {
     use super::*;
 
-    /// The slopes' room, made at start for a full timeline, is used again
+    /// The fits' room, made at start for a full timeline, is used again
     /// by every fit: none grows the heap (issue 29).
     #[test]
-    fn the_slopes_room_is_made_once() {
-        reserve_slopes(200);
-        let room = SLOPES.with(|s| s.borrow().capacity());
-        assert!(room >= 200 * 199 / 2);
-        let x: Vec<f64> = (0..200).map(f64::from).collect();
-        let y: Vec<f64> = x.iter().map(|v| 3.0 * v + (v * 7.0).sin()).collect();
-        for n in [20, 150, 200] {
-            let f = theil_sen(&x[..n], &y[..n]).unwrap();
-            assert!((f.slope - 3.0).abs() < 0.1, "{f:?}");
-        }
-        assert_eq!(SLOPES.with(|s| s.borrow().capacity()), room);
+    fn the_fits_room_is_made_once() {
+        std::thread::spawn(|| {
+            reserve(200);
+            let x: Vec<f64> = (0..200).map(f64::from).collect();
+            let y: Vec<f64> = x.iter().map(|v| 3.0 * v + (v * 7.0).sin()).collect();
+            let before = crate::test_alloc::allocated_bytes();
+            for n in [20, 150, 200] {
+                let f = theil_sen(&x[..n], &y[..n]).unwrap();
+                assert!((f.slope - 3.0).abs() < 0.1, "{f:?}");
+            }
+            assert_eq!(crate::test_alloc::allocated_bytes(), before);
+        })
+        .join()
+        .unwrap();
     }
 
     /// Normal noise from a seeded generator (Box–Muller).
@@ -300,7 +361,7 @@ mod tests {
         assert!((f.slope - 1.4).abs() < 1e-12, "{f:?}");
         assert!((f.low - 1.0).abs() < 1e-12, "{f:?}");
         assert!((f.high - 1.666_666_666_666_666_7).abs() < 1e-12, "{f:?}");
-        assert_eq!(mann_kendall_s(&x, &y), (37.0, 125.0));
+        assert_eq!(mann_kendall_s(&x, &y, &mut Vec::new()), (37.0, 125.0));
         assert!((f.p - 0.001_282_18).abs() < 1e-7, "{f:?}");
         // Uneven spacing and tied values: theilslopes → 0.4, low
         // 0.315789…, high 0.444…; S = 59, var = (12·11·29 − Σt(t−1)(2t+5))
@@ -311,7 +372,7 @@ mod tests {
         assert!((f.slope - 0.4).abs() < 1e-12, "{f:?}");
         assert!((f.low - 0.315_789_473_684_210_5).abs() < 1e-12, "{f:?}");
         assert!((f.high - 0.444_444_444_444_444_4).abs() < 1e-12, "{f:?}");
-        assert_eq!(mann_kendall_s(&x, &y), (59.0, 207.0));
+        assert_eq!(mann_kendall_s(&x, &y, &mut Vec::new()), (59.0, 207.0));
         assert!((f.p / 5.547_422e-5 - 1.0).abs() < 1e-4, "{f:?}");
     }
 

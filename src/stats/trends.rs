@@ -45,7 +45,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::rank::{mann_whitney_dependent, median, ranks};
+use std::cell::Cell;
+
+use super::rank::{mann_whitney_dependent_in, median_in, ranks_into};
 use super::timeline_json::{TimelineJson, WorkloadPointJson};
 use super::trend::{MIN_POINTS, theil_sen};
 pub use super::trend_input::{TrendInput, TrendPoint};
@@ -213,14 +215,121 @@ impl Trends {
     }
 }
 
-/// The points of the steady part: started at or after `from`, ended by
-/// `until` (the last, partial point at the stop is kept when it started
-/// before it).
-fn steady<'a>(t: &'a TrendInput, s: &Settings) -> Vec<&'a TrendPoint> {
-    t.points
-        .iter()
-        .filter(|p| p.t >= s.steady_from - 1e-6 && p.t < s.until)
-        .collect()
+/// The analysis' working vectors, kept on each thread from one analysis
+/// to the next. The live trend thresholds analyze the whole timeline every
+/// 10 s; vectors made and freed each time grew with its points, and moved
+/// the top of soakd's heap while the timeline filled, which read as soakd
+/// growing (issue 29). [`reserve`] gives them their size for a full
+/// timeline at start. Plain values and indices into the input, so that
+/// they outlive the input they were filled from.
+#[derive(Default)]
+struct Room {
+    /// The steady points (indices into the input's points).
+    steady: Vec<usize>,
+    /// Those that sampled every `--target-pid` process.
+    full: Vec<usize>,
+    /// Those of `full` with the descriptors readable.
+    fds: Vec<usize>,
+    /// A slope's series.
+    xs: Vec<f64>,
+    ys: Vec<f64>,
+    /// What a drift reads from each steady point.
+    own: Vec<Own>,
+    drift: DriftRoom,
+}
+
+/// A drift's working vectors (see [`Room`]).
+#[derive(Default)]
+struct DriftRoom {
+    /// The first and the last window's points.
+    first: Vec<Own>,
+    last: Vec<Own>,
+    /// Their times and values, then those of the whole steady part.
+    windows: [(Vec<f64>, Vec<f64>); 2],
+    whole: (Vec<f64>, Vec<f64>),
+    /// Residuals around the steady part's line, their ranks, the ranks'
+    /// ordering.
+    residuals: Vec<f64>,
+    ranks: Vec<f64>,
+    order: Vec<usize>,
+    /// Per-point lags; a sorted copy for a median; the rank test's pool.
+    lags: Vec<f64>,
+    sorted: Vec<f64>,
+    pooled: Vec<(f64, bool)>,
+}
+
+impl Room {
+    const EMPTY: Room = Room {
+        steady: Vec::new(),
+        full: Vec::new(),
+        fds: Vec::new(),
+        xs: Vec::new(),
+        ys: Vec::new(),
+        own: Vec::new(),
+        drift: DriftRoom {
+            first: Vec::new(),
+            last: Vec::new(),
+            windows: [(Vec::new(), Vec::new()), (Vec::new(), Vec::new())],
+            whole: (Vec::new(), Vec::new()),
+            residuals: Vec::new(),
+            ranks: Vec::new(),
+            order: Vec::new(),
+            lags: Vec::new(),
+            sorted: Vec::new(),
+            pooled: Vec::new(),
+        },
+    };
+}
+
+thread_local! {
+    /// Taken out for an analysis and put back after it.
+    static ROOM: Cell<Room> = const { Cell::new(Room::EMPTY) };
+}
+
+/// Gives this thread's analyses their room for a timeline of `points`
+/// points of `workloads` workloads: one analysis of such a timeline, every
+/// point steady and every figure present, so that each working vector
+/// (here and in the fits, [`super::trend::reserve`]) reaches the size a
+/// full timeline needs and its pages are the process's now. The live
+/// trend thresholds call it at start, before the ramp; after it, an
+/// analysis allocates only its result (a few KB; see the test
+/// `analyses_after_reserve_allocate_only_their_result`).
+pub fn reserve(points: usize, workloads: usize) {
+    super::trend::reserve(points);
+    let mut input = TrendInput::with_room(points, workloads);
+    for i in 0..points {
+        let v = i as f64;
+        let w = WorkloadPointJson {
+            completed: 100,
+            errors: i as u64 % 3,
+            p50: Some(1e-3 + v * 1e-6),
+            p99: Some(1e-2 + v * 1e-6),
+        };
+        input.push(
+            TrendPoint {
+                t: v,
+                seconds: 1.0,
+                pids: 1,
+                target_rss: 1e6 + v,
+                target_fds: Some(v),
+                soakd_rss_bytes: Some(1_000_000 + i as u64),
+                p50: w.p50,
+                p99: w.p99,
+                lag_p99: Some(1e-4),
+                completed: 100 * workloads.max(1) as u64,
+                errors: w.errors,
+                workloads: (0, 0),
+            },
+            std::iter::repeat_n(w, workloads),
+        );
+    }
+    let every = Settings {
+        steady_from: 0.0,
+        until: f64::INFINITY,
+        significance: 0.05,
+        error_rate_floor: 1e-3,
+    };
+    analyze_input(&input, &every, &vec![String::new(); workloads]);
 }
 
 /// Computes the trends of a timeline; `workloads` names the run's
@@ -231,44 +340,80 @@ pub fn analyze(t: &TimelineJson, s: &Settings, workloads: &[String]) -> Trends {
 
 /// [`analyze`] of a timeline's [`TrendInput`].
 pub fn analyze_input(t: &TrendInput, s: &Settings, workloads: &[String]) -> Trends {
-    let pts = steady(t, s);
+    let mut room = ROOM.take();
+    let trends = analyze_in(t, s, workloads, &mut room);
+    ROOM.set(room);
+    trends
+}
+
+/// [`analyze_input`] in `room`.
+fn analyze_in(t: &TrendInput, s: &Settings, workloads: &[String], room: &mut Room) -> Trends {
+    let Room {
+        steady,
+        full,
+        fds,
+        xs,
+        ys,
+        own,
+        drift,
+    } = room;
+    // The points of the steady part: started at or after its start, ended
+    // by `until` (the last, partial point at the stop is kept when it
+    // started before it).
+    steady.clear();
+    steady.extend((0..t.points.len()).filter(|&i| t.points[i].t >= s.steady_from - 1e-6 && t.points[i].t < s.until));
     // The most PIDs any point sampled: points where one was missing (it
     // exited, /proc unreadable) would make the sum jump.
-    let pids = pts.iter().map(|p| p.pids).max().unwrap_or(0);
-    let full: Vec<&TrendPoint> = pts.iter().copied().filter(|p| pids > 0 && p.pids == pids).collect();
-    let fds: Vec<&TrendPoint> = full.iter().copied().filter(|p| p.target_fds.is_some()).collect();
+    let pids = steady.iter().map(|&i| t.points[i].pids).max().unwrap_or(0);
+    full.clear();
+    full.extend(steady.iter().copied().filter(|&i| pids > 0 && t.points[i].pids == pids));
+    fds.clear();
+    fds.extend(full.iter().copied().filter(|&i| t.points[i].target_fds.is_some()));
     let no_pid = (pids == 0).then(|| "no --target-pid was sampled in the steady part".to_string());
-    let slopes = vec![
-        slope("target_rss_slope", "bytes/s", &full, no_pid.clone(), s, |p| {
-            Some(p.target_rss)
-        }),
-        slope(
-            "target_fds_slope",
-            "1/s",
-            &fds,
-            no_pid.or_else(|| {
-                fds.is_empty()
-                    .then(|| "/proc/PID/fd of the target is not readable".into())
-            }),
-            s,
-            |p| p.target_fds,
-        ),
-        slope("soakd_rss_slope", "bytes/s", &pts, None, s, |p| {
-            p.soakd_rss_bytes.map(|b| b as f64)
-        }),
-    ];
-    let drifts = drifts(&pts, s, |p| Some(Own::of(p)));
+    let fds_why = no_pid.clone().or_else(|| {
+        fds.is_empty()
+            .then(|| "/proc/PID/fd of the target is not readable".into())
+    });
+    // The slope of what `y` reads from the points `ids`, over their ends.
+    let mut slope_of = |metric, unit, ids: &[usize], why, y: fn(&TrendPoint) -> Option<f64>| {
+        xs.clear();
+        ys.clear();
+        for p in ids.iter().map(|&i| &t.points[i]) {
+            if let Some(v) = y(p) {
+                xs.push(p.t + p.seconds);
+                ys.push(v);
+            }
+        }
+        slope(metric, unit, xs, ys, why, s)
+    };
+    let rss = slope_of("target_rss_slope", "bytes/s", full, no_pid, |p| Some(p.target_rss));
+    let fd = slope_of("target_fds_slope", "1/s", fds, fds_why, |p| p.target_fds);
+    let own_rss = slope_of("soakd_rss_slope", "bytes/s", steady, None, |p| {
+        p.soakd_rss_bytes.map(|b| b as f64)
+    });
+    let slopes = vec![rss, fd, own_rss];
+    own.clear();
+    own.extend(steady.iter().map(|&i| Own::of(&t.points[i])));
+    let run_wide = drifts(own, s, drift);
     // Per workload only when the points carry several (a one-workload
     // run's drifts are the run-wide ones).
-    let carried = pts.iter().map(|p| p.workloads.1).max().unwrap_or(0);
+    let carried = steady.iter().map(|&i| t.points[i].workloads.1).max().unwrap_or(0);
     let workloads = if carried > 1 {
         workloads
             .iter()
             .take(carried)
             .enumerate()
-            .map(|(i, name)| WorkloadTrends {
-                workload: name.clone(),
-                drifts: drifts_of_workload(t, &pts, s, i),
+            .map(|(wi, name)| {
+                // Points without the workload's entry are left out.
+                own.clear();
+                own.extend(steady.iter().filter_map(|&i| {
+                    let p = &t.points[i];
+                    t.workload(p, wi).map(|w| Own::of_workload(p, w))
+                }));
+                WorkloadTrends {
+                    workload: name.clone(),
+                    drifts: drifts(own, s, drift),
+                }
             })
             .collect()
     } else {
@@ -278,14 +423,18 @@ pub fn analyze_input(t: &TrendInput, s: &Settings, workloads: &[String]) -> Tren
         steady_from_seconds: s.steady_from,
         significance: s.significance,
         slopes,
-        drifts,
+        drifts: run_wide,
         workloads,
     }
 }
 
-/// What a drift reads from one point: the run's or one workload's.
-#[derive(Clone, Copy)]
+/// What a drift reads from one point: its time and soakd's lag (the
+/// run's), and the run's or one workload's figures.
+#[derive(Clone, Copy, Default)]
 struct Own {
+    t: f64,
+    seconds: f64,
+    lag_p99: Option<f64>,
     p50: Option<f64>,
     p99: Option<f64>,
     errors: f64,
@@ -295,6 +444,9 @@ struct Own {
 impl Own {
     fn of(p: &TrendPoint) -> Own {
         Own {
+            t: p.t,
+            seconds: p.seconds,
+            lag_p99: p.lag_p99,
             p50: p.p50,
             p99: p.p99,
             errors: p.errors as f64,
@@ -302,47 +454,27 @@ impl Own {
         }
     }
 
-    fn of_workload(w: &WorkloadPointJson) -> Own {
+    fn of_workload(p: &TrendPoint, w: &WorkloadPointJson) -> Own {
         Own {
             p50: w.p50,
             p99: w.p99,
             errors: w.errors as f64,
             attempts: (w.completed + w.errors) as f64,
+            ..Own::of(p)
         }
     }
 }
 
-/// The drifts of workload `i` (points without its entry are left out).
-fn drifts_of_workload(t: &TrendInput, pts: &[&TrendPoint], s: &Settings, i: usize) -> Vec<Drift> {
-    drifts(pts, s, |p| t.workload(p, i).map(Own::of_workload))
+/// p50, p99 and error-rate drifts of the points' `pts`.
+fn drifts(pts: &[Own], s: &Settings, room: &mut DriftRoom) -> Vec<Drift> {
+    let p50 = drift("p50_drift", "seconds", pts, s, Window::Median(|o| o.p50), false, room);
+    let p99 = drift("p99_drift", "seconds", pts, s, Window::Median(|o| o.p99), true, room);
+    let errors = drift("error_rate_drift", "ratio", pts, s, Window::ErrorRate, false, room);
+    vec![p50, p99, errors]
 }
 
-/// p50, p99 and error-rate drifts of what `own` reads from each point.
-fn drifts(pts: &[&TrendPoint], s: &Settings, own: impl Fn(&TrendPoint) -> Option<Own>) -> Vec<Drift> {
-    let pts: Vec<(&TrendPoint, Own)> = pts.iter().filter_map(|p| Some((*p, own(p)?))).collect();
-    vec![
-        drift("p50_drift", "seconds", &pts, s, Window::Median(|o| o.p50), None),
-        drift(
-            "p99_drift",
-            "seconds",
-            &pts,
-            s,
-            Window::Median(|o| o.p99),
-            Some(|p| p.lag_p99),
-        ),
-        drift("error_rate_drift", "ratio", &pts, s, Window::ErrorRate, None),
-    ]
-}
-
-fn slope(
-    metric: &str,
-    unit: &str,
-    pts: &[&TrendPoint],
-    why: Option<String>,
-    s: &Settings,
-    y: impl Fn(&TrendPoint) -> Option<f64>,
-) -> Slope {
-    let (xs, ys): (Vec<f64>, Vec<f64>) = pts.iter().filter_map(|p| Some((p.t + p.seconds, y(p)?))).unzip();
+/// The slope of `ys` over `xs` (the points' ends), or why there is none.
+fn slope(metric: &str, unit: &str, xs: &[f64], ys: &[f64], why: Option<String>, s: &Settings) -> Slope {
     let mut out = Slope {
         metric: metric.into(),
         unit: unit.into(),
@@ -355,7 +487,7 @@ fn slope(
         out.not_judged = Some(why);
         return out;
     }
-    match theil_sen(&xs, &ys) {
+    match theil_sen(xs, ys) {
         Some(f) => {
             out.slope = Some(f.slope);
             out.low = Some(f.low);
@@ -375,11 +507,33 @@ fn slope(
 }
 
 /// How a window's value is taken.
+#[derive(Clone, Copy)]
 enum Window {
     /// The median of a per-point value.
     Median(fn(&Own) -> Option<f64>),
     /// Errors over attempts (completed + errors).
     ErrorRate,
+}
+
+impl Window {
+    fn value(self, o: &Own) -> Option<f64> {
+        match self {
+            Window::Median(f) => f(o),
+            Window::ErrorRate => (o.attempts > 0.0).then(|| o.errors / o.attempts),
+        }
+    }
+}
+
+/// Each point's middle time and value, into `into`.
+fn series(ps: &[Own], how: Window, into: &mut (Vec<f64>, Vec<f64>)) {
+    into.0.clear();
+    into.1.clear();
+    for o in ps {
+        if let Some(v) = how.value(o) {
+            into.0.push(o.t + o.seconds / 2.0);
+            into.1.push(v);
+        }
+    }
 }
 
 /// Lag-1 autocorrelation within each window (`windows`: each one's point
@@ -388,13 +542,22 @@ enum Window {
 /// own window, pooled over the windows, in [0, [`MAX_AUTOCORRELATION`]].
 /// Around the line, so that a creep is not taken for persistence; within
 /// each window, so that a step between them is not either; ranks, so one
-/// extreme point weighs as one.
-fn persistence(all: &(Vec<f64>, Vec<f64>), windows: &[(Vec<f64>, Vec<f64>)]) -> f64 {
+/// extreme point weighs as one. `residuals`, `ranks` and `order` are
+/// room.
+fn persistence(
+    all: &(Vec<f64>, Vec<f64>),
+    windows: &[(Vec<f64>, Vec<f64>)],
+    residuals: &mut Vec<f64>,
+    ranks: &mut Vec<f64>,
+    order: &mut Vec<usize>,
+) -> f64 {
     let slope = theil_sen(&all.0, &all.1).map_or(0.0, |f| f.slope);
     let (mut num, mut den) = (0.0, 0.0);
     for (xs, ys) in windows.iter().filter(|(xs, _)| xs.len() >= 3) {
-        let res: Vec<f64> = xs.iter().zip(ys).map(|(x, y)| y - slope * x).collect();
-        let r = ranks(&res);
+        residuals.clear();
+        residuals.extend(xs.iter().zip(ys).map(|(x, y)| y - slope * x));
+        ranks_into(residuals, order, ranks);
+        let r = &*ranks;
         let m = r.iter().sum::<f64>() / r.len() as f64;
         den += r.iter().map(|v| (v - m) * (v - m)).sum::<f64>();
         num += r.windows(2).map(|p| (p[0] - m) * (p[1] - m)).sum::<f64>();
@@ -405,24 +568,29 @@ fn persistence(all: &(Vec<f64>, Vec<f64>), windows: &[(Vec<f64>, Vec<f64>)]) -> 
     (num / den).clamp(0.0, MAX_AUTOCORRELATION)
 }
 
-/// The drift of `metric`; `lag` reads soakd's own lag at the same
-/// quantile from a point, for the generator-lag rule (the points carry
-/// only the lag's p99, so only the p99 drift has one).
-fn drift(
-    metric: &str,
-    unit: &str,
-    pts: &[(&TrendPoint, Own)],
-    s: &Settings,
-    how: Window,
-    lag: Option<fn(&TrendPoint) -> Option<f64>>,
-) -> Drift {
-    let from = pts.first().map_or(s.steady_from, |(p, _)| p.t);
-    let end = pts
-        .last()
-        .map_or(from, |(p, _)| (p.t + p.seconds).min(s.until.max(p.t)));
+/// The drift of `metric`; with `lag`, soakd's own lag at p99 is read from
+/// the points for the generator-lag rule (the points carry only the lag's
+/// p99, so only the p99 drift has one).
+fn drift(metric: &str, unit: &str, pts: &[Own], s: &Settings, how: Window, lag: bool, room: &mut DriftRoom) -> Drift {
+    let DriftRoom {
+        first,
+        last,
+        windows,
+        whole,
+        residuals,
+        ranks,
+        order,
+        lags,
+        sorted,
+        pooled,
+    } = room;
+    let from = pts.first().map_or(s.steady_from, |o| o.t);
+    let end = pts.last().map_or(from, |o| (o.t + o.seconds).min(s.until.max(o.t)));
     let w = (end - from) / 4.0;
-    let first: Vec<(&TrendPoint, Own)> = pts.iter().copied().filter(|(p, _)| p.t < from + w).collect();
-    let last: Vec<(&TrendPoint, Own)> = pts.iter().copied().filter(|(p, _)| p.t + p.seconds > end - w).collect();
+    first.clear();
+    first.extend(pts.iter().filter(|o| o.t < from + w));
+    last.clear();
+    last.extend(pts.iter().filter(|o| o.t + o.seconds > end - w));
     let mut out = Drift {
         metric: metric.into(),
         unit: unit.into(),
@@ -430,17 +598,8 @@ fn drift(
         last_window: [end - w, end],
         ..Drift::default()
     };
-    let value = |o: &Own| match how {
-        Window::Median(f) => f(o),
-        Window::ErrorRate => (o.attempts > 0.0).then(|| o.errors / o.attempts),
-    };
-    // Each window's point times and values.
-    let series = |ps: &[(&TrendPoint, Own)]| -> (Vec<f64>, Vec<f64>) {
-        ps.iter()
-            .filter_map(|(p, o)| Some((p.t + p.seconds / 2.0, value(o)?)))
-            .unzip()
-    };
-    let windows = [series(&first), series(&last)];
+    series(first, how, &mut windows[0]);
+    series(last, how, &mut windows[1]);
     let (a, b) = (&windows[0].1, &windows[1].1);
     if a.len() < MIN_WINDOW_POINTS || b.len() < MIN_WINDOW_POINTS {
         out.not_judged = Some(format!(
@@ -452,34 +611,35 @@ fn drift(
     }
     let (va, vb, base) = match how {
         Window::Median(_) => {
-            let (va, vb) = (median(a), median(b));
+            let (va, vb) = (median_in(a, sorted), median_in(b, sorted));
             (va, vb, va)
         }
         Window::ErrorRate => {
-            let rate = |ps: &[(&TrendPoint, Own)]| {
-                let (e, n) = ps
-                    .iter()
-                    .fold((0.0, 0.0), |(e, n), (_, o)| (e + o.errors, n + o.attempts));
+            let rate = |ps: &[Own]| {
+                let (e, n) = ps.iter().fold((0.0, 0.0), |(e, n), o| (e + o.errors, n + o.attempts));
                 e / n
             };
-            let (va, vb) = (rate(&first), rate(&last));
+            let (va, vb) = (rate(first), rate(last));
             (va, vb, va.max(s.error_rate_floor))
         }
     };
     out.first = Some(va);
     out.last = Some(vb);
     out.drift = Some(if base > 0.0 { (vb - va) / base } else { 0.0 });
-    let rho = persistence(&series(pts), &windows);
+    series(pts, how, whole);
+    let rho = persistence(whole, windows, residuals, ranks, order);
     out.autocorrelation = Some(rho);
-    let p = mann_whitney_dependent(a, b, (1.0 + rho) / (1.0 - rho));
+    let (a, b) = (&windows[0].1, &windows[1].1);
+    let p = mann_whitney_dependent_in(a, b, (1.0 + rho) / (1.0 - rho), pooled);
     out.p_value = Some(p);
     out.significant = p < s.significance;
-    if let Some(lag_of) = lag {
-        let lag = |ps: &[(&TrendPoint, Own)]| {
-            let v: Vec<f64> = ps.iter().filter_map(|(p, _)| lag_of(p)).collect();
-            (!v.is_empty()).then(|| median(&v))
+    if lag {
+        let mut lag_of = |ps: &[Own]| {
+            lags.clear();
+            lags.extend(ps.iter().filter_map(|o| o.lag_p99));
+            (!lags.is_empty()).then(|| median_in(lags, sorted))
         };
-        if let Some(l) = match (lag(&first), lag(&last)) {
+        if let Some(l) = match (lag_of(first), lag_of(last)) {
             (Some(x), Some(y)) => Some(x.max(y)),
             (x, y) => x.or(y),
         } {
@@ -766,6 +926,58 @@ mod tests {
             panic!("{tr:?}")
         };
         assert!((0.10..0.25).contains(&d), "{d}");
+    }
+
+    /// After [`reserve`] for a full timeline, each analysis allocates its
+    /// result and nothing else, however many points the timeline has
+    /// reached: its working vectors are the room made at start, so the
+    /// live trend thresholds do not grow soakd's heap while the timeline
+    /// fills (issue 29). Without the reserve, the same analyses allocate
+    /// their vectors as the points grow.
+    #[test]
+    fn analyses_after_reserve_allocate_only_their_result() {
+        let bytes_per_analysis = |reserved: bool| {
+            std::thread::spawn(move || {
+                let mut t = timeline(1000.0, |t| 0.010 * (1.0 + t / 100.0), 8);
+                for p in &mut t.points {
+                    let w = WorkloadPointJson {
+                        completed: 50,
+                        errors: p.t as u64 % 2,
+                        p50: p.p50,
+                        p99: p.p99,
+                    };
+                    p.workloads = vec![w, w];
+                    p.lag_p99 = Some(1e-4);
+                }
+                let names = ["a".to_string(), "b".to_string()];
+                if reserved {
+                    reserve(t.points.len(), names.len());
+                }
+                [60, 120, 200]
+                    .map(|n| {
+                        let part = TimelineJson {
+                            points: t.points[..n].to_vec(),
+                            ..TimelineJson::default()
+                        };
+                        let input = TrendInput::of_json(&part);
+                        let before = crate::test_alloc::allocated_bytes();
+                        let tr = analyze_input(&input, &settings(), &names);
+                        let spent = crate::test_alloc::allocated_bytes() - before;
+                        assert_eq!(tr.workloads.len(), 2);
+                        assert!(tr.slopes.iter().all(|s| s.slope.is_some()), "{tr:?}");
+                        spent
+                    })
+                    .to_vec()
+            })
+            .join()
+            .unwrap()
+        };
+        // The result: three slopes, three drifts run-wide and three for
+        // each workload, with their names.
+        let reserved = bytes_per_analysis(true);
+        assert!(reserved.iter().all(|&b| b < 8 << 10), "{reserved:?}");
+        let not = bytes_per_analysis(false);
+        assert!(not.iter().all(|&b| b > 20 << 10), "{not:?}");
     }
 
     #[test]
