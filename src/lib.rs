@@ -31,6 +31,7 @@ mod daemon;
 mod engine;
 mod error;
 mod fsio;
+mod heap;
 pub mod html;
 mod merge;
 mod netio;

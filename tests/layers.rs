@@ -24,6 +24,7 @@ use std::path::Path;
 const LAYERS: &[(&str, u8)] = &[
     ("error", 0),
     ("fsio", 0),
+    ("heap", 0),
     ("names", 0),
     ("wire", 0),
     ("timer", 0),

@@ -12,7 +12,7 @@ mod event_socket;
 mod events;
 pub mod exporter;
 mod hdrlog;
-mod heap;
+
 pub mod metrics;
 pub mod notify;
 mod procs;
@@ -54,7 +54,7 @@ pub struct Observers {
     notifier: Notifier,
     linger: Duration,
     last_ping: Instant,
-    /// When [`heap::give_back`] last ran (elapsed run time).
+    /// When [`crate::heap::give_back`] last ran (elapsed run time).
     last_give_back: Duration,
     last_status: Duration,
     completed_at_status: u64,
@@ -241,8 +241,8 @@ impl Sink for Observers {
         if totals.timeline.wants_sample() {
             // Free pages go back before soakd's RSS is read, so that the
             // sample (and soakd_rss_slope) sees what soakd holds.
-            if elapsed >= self.last_give_back + heap::GIVE_BACK_EVERY {
-                heap::give_back();
+            if elapsed >= self.last_give_back + crate::heap::GIVE_BACK_EVERY {
+                crate::heap::give_back();
                 self.last_give_back = elapsed;
             }
             totals.timeline.sample(metrics::sample_resources(&self.target_pids));

@@ -177,6 +177,11 @@ fn write_loop(
         let mut totals = body.totals;
         totals.timeline.points.clear();
         let _ = spare.send(totals);
+        // The encoder's buffers (the histograms' compression, ~130 KB
+        // each) go back now rather than at the control thread's next
+        // give-back, whose phase against this write would decide whether
+        // soakd's RSS counts them (see `crate::heap`).
+        crate::heap::give_back();
         match written {
             Ok(bytes) => {
                 if failing {
