@@ -180,8 +180,18 @@ fn write_loop(
         // The encoder's buffers (the histograms' compression, ~130 KB
         // each) go back now rather than at the control thread's next
         // give-back, whose phase against this write would decide whether
-        // soakd's RSS counts them (see `crate::heap`).
-        crate::heap::give_back();
+        // soakd's RSS counts them (see `crate::heap`). In the normal
+        // class: the give-back takes every arena's lock in turn, the
+        // workers' too, and at idle priority a busy machine could leave
+        // it holding one while a worker waits. Where the class cannot be
+        // raised, the control thread's timer gives them back instead.
+        let was_idle = matches!(idle, Ok(true));
+        if !was_idle || set_idle(false).is_ok() {
+            crate::heap::give_back();
+            if was_idle {
+                idle = set_idle(true);
+            }
+        }
         match written {
             Ok(bytes) => {
                 if failing {

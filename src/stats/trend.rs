@@ -50,7 +50,7 @@ use super::rank::{normal_upper_tail, ranks_into};
 /// [`theil_sen`]'s working vectors, kept on each thread from call to call:
 /// the pairwise slopes are half a million for a full timeline (4 MB), and
 /// the others a few KB each. Made and freed every 10 s by the live trend
-/// thresholds they grew soakd's heap with the timeline (the allocator
+/// thresholds, they grew soakd's heap with the timeline (the allocator
 /// keeps what it once gave; issue 29). `trends::reserve` gives them their
 /// size for a full timeline at start.
 #[derive(Default)]

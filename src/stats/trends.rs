@@ -43,9 +43,9 @@
 //! points' JSON form, so a merged report or one read back from a file
 //! gives the same trends, whatever the points' spacing.
 
-use serde::{Deserialize, Serialize};
-
 use std::cell::Cell;
+
+use serde::{Deserialize, Serialize};
 
 use super::rank::{mann_whitney_dependent_in, median_in, ranks_into};
 use super::timeline_json::{TimelineJson, WorkloadPointJson};
