@@ -1,9 +1,10 @@
 //! The unit tests' allocator: the system's, counting each thread's large
-//! allocations and all the bytes it allocates, so a test can show that a task soakd repeats for a whole
-//! soak (a threshold evaluation, a metrics update, an interval of the HDR
-//! log) stops allocating once it runs at its size. Large transient
-//! allocations made and freed every second moved the top of soakd's heap
-//! and read as soakd growing (issue 29).
+//! allocations and all the bytes it allocates, so a test can show that a
+//! task soakd repeats for a whole soak (a threshold evaluation, a metrics
+//! update, an interval of the HDR log, a trend analysis) stops allocating
+//! once it runs at its size. Large transient allocations made and freed
+//! every second moved the top of soakd's heap and read as soakd growing
+//! (issue 29).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

@@ -138,7 +138,7 @@ impl HdrLog {
                         }
                     }
                     let _ = give_back.send(interval.histograms);
-                    // The encoder's buffers (~130 KB an interval) go back
+                    // The encoder's buffers (~130 KB a histogram) go back
                     // now, not at the control thread's next give-back:
                     // whether that one came before or after this write
                     // decided whether soakd's RSS counted them (see

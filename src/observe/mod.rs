@@ -12,7 +12,6 @@ mod event_socket;
 mod events;
 pub mod exporter;
 mod hdrlog;
-
 pub mod metrics;
 pub mod notify;
 mod procs;

@@ -430,7 +430,7 @@ fn analyze_in(t: &TrendInput, s: &Settings, workloads: &[String], room: &mut Roo
 
 /// What a drift reads from one point: its time and soakd's lag (the
 /// run's), and the run's or one workload's figures.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 struct Own {
     t: f64,
     seconds: f64,
@@ -465,7 +465,7 @@ impl Own {
     }
 }
 
-/// p50, p99 and error-rate drifts of the points' `pts`.
+/// p50, p99 and error-rate drifts of the points `pts`.
 fn drifts(pts: &[Own], s: &Settings, room: &mut DriftRoom) -> Vec<Drift> {
     let p50 = drift("p50_drift", "seconds", pts, s, Window::Median(|o| o.p50), false, room);
     let p99 = drift("p99_drift", "seconds", pts, s, Window::Median(|o| o.p99), true, room);
