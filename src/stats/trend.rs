@@ -233,13 +233,6 @@ pub fn theil_sen(x: &[f64], y: &[f64]) -> Option<Fit> {
 pub fn reserve(points: usize) {
     let pairs = points * points.saturating_sub(1) / 2;
     let mut room = ROOM.take();
-    let touch = |v: &mut Vec<f64>, n: usize| {
-        if v.capacity() < n {
-            *v = Vec::with_capacity(n);
-            v.resize(n, 0.0);
-            v.clear();
-        }
-    };
     touch(&mut room.slopes, pairs);
     for v in [
         &mut room.x,
@@ -250,12 +243,18 @@ pub fn reserve(points: usize) {
     ] {
         touch(v, points);
     }
-    if room.order.capacity() < points {
-        room.order = Vec::with_capacity(points);
-        room.order.resize(points, 0);
-        room.order.clear();
-    }
+    touch(&mut room.order, points);
     ROOM.set(room);
+}
+
+/// Gives `v` room for `n` values, written once (so its pages are the
+/// process's), unless it has it already.
+fn touch<T: Copy + Default>(v: &mut Vec<T>, n: usize) {
+    if v.capacity() < n {
+        *v = Vec::with_capacity(n);
+        v.resize(n, T::default());
+        v.clear();
+    }
 }
 
 /// [`theil_sen`] in `room`.
