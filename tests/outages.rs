@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use util::{
     BuiltinTarget, NetNs, Nginx, TempDir, field_f64, need_root, scrape, soakd, soakd_report, spawn_soakd,
-    spawn_soakd_in, wait_for, wait_with_timeout,
+    spawn_soakd_in, wait_for, wait_until, wait_with_timeout,
 };
 
 fn outages(r: &Value) -> &Vec<Value> {
@@ -200,7 +200,7 @@ fn a_blackhole_in_a_namespace_is_one_outage() {
             "--connect-timeout",
             "300ms",
             "--metrics-listen",
-            "off",
+            "127.0.0.1:9469",
             "--report",
             report.to_str().unwrap(),
         ],
@@ -215,8 +215,23 @@ fn a_blackhole_in_a_namespace_is_one_outage() {
             String::from_utf8_lossy(&out.stderr)
         );
     };
-    // The ramp is over long before 10 s.
-    std::thread::sleep(Duration::from_secs(10));
+    // Outages are looked for once the ramp is done and the minute before
+    // has latency in it: every connection open and two seconds of
+    // responses (50 connections every 100 ms: 500 a second) on /metrics,
+    // which listens in the namespace (its own port space: 9469 is free).
+    wait_until(
+        || {
+            ns.scrape("127.0.0.1:9469").is_some_and(|m| {
+                m.get(&format!(
+                    "soakd_connections{{target=\"{}\",state=\"open\"}}",
+                    target.addr
+                )) == Some(&50.0)
+                    && util::metric_sum(&m, "soakd_responses_total") >= 1000.0
+            })
+        },
+        Duration::from_secs(20),
+        "50 connections open and 1,000 responses",
+    );
     let mut add = vec!["add", "dev", "lo", "root"];
     add.extend(&qdisc);
     tc(&add);
@@ -253,19 +268,35 @@ fn a_blackhole_in_a_namespace_is_one_outage() {
     drop(target);
 }
 
-/// The built-in target's restarts (every 16 s, 3 s down) are found once
-/// each, and its brownout (200 ms more per response for 4 s from 25 s,
+/// The built-in target's restarts (every 20 s, 3 s down) are found once
+/// each, and its brownout (200 ms more per response for 4 s from 28 s,
 /// nothing failing) as one latency excursion with a recovery time, not as
 /// an outage.
+///
+/// A recovery is a second whose p99 is back within `soakd compare`'s
+/// tolerance (10%, at least 1 ms) of the minute before's. Two inputs are
+/// set so that a busy machine (the suite's other tests, CI's neighbours)
+/// cannot hide it, without changing what is asserted:
+///
+/// - the target answers after 100 ms (`--delay`), so the tolerance is
+///   10 ms of scheduling noise rather than 1 ms above a 0.7 ms p99 (a
+///   loaded core alone makes one second's p99 of 200 responses exceed
+///   that: the brownout's recovery was not found in 2 of 2 runs with
+///   8 CPU hogs started as it ended);
+/// - each disruption is followed by at least 7 s before the next one or
+///   the end (the brownout ends at 32 s, the restarts at 23 s and 43 s),
+///   where the old schedule left 3 s.
 #[test]
 fn the_built_in_targets_restarts_and_brownouts_are_found_once_each() {
     let target = BuiltinTarget::start(&[
+        "--delay",
+        "100ms",
         "--restart-every",
-        "16s",
+        "20s",
         "--down-for",
         "3s",
         "--brownout-every",
-        "25s",
+        "28s",
         "--brownout-for",
         "4s",
         "--brownout-delay",
@@ -280,7 +311,7 @@ fn the_built_in_targets_restarts_and_brownouts_are_found_once_each() {
             "-i",
             "500ms",
             "-d",
-            "38s",
+            "50s",
             "--metrics-listen",
             "off",
             "--threshold",
@@ -288,24 +319,24 @@ fn the_built_in_targets_restarts_and_brownouts_are_found_once_each() {
             "--threshold",
             "downtime<=20%",
         ],
-        90,
+        120,
     );
     let r = &run.report;
     assert!(run.status.success(), "{}", run.stderr);
     let list = outages(r);
     let spans: Vec<(f64, f64)> = list.iter().map(|o| (f(o, "start"), f(o, "duration_seconds"))).collect();
     eprintln!("restarts: {spans:?}; excursions: {:#}", r["excursions"]);
-    assert_eq!(list.len(), 2, "restarts at 16 s and 32 s: {list:#?}");
+    assert_eq!(list.len(), 2, "restarts at 20 s and 40 s: {list:#?}");
     // The target's schedule counts from its own start, soakd's clock from
     // the run's: on a loaded machine soakd's start can trail by seconds
     // (1.8 s seen under scripts/test.sh), so the restarts are placed by
     // their distance and the brownout by the same offset.
-    let offset = 16.0 - f(&list[0], "start");
+    let offset = 20.0 - f(&list[0], "start");
     assert!(
         (-0.5..3.0).contains(&offset),
         "soakd started {offset} s after the target? {list:#?}"
     );
-    for (o, at) in list.iter().zip([16.0, 32.0]) {
+    for (o, at) in list.iter().zip([20.0, 40.0]) {
         assert!((f(o, "start") + offset - at).abs() < 1.0, "{o:#}");
         assert!((f(o, "duration_seconds") - 3.0).abs() <= 1.0, "{o:#}");
         assert!(o["reconnect_seconds"].as_f64().is_some_and(|r| r < 2.0), "{o:#}");
@@ -314,18 +345,18 @@ fn the_built_in_targets_restarts_and_brownouts_are_found_once_each() {
     let excursions = r["excursions"].as_array().unwrap();
     // An excursion needs the median beyond the p99 of the minute before
     // (compare's tolerance): when the machine alone pushed that p99 past
-    // the brownout's 200 ms (the first outage's baseline tells), the
+    // the brownout's 300 ms (the first outage's baseline tells), the
     // brownout is inside the noise and, by that rule, not an excursion.
     let noise = f(&list[0], "baseline_p99");
-    if excursions.is_empty() && noise > 0.15 {
+    if excursions.is_empty() && noise > 0.25 {
         eprintln!("the brownout is inside this machine's noise (p99 {noise} s before the first restart): not judged");
         return;
     }
-    assert_eq!(excursions.len(), 1, "the brownout at 25 s: {excursions:#?}");
+    assert_eq!(excursions.len(), 1, "the brownout at 28 s: {excursions:#?}");
     let x = &excursions[0];
-    assert!((f(x, "start") + offset - 25.0).abs() < 1.5, "{x:#}");
+    assert!((f(x, "start") + offset - 28.0).abs() < 1.5, "{x:#}");
     assert!((f(x, "duration_seconds") - 4.0).abs() <= 1.5, "{x:#}");
-    assert!(f(x, "p50_max") > 0.15, "{x:#}");
+    assert!(f(x, "p50_max") > 0.25, "{x:#}");
     assert!(x["recovery_seconds"].is_f64(), "{x:#}");
     assert!(run.stderr.contains("slowdowns     1"), "{}", run.stderr);
 }

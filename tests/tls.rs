@@ -402,22 +402,38 @@ fn stalled_server_latency_counts_from_due_time_over_tls() {
     let pki = Pki::new();
     let (cert, key) = pki.server();
     let nginx = tls_nginx(&cert, &key, "");
-    let (run, metrics) = soak_in_background(
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let child = spawn_soakd(&[
+        "run",
         &nginx.https_url("/"),
-        &["-c", "20", "-i", "50ms", "-d", "5s", "--cacert", &pki.ca()],
+        "-c",
+        "20",
+        "-i",
+        "50ms",
+        "-d",
+        "60s",
+        "--cacert",
+        &pki.ca(),
+        "--metrics-listen",
+        &metrics,
+        "--report",
+        "-",
+    ]);
+    wait_until(
+        || scrape(&metrics).is_some_and(|m| metric_sum(&m, "soakd_responses_total") >= 800.0),
+        Duration::from_secs(20),
+        "2 s of responses over TLS (800)",
     );
-    wait_open(&metrics, &nginx.addr(), 20);
-    nginx.stop_workers();
     // The stall under test: nginx stays frozen for 1 s, and p99 must show it.
-    std::thread::sleep(Duration::from_secs(1));
-    nginx.cont_workers();
-    let r = run.join().unwrap();
-    assert_eq!(total_errors(&r.report), 0, "{}", r.report);
+    stall_then_stop(&child, || nginx.stop_workers(), || nginx.cont_workers());
+    let out = wait_output(child, 60);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report on stdout");
+    assert_eq!(total_errors(&report), 0, "{report}");
     // Requests due during the 1 s stall waited for it: their latency is
     // counted from when they were due, so the tail shows the stall ...
-    assert!(get_f64(&r.report, "latency_seconds.p99") >= 0.7, "{}", r.report);
+    assert!(get_f64(&report, "latency_seconds.p99") >= 0.7, "{report}");
     // ... while the typical request did not wait.
-    assert!(get_f64(&r.report, "latency_seconds.p50") < 0.1, "{}", r.report);
+    assert!(get_f64(&report, "latency_seconds.p50") < 0.1, "{report}");
 }
 
 #[test]

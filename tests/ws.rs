@@ -187,33 +187,38 @@ fn echo_replies_are_timed_from_the_due_time() {
 /// The coordinated-omission proof over WebSocket: the echo server stalls
 /// for a second (SIGSTOP); messages due during the stall are timed from
 /// when they were due, so the p99 shows the stall and the p50 does not.
+///
+/// The run ends 2 s after the stall (`stall_then_stop`), not at a fixed
+/// duration that a busy machine could reach before the stall.
 #[test]
 fn a_stalled_server_shows_in_the_p99_not_the_p50() {
     let Some(peer) = Peer::start("ws_server.py", &["--no-ping"]) else {
         return;
     };
     let pid = peer.child.id();
+    let metrics = format!("127.0.0.1:{}", free_port());
     let child = spawn_soakd(&[
         "run",
         "--metrics-listen",
-        "off",
+        &metrics,
         &peer.url("/echo"),
         "-c",
         "10",
         "-i",
         "50ms",
         "-d",
-        "7s",
+        "60s",
         "--ws-message",
         "tick",
         "--report",
         "-",
     ]);
-    wait_until(|| peer.count("open") == 10, Duration::from_secs(20), "10 sockets open");
-    std::thread::sleep(Duration::from_secs(2));
-    signal(pid, "STOP");
-    std::thread::sleep(Duration::from_secs(1));
-    signal(pid, "CONT");
+    wait_until(
+        || scrape(&metrics).is_some_and(|m| metric_sum(&m, "soakd_responses_total") >= 400.0),
+        Duration::from_secs(20),
+        "2 s of echoes (400)",
+    );
+    stall_then_stop(&child, || signal(pid, "STOP"), || signal(pid, "CONT"));
     let out = wait_output(child, 60);
     let r: Value = serde_json::from_slice(&out.stdout).expect("a JSON report on stdout");
     assert_eq!(total_errors(&r), 0, "{}", String::from_utf8_lossy(&out.stderr));

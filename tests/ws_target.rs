@@ -424,7 +424,7 @@ fn a_stalled_echo_shows_in_p99_not_p50() {
         "-r",
         "500",
         "-d",
-        "6s",
+        "60s",
         "--ws-message",
         "hi",
         "--metrics-listen",
@@ -433,14 +433,16 @@ fn a_stalled_echo_shows_in_p99_not_p50() {
         report.to_str().unwrap(),
     ]);
     wait_until(
-        || scrape(&metrics).is_some_and(|m| metric_sum(&m, "soakd_responses_total") >= 500.0),
-        Duration::from_secs(10),
-        "soakd's first 500 echoes",
+        || scrape(&metrics).is_some_and(|m| metric_sum(&m, "soakd_responses_total") >= 1000.0),
+        Duration::from_secs(20),
+        "2 s of echoes (1,000)",
     );
-    util::signal(target.pid(), "STOP");
     // The stall under test: the target stays frozen for 1 s.
-    std::thread::sleep(Duration::from_secs(1));
-    util::signal(target.pid(), "CONT");
+    util::stall_then_stop(
+        &child,
+        || util::signal(target.pid(), "STOP"),
+        || util::signal(target.pid(), "CONT"),
+    );
     let (status, stderr) = wait_with_timeout(child, 30);
     assert!(status.success(), "{stderr}");
     let rep: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
@@ -449,8 +451,8 @@ fn a_stalled_echo_shows_in_p99_not_p50() {
     let p50 = field_f64(&rep, "/latency_seconds/p50");
     assert!(p99 >= 0.7, "p99 {p99}: the stall was not measured");
     assert!(p50 < 0.1, "p50 {p50}");
-    // The schedule was kept: about 500/s for 6 s, stall included.
-    assert!(field(&rep, "/requests/completed") >= 2700, "{}", rep["requests"]);
+    // The schedule was kept: about 500/s, stall included.
+    assert!(field_f64(&rep, "/requests/per_second") >= 450.0, "{}", rep["requests"]);
     assert_eq!(errors(&rep), Default::default());
 }
 

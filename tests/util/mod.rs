@@ -1276,6 +1276,23 @@ pub fn field_f64(v: &serde_json::Value, path: &str) -> f64 {
 // Serialising heavy tests
 // ---------------------------------------------------------------------------
 
+/// The coordinated-omission proofs' stall: the server frozen (`freeze`)
+/// for one second and thawed (`thaw`), then the soak `soakd` (started
+/// with a duration long enough never to end first) stopped with SIGTERM
+/// two seconds later: drained and reported. The soak's end is placed by
+/// the stall, not by its own start, so a busy machine that took long to
+/// open the connections cannot end the run before the stall, and the
+/// stall's share of the requests stays near a fifth or less (at least
+/// 2 s of requests before it, as the caller waits for, 1 s in it, 2 s
+/// after), which is what the p99 and p50 assertions rest on.
+pub fn stall_then_stop(soakd: &Child, freeze: impl FnOnce(), thaw: impl FnOnce()) {
+    freeze();
+    thread::sleep(Duration::from_secs(1));
+    thaw();
+    thread::sleep(Duration::from_secs(2));
+    signal(soakd.id(), "TERM");
+}
+
 /// A process-wide lock for load tests (thousands of connections): the test
 /// harness runs tests in parallel threads, and two such tests at once would
 /// exceed the open-file limit and starve each other of CPU. Take it for the
@@ -1450,6 +1467,26 @@ impl NetNs {
             self.name,
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+}
+
+impl NetNs {
+    /// [`scrape`] of a soakd whose `/metrics` listens at `addr` inside the
+    /// namespace (curl run there), or `None` while it does not answer.
+    pub fn scrape(&self, addr: &str) -> Option<std::collections::HashMap<String, f64>> {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.name, "curl", "-sf", "-m", "5"])
+            .arg(format!("http://{addr}/metrics"))
+            .stdin(Stdio::null())
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        let body = String::from_utf8_lossy(&out.stdout);
+        let samples = soakd::statuscmd::exposition::parse(&body)
+            .unwrap_or_else(|e| panic!("{addr}/metrics is not Prometheus text ({e}):\n{body}"));
+        Some(samples.into_iter().map(|s| (s.series(), s.value)).collect())
     }
 }
 
