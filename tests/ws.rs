@@ -29,9 +29,23 @@ impl Peer {
     /// Starts the peer, or `None` (the test is skipped, loudly, by
     /// `test_python`) when the venv is missing.
     fn start(script: &str, args: &[&str]) -> Option<Peer> {
+        Peer::start_in(&[], script, args)
+    }
+
+    /// [`Peer::start`] under a command prefix (`ip netns exec NS`, which
+    /// execs it: killing the child kills the peer).
+    fn start_in(prefix: &[&str], script: &str, args: &[&str]) -> Option<Peer> {
         let python = test_python()?;
         let path = format!("{}/tests/peers/{script}", env!("CARGO_MANIFEST_DIR"));
-        let mut child = Command::new(python)
+        let mut command = match prefix.split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(python);
+                c
+            }
+            None => Command::new(python),
+        };
+        let mut child = command
             .arg(path)
             .args(args)
             .stdout(Stdio::piped())
@@ -229,6 +243,63 @@ fn a_stalled_server_shows_in_the_p99_not_the_p50() {
     );
     assert!(p99 >= 0.7, "the stall is hidden: {w:#}");
     assert!(p50 < 0.1, "the stall leaked into the median: {w:#}");
+}
+
+/// Regression: soakd failed a socket whose server was still writing an
+/// oversized message and closed it at once, with that message's bytes
+/// unread; the kernel answered with a reset, and the server's write failed
+/// before it read soakd's close 1009 (`protocol_oddities_are_classified`
+/// failed that way under load). In a namespace whose TCP buffers are too
+/// small for the 2 MiB message, that write is always still going: the
+/// server now hears 1009 on every socket, as RFC 6455 §7.1.1 has it (the
+/// socket lingers, discarding, until the server closes), where it heard
+/// only resets before.
+#[test]
+fn an_oversized_message_is_refused_with_1009_while_the_server_still_writes() {
+    if !need_root("small TCP buffers in a network namespace") {
+        return;
+    }
+    let ns = NetNs::create().unwrap_or_else(|why| panic!("cannot create a network namespace as root: {why}"));
+    ns.sysctl("net.ipv4.tcp_rmem", "4096 16384 65536");
+    ns.sysctl("net.ipv4.tcp_wmem", "4096 16384 65536");
+    let Some(peer) = Peer::start_in(&ns.exec(), "ws_raw.py", &[]) else {
+        return;
+    };
+    let out = wait_output(
+        spawn_soakd_in(
+            &ns.exec(),
+            &[
+                "run",
+                "--metrics-listen",
+                "off",
+                &peer.url("/oversize"),
+                "-c",
+                "1",
+                "-d",
+                "1s",
+                "--ws-ping",
+                "off",
+                "--report",
+                "-",
+            ],
+        ),
+        60,
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).expect("a JSON report on stdout");
+    let failed = errors_of(&r, "ws_protocol");
+    assert!(failed > 0, "{:#}", r["errors"]);
+    assert_eq!(total_errors(&r), failed, "{:#}", r["errors"]);
+    // Each socket's server reports what it heard once soakd's side ended.
+    wait_until(
+        || peer.lines().len() > failed as usize,
+        Duration::from_secs(10),
+        "a line from the server for every failed socket",
+    );
+    let heard = peer.lines()[1..].to_vec();
+    assert!(
+        heard.iter().all(|l| l == "got close 1009"),
+        "every socket's server heard the close 1009: {heard:?}"
+    );
 }
 
 /// `soakd run` subscribing (`--ws-subscribe go`) to the peer's `/push`

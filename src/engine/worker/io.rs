@@ -43,6 +43,10 @@ const MAX_REFUSED_PER_PUMP: usize = 64;
 impl Worker {
     pub(super) fn on_event(&mut self, ev: &mio::event::Event) {
         let (key, generation) = crate::netio::split(ev.token());
+        if key == super::linger::LINGER_KEY {
+            let registry = self.poll.registry();
+            return self.lingering.on_event(registry, generation as usize, &mut self.rbuf);
+        }
         let Some(c) = self.conns.get(key) else { return };
         if c.generation != generation {
             return;
@@ -297,14 +301,15 @@ impl Worker {
 
     /// Writes what is owed once, best effort, on a connection about to end
     /// (a close frame that says why); whatever happens, the caller closes
-    /// it.
-    pub(super) fn farewell(&mut self, key: usize) {
+    /// it. True when there was something to say (the server should be
+    /// given the time to read it: see `linger.rs`).
+    pub(super) fn farewell(&mut self, key: usize) -> bool {
         let c = &mut self.conns[key];
         if !c.proto.farewell() {
-            return;
+            return false;
         }
         let cx = Cx::of(&self.wl[c.workload as usize], &self.inflight, key, self.max_pipeline);
-        let Some(stream) = c.stream.as_mut() else { return };
+        let Some(stream) = c.stream.as_mut() else { return false };
         let proto = &mut c.proto;
         // A few writes at most: a peer that does not read gets no more.
         let mut left = 4;
@@ -321,6 +326,7 @@ impl Worker {
             Some(n)
         });
         let _ = stream.flush();
+        true
     }
 
     /// Reads until the socket is drained (or the connection is gone). Each
@@ -418,7 +424,14 @@ impl Worker {
                 true
             }
             Output::Error(kind) => {
-                self.farewell(key);
+                if self.farewell(key) {
+                    // A close frame went out: the socket waits apart for
+                    // the server's close (see `linger.rs`).
+                    if let Some(mut s) = self.conns[key].stream.take() {
+                        s.deregister(self.poll.registry());
+                        self.lingering.add(self.poll.registry(), s, now);
+                    }
+                }
                 self.fail(key, kind, now);
                 false
             }

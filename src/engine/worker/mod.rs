@@ -33,6 +33,7 @@ mod h2_streams;
 mod http1;
 mod io;
 mod lifecycle;
+mod linger;
 mod probe;
 mod protocol;
 pub(super) mod socket;
@@ -388,6 +389,8 @@ pub struct Worker {
     /// Workloads whose waiting slots a probe's connection woke in this
     /// outage.
     probe_woken: u64,
+    /// Failed sockets waiting for the server's close (see `linger.rs`).
+    lingering: linger::Lingering,
 }
 
 impl Worker {
@@ -459,6 +462,7 @@ impl Worker {
             next_walk: WALK_INTERVAL,
             outage: 0,
             probe_woken: 0,
+            lingering: Default::default(),
             shared,
             wl,
         })
@@ -530,7 +534,12 @@ impl Worker {
             // Draining and nothing left in flight: hand that over now and
             // wake the control thread, so the drain ends when the last
             // response is in rather than at its next look.
-            if self.phase == PHASE_DRAIN && self.inflight_total == 0 && self.closing == 0 && !self.told_idle {
+            if self.phase == PHASE_DRAIN
+                && self.inflight_total == 0
+                && self.closing == 0
+                && self.lingering.is_empty()
+                && !self.told_idle
+            {
                 self.told_idle = true;
                 self.flush(now);
                 let _ = self.shared.control.wake();
@@ -605,12 +614,15 @@ impl Worker {
                 self.set_state(key, State::Idle);
             }
         }
+        self.lingering.expire(self.poll.registry(), u64::MAX);
         self.flush(now);
     }
 
     fn flush(&mut self, now: u64) {
         self.next_flush = now + FLUSH_EVERY_NS;
-        let idle = self.phase != PHASE_RUN && self.inflight_total == 0 && self.closing == 0;
+        self.lingering.expire(self.poll.registry(), now);
+        let idle =
+            self.phase != PHASE_RUN && self.inflight_total == 0 && self.closing == 0 && self.lingering.is_empty();
         // Requests handed back are out of `inflight_total` but still owed:
         // the budget is done only once they were sent again and answered.
         let budget_done =

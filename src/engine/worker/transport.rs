@@ -52,6 +52,11 @@ impl Transport {
         }))
     }
 
+    /// The TCP socket underneath (a lingering close reads it raw).
+    pub(super) fn tcp(&self) -> &mio::net::TcpStream {
+        self.0.tcp()
+    }
+
     /// True for a TLS connection (which has a handshake to do).
     pub(super) fn is_tls(&self) -> bool {
         matches!(self.0, Stream::Client(_))
