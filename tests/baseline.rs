@@ -68,7 +68,7 @@ fn verdicts(report: &Value, metric: &str) -> Vec<String> {
         .collect()
 }
 
-/// A server 2 ms slower than the baseline's: soakd_baseline_verdict 1 for
+/// A server 20 ms slower than the baseline's: soakd_baseline_verdict 1 for
 /// p50 and p99 from the first window, present (0) from the first scrape;
 /// in Prometheus, SoakdLatencyRegression pending (its `for` is 10
 /// minutes: grafana/tests/baseline_test.yml tests the firing) and every
@@ -77,7 +77,11 @@ fn verdicts(report: &Value, metric: &str) -> Vec<String> {
 #[test]
 fn a_slower_server_is_worse_live_in_prometheus_and_on_the_dashboard() {
     let fast = BuiltinTarget::start(&[]);
-    let slow = BuiltinTarget::start(&["--delay", "2ms"]);
+    // 20 ms, not 2: the p99 must be worse too, and on a machine whose
+    // cores are busy with others the baseline's own p99 is a few
+    // milliseconds of scheduling (2 ms slower was not worse at p99 with
+    // two CPU hogs beside the suite).
+    let slow = BuiltinTarget::start(&["--delay", "20ms"]);
     let dir = TempDir::new("baseline-live");
     let base = baseline(&dir, "base", &fast.url("/"), "6s");
     let port = free_port();

@@ -458,17 +458,27 @@ fn target_restarted_mid_soak_over_tls() {
     // ... and everything back afterwards, with new handshakes.
     assert_eq!(get(&r.report, "connections.open_at_end"), 50, "{}", r.report);
     assert!(get(&r.report, "tls.handshakes") >= 100, "{}", r.report);
-    // The certificate never fails; a connection caught mid-handshake by the
-    // kill (reset during the handshake) is a `tls_handshake`, rightly, and
-    // the kill can catch a few of them, not the 50 that reconnect (7 were
-    // caught once on a loaded 2-core machine).
+    // The certificate never fails. A connection caught mid-handshake by the
+    // kill is a `tls_handshake`, rightly: reconnects that reach the dying
+    // process's listener before the kernel has closed it are reset during
+    // their handshake. How many depends on how long the teardown takes (7
+    // once, 44 with two CPU hogs beside the suite), so what is asserted is
+    // when: every handshake failure falls in the outage the kill made,
+    // none once the target is back (each point that has one starts before
+    // the outage's end).
     assert_eq!(errors_of(&r.report, "tls_certificate"), 0, "{}\n{}", r.report, r.stderr);
-    assert!(
-        errors_of(&r.report, "tls_handshake") <= 10,
-        "{}\n{}",
-        r.report,
-        r.stderr
-    );
+    let outages = r.report["outages"].as_array().expect("the report lists outages");
+    assert_eq!(outages.len(), 1, "{}", r.report["outages"]);
+    let back = outages[0]["end"].as_f64().expect("the outage ended");
+    for p in r.report["timeline"]["points"].as_array().unwrap() {
+        if p["errors"]["tls_handshake"].as_u64().unwrap_or(0) > 0 {
+            assert!(
+                p["t"].as_f64().unwrap() < back,
+                "a handshake failed after the target was back at {back} s: {p}\n{}",
+                r.stderr
+            );
+        }
+    }
 }
 
 #[test]

@@ -98,6 +98,11 @@ pub struct Slope {
     /// found correlated).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variance_inflation: Option<f64>,
+    /// The line's rise over the span ÷ the residuals' robust spread: a
+    /// fit that rose [`super::trend::RISE_TO_SCATTER`] spreads is
+    /// significant on the plain p-value (`stats::trend`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rise_to_scatter: Option<f64>,
     /// Points used.
     pub points: usize,
     /// The span fitted, run seconds.
@@ -494,7 +499,8 @@ fn slope(metric: &str, unit: &str, xs: &[f64], ys: &[f64], why: Option<String>, 
             out.high = Some(f.high);
             out.p_value = Some(f.p);
             out.variance_inflation = Some(f.inflation);
-            out.significant = f.p < s.significance;
+            out.rise_to_scatter = Some(f.rise_to_scatter).filter(|r| r.is_finite());
+            out.significant = f.significant(s.significance);
         }
         None => {
             out.not_judged = Some(format!(

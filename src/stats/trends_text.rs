@@ -70,7 +70,15 @@ impl Trends {
                     v(x.low),
                     v(x.high),
                     x.points,
-                    sig(x.p_value, x.significant)
+                    match (x.p_value, x.significant) {
+                        // Significant by its rise, not by the corrected
+                        // p-value (`stats::trend`).
+                        (Some(p), true) if p >= self.significance => format!(
+                            "p={p:.2}, significant (it rose {} times its scatter)",
+                            x.rise_to_scatter.map_or("many".into(), |r| format!("{r:.0}"))
+                        ),
+                        (p, yes) => sig(p, yes),
+                    }
                 ),
             };
         }
