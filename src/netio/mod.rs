@@ -18,10 +18,12 @@
 //! retrying would spin; [`AcceptPause`] holds accepts off for a moment and
 //! tells the event loop when to look again.
 //!
-//! Files: `pool.rs` (the per-thread buffer pool); `stream.rs` (the plain/TLS enum) over `tls_client.rs` and
+//! Files: `fetch.rs` (one blocking GET, plain or TLS, with a deadline and a body cap: `soakd
+//! status` and the server watch); `pool.rs` (the per-thread buffer pool); `stream.rs` (the plain/TLS enum) over `tls_client.rs` and
 //! `tls_server.rs`, which share only `tls.rs`; `tls_errors.rs` (certificate failures in words); `write.rs` (the write loop
 //! and pending output); `server.rs` (the HTTP/1 servers' core).
 
+pub mod fetch;
 pub mod pool;
 mod server;
 mod stream;

@@ -4,7 +4,8 @@
 //! port when a load test elsewhere on the machine holds them all.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::thread;
 use std::time::{Duration, Instant};
 
 /// How long a test read or write may block before the test fails.
@@ -129,4 +130,28 @@ impl Client {
             }
         }
     }
+}
+
+/// Serves one canned response per connection, in order, on
+/// 127.0.0.1:0; returns the metrics URL and a handle yielding the
+/// request heads received.
+pub fn serve(responses: Vec<Vec<u8>>) -> (String, thread::JoinHandle<Vec<String>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/metrics", listener.local_addr().unwrap());
+    let handle = thread::spawn(move || {
+        let mut requests = Vec::new();
+        for response in responses {
+            let (mut conn, _) = listener.accept().unwrap();
+            conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut req = Vec::new();
+            let mut byte = [0u8; 1];
+            while !req.ends_with(b"\r\n\r\n") && conn.read(&mut byte).unwrap() == 1 {
+                req.push(byte[0]);
+            }
+            requests.push(String::from_utf8(req).unwrap());
+            conn.write_all(&response).unwrap();
+        }
+        requests
+    });
+    (url, handle)
 }

@@ -7,21 +7,25 @@
 //! Counter resets (soakd restarted in between) count the new value as the
 //! delta, as Prometheus' `rate()` does.
 //!
-//! The pieces: `scrape` GETs the endpoint over the crate's own HTTP
-//! framer, [`exposition`] parses the text format (and is public, as the one
+//! The pieces: [`crate::netio::fetch`] GETs the endpoint over the crate's
+//! own HTTP framer, [`exposition`] parses the text format (and is public, as the one
 //! exposition parser the integration tests use too), and this module turns
 //! two parsed scrapes into the summary.
 
-pub mod exposition;
-mod scrape;
+pub use crate::wire::exposition;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use crate::Error;
+use crate::netio::fetch::{FetchUrl, Fetcher};
 use exposition::Sample;
-use scrape::MetricsUrl;
+
+/// How long one scrape of the endpoint may take.
+const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
+/// A metrics body larger than this is refused: a runaway or wrong endpoint.
+const MAX_BODY: usize = 64 << 20;
 
 /// Quantile label values shown on the latency line, with their display names.
 const SHOWN_QUANTILES: [(&str, &str); 2] = [("0.5", "p50"), ("0.99", "p99")];
@@ -44,10 +48,12 @@ const TARGET_METRICS: [&str; 6] = [
 /// is not Prometheus text or has no `soakd_` metrics) is an
 /// [`Error::Usage`] naming the URL and the `--metrics` flag.
 pub fn status(url: &str, gap: Duration) -> Result<String, Error> {
-    let parsed = MetricsUrl::parse(url).map_err(|cause| cannot_read(url, &cause))?;
+    let parsed = FetchUrl::parse(url, false).map_err(|cause| cannot_read(url, &cause))?;
+    let fetcher = Fetcher::new(parsed, SCRAPE_TIMEOUT, MAX_BODY);
+    let get = || fetcher.get_text("text/plain").map_err(|e| cannot_read(url, &e.detail));
 
     let start1 = Instant::now();
-    let before = scrape::get(&parsed).map_err(|cause| cannot_read(url, &cause))?;
+    let before = get()?;
     let mid1 = start1 + (Instant::now() - start1) / 2;
 
     let wake = start1 + gap;
@@ -57,7 +63,7 @@ pub fn status(url: &str, gap: Duration) -> Result<String, Error> {
     }
 
     let start2 = Instant::now();
-    let after = scrape::get(&parsed).map_err(|cause| cannot_read(url, &cause))?;
+    let after = get()?;
     let mid2 = start2 + (Instant::now() - start2) / 2;
 
     // The midpoint of each request is the best guess of when the server took
@@ -282,8 +288,8 @@ impl Snapshot {
 
 #[cfg(test)]
 mod tests {
-    use super::scrape::tests::serve;
     use super::*;
+    use crate::netio::testing::serve;
 
     /// An exposition for one target with the given counters.
     fn exposition(target: &str, sent: u64, ok: u64, e5xx: u64, refused: u64, reset: u64, lat: (&str, &str)) -> String {

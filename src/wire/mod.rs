@@ -3,13 +3,16 @@
 //!
 //! HTTP/1.1: request bytes rendered once, responses framed
 //! incrementally, request heads read for the two servers (`request_head`), and the one set of header helpers every part of soakd
-//! reads heads with; and WebSocket's frames and opening handshake
-//! (`ws`), which both the engine and the built-in target speak.
+//! reads heads with; WebSocket's frames and opening handshake
+//! (`ws`), which both the engine and the built-in target speak; and the
+//! Prometheus text exposition (`exposition`), which `soakd status`, the
+//! server watch and the tests read.
 //!
 //! This is layer 0: it knows nothing of connections, plans or counters, so
 //! the engine, the built-in target, the metrics endpoint, `soakd status`
 //! and the fuzzers all frame bytes the same way.
 
+pub mod exposition;
 mod framer;
 pub mod grpc;
 pub mod h2;

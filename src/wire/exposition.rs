@@ -1,15 +1,20 @@
 //! A parser for the Prometheus text exposition format 0.0.4, the format of
-//! soakd's `/metrics`.
+//! soakd's `/metrics`, and of the servers the watch scrapes.
 //!
 //! This is soakd's only exposition parser: `soakd status` reads its two
-//! scrapes with it and the integration tests read `/metrics` with it, which
-//! is why it is public (as `soakd::statuscmd::exposition`) while the rest of
-//! [`crate::statuscmd`] is not.
+//! scrapes with it, the server watch (`--target-metrics`) reads the
+//! target's exposition with [`scan`], and the integration tests read
+//! `/metrics` with it, which is why it is public (as
+//! `soakd::statuscmd::exposition`).
 //!
 //! It reads samples and nothing else: `# HELP`, `# TYPE` and other `#`
 //! lines are skipped without checking them against the samples, and a
-//! series that appears twice is returned twice. OpenMetrics additions
-//! (`# EOF`, exemplars, `_created` semantics) are not understood.
+//! series that appears twice is returned twice. [`parse`] is strict text
+//! 0.0.4 (soakd's own output must be exactly that); [`scan`] also takes
+//! what an OpenMetrics endpoint writes (an exemplar after the value, a
+//! timestamp in float seconds, `# EOF`), and builds samples only of the
+//! metrics asked for, so a node exporter's thousand lines cost a name
+//! scan each.
 
 use std::fmt::Write as _;
 
@@ -98,8 +103,40 @@ pub fn parse(text: &str) -> Result<Vec<Sample>, ParseError> {
     Ok(samples)
 }
 
+/// Reads exposition text as a scraped server writes it (text 0.0.4 or
+/// OpenMetrics, see the module doc) and hands `each` the samples whose
+/// metric name `want` says yes to, in order. Every line must start with a
+/// metric name (an HTML page or JSON fails at its first line); only the
+/// wanted lines are parsed further.
+pub fn scan(text: &str, mut want: impl FnMut(&str) -> bool, mut each: impl FnMut(Sample)) -> Result<(), ParseError> {
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let name_end = scan_name(line.as_bytes(), 0, true);
+        if name_end == 0 {
+            return Err(ParseError {
+                line: i + 1,
+                reason: "expected a metric name".to_string(),
+            });
+        }
+        if !want(&line[..name_end]) {
+            continue;
+        }
+        each(parse_line_as(line, true).map_err(|reason| ParseError { line: i + 1, reason })?);
+    }
+    Ok(())
+}
+
 /// Parses one trimmed sample line.
 fn parse_line(line: &str) -> Result<Sample, String> {
+    parse_line_as(line, false)
+}
+
+/// Parses one trimmed sample line; `open_metrics`: a timestamp may be in
+/// float seconds (kept as milliseconds).
+fn parse_line_as(line: &str, open_metrics: bool) -> Result<Sample, String> {
     let bytes = line.as_bytes();
     let name_end = scan_name(bytes, 0, true);
     if name_end == 0 {
@@ -114,7 +151,11 @@ fn parse_line(line: &str) -> Result<Sample, String> {
         pos = parse_labels(line, brace + 1, &mut labels)?;
     }
 
-    let rest = &line[pos..];
+    let mut rest = &line[pos..];
+    if open_metrics && let Some((value, _exemplar)) = rest.split_once(" # ") {
+        // An exemplar (` # {trace_id="…"} 1 …`) follows the value.
+        rest = value;
+    }
     if !rest.starts_with([' ', '\t']) {
         return Err("expected whitespace before the value".to_string());
     }
@@ -123,6 +164,13 @@ fn parse_line(line: &str) -> Result<Sample, String> {
     let value = parse_value(value).ok_or_else(|| format!("invalid value {value:?}"))?;
     let timestamp_ms = match fields.next() {
         None => None,
+        Some(ts) if open_metrics => Some(
+            ts.parse::<f64>()
+                .ok()
+                .filter(|t| t.is_finite())
+                .map(|t| (t * 1e3) as i64)
+                .ok_or_else(|| format!("invalid timestamp {ts:?}"))?,
+        ),
         Some(ts) => Some(ts.parse::<i64>().map_err(|_| format!("invalid timestamp {ts:?}"))?),
     };
     if let Some(extra) = fields.next() {
@@ -371,5 +419,48 @@ mod tests {
             let again = &parse(&format!("{} 0", s.series())).unwrap()[0];
             assert_eq!((&again.name, &again.labels), (&s.name, &s.labels), "{line:?}");
         }
+    }
+
+    #[test]
+    fn scan_takes_open_metrics_and_only_what_is_wanted() {
+        let text = "# HELP process_resident_memory_bytes Resident memory.\n\
+                    # TYPE process_resident_memory_bytes gauge\n\
+                    process_resident_memory_bytes 1.048576e+06\n\
+                    go_gc_duration_seconds_sum 0.25 1712345678.5\n\
+                    http_requests_total{code=\"200\"} 17 # {trace_id=\"a # b\"} 1 1712345678.1\n\
+                    go_goroutines 12\n\
+                    # EOF\n";
+        let mut got = Vec::new();
+        scan(text, |n| n != "go_goroutines", |s| got.push(s)).unwrap();
+        let names: Vec<(&str, f64, Option<i64>)> =
+            got.iter().map(|s| (s.name.as_str(), s.value, s.timestamp_ms)).collect();
+        assert_eq!(
+            names,
+            vec![
+                ("process_resident_memory_bytes", 1_048_576.0, None),
+                ("go_gc_duration_seconds_sum", 0.25, Some(1_712_345_678_500)),
+                ("http_requests_total", 17.0, None),
+            ]
+        );
+        assert_eq!(got[2].label("code"), Some("200"));
+        // A label value holding " # " is not an exemplar.
+        let mut v = Vec::new();
+        scan("m{a=\"x # y\"} 3\n", |_| true, |s| v.push(s)).unwrap();
+        assert_eq!((v[0].label("a"), v[0].value), (Some("x # y"), 3.0));
+    }
+
+    #[test]
+    fn scan_refuses_what_is_not_an_exposition() {
+        for (text, line) in [
+            ("<!doctype html>\n<html>", 1),
+            ("{\"status\":\"success\"}", 1),
+            ("up 1\n\u{0}\u{1}garbage", 2),
+        ] {
+            let err = scan(text, |_| false, |_| {}).unwrap_err();
+            assert_eq!(err.line, line, "{text:?}: {err}");
+        }
+        // A wanted line that does not parse names its line.
+        let err = scan("up 1\nup{a=\"1\" 2\n", |_| true, |_| {}).unwrap_err();
+        assert_eq!(err.line, 2, "{err}");
     }
 }
