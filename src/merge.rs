@@ -42,6 +42,7 @@ use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
 
 use crate::Error;
 use crate::report::{self, Figures, Histograms, Percentiles, Report, RequestReport, ShardReport, WorkloadReport};
+use crate::stats::watch::SeriesTable;
 use crate::stats::{Disruptions, PointJson, TimelineJson};
 
 /// Reads every report and merges them; `what` of each is its path.
@@ -146,6 +147,8 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
         .iter()
         .fold(first.all.clone(), |acc, (_, r)| plus(&acc, &r.all));
     all_hist.set_percentiles(&mut all);
+    let timeline = merge_timelines(reports.iter().map(|(_, r)| &r.timeline));
+    let server = merge_server(reports, &timeline);
     Ok(Report {
         duration_seconds: reports.iter().map(|(_, r)| r.duration_seconds).fold(0.0, f64::max),
         shard: ShardReport {
@@ -158,7 +161,7 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
         // A shard's plan text describes its share only; the merged report
         // has none rather than one shard's.
         plan: String::new(),
-        timeline: merge_timelines(reports.iter().map(|(_, r)| &r.timeline)),
+        timeline,
         // Thresholds judge one process's figures; the merged report is
         // not judged again (each shard's report has its own verdicts).
         thresholds: Vec::new(),
@@ -171,8 +174,44 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Report, Error> {
         resumed: Vec::new(),
         // Each shard judged its own share against its own baseline.
         baseline: None,
+        // The server watch's series, judged again on the merged timeline
+        // (shards that watched the same server share its series).
+        server,
         disruptions: disruptions(reports),
     })
+}
+
+/// The shards' server sections as one: the sources' counts added, the
+/// series' trends computed again from the merged timeline's values, over
+/// the latest steady start of any shard.
+fn merge_server(reports: &[(String, Report)], timeline: &TimelineJson) -> Option<crate::report::server::ServerSection> {
+    let sections: Vec<&crate::report::server::ServerSection> =
+        reports.iter().filter_map(|(_, r)| r.server.as_ref()).collect();
+    if sections.is_empty() {
+        return None;
+    }
+    let mut sources: Vec<crate::stats::watch::SourceStats> = Vec::new();
+    for s in sections.iter().flat_map(|x| &x.sources) {
+        match sources.iter_mut().find(|x| x.source == s.source) {
+            Some(x) => {
+                x.reads += s.reads;
+                x.restarts = x.restarts.max(s.restarts);
+                x.stale |= s.stale;
+                for (k, v) in &s.failures {
+                    *x.failures.entry(k.clone()).or_default() += v;
+                }
+            }
+            None => sources.push(s.clone()),
+        }
+    }
+    let settings = crate::stats::trends::Settings {
+        steady_from: sections.iter().map(|x| x.steady_from_seconds).fold(0.0, f64::max),
+        until: reports.iter().map(|(_, r)| r.duration_seconds).fold(0.0, f64::max),
+        significance: crate::plan::defaults::SIGNIFICANCE,
+        error_rate_floor: crate::plan::defaults::MIN_ERROR_RATE_CHANGE,
+    };
+    let input = crate::stats::trends::TrendInput::of_json(timeline);
+    crate::report::server::ServerSection::build(&input, &timeline.series, &sources, &settings)
 }
 
 /// The shards' outages, excursions and events in one list each, on the
@@ -239,10 +278,35 @@ fn merge_timelines<'a>(timelines: impl Iterator<Item = &'a TimelineJson>) -> Tim
     // Grid step -> the merged point; per shard first, so that a shard with
     // finer points counts its open connections once per step.
     let mut merged: BTreeMap<u64, PointJson> = BTreeMap::new();
+    let mut series = SeriesTable::default();
     for t in &timelines {
         let offset = t.started_at_unix_seconds - base;
+        // The shard's watched columns in the merged table (shards that
+        // watched the same server share its series), restarts moved to
+        // the merged clock.
+        let columns: Vec<Option<usize>> = t
+            .series
+            .series
+            .iter()
+            .map(|s| {
+                let labels: Vec<(String, String)> = s.labels.clone().into_iter().collect();
+                let col = series.column(&s.watch, &s.source, &labels, &s.unit)?;
+                let restarts = &mut series.series[col].restarts;
+                for r in s.restarts.iter().map(|r| r + offset) {
+                    if !restarts.iter().any(|x| (x - r).abs() < 1.0) {
+                        restarts.push(r);
+                    }
+                }
+                restarts.sort_by(f64::total_cmp);
+                Some(col)
+            })
+            .collect();
+        series.dropped += t.series.dropped;
         let mut own: BTreeMap<u64, PointJson> = BTreeMap::new();
         for p in &t.points {
+            let mut p = p.clone();
+            p.watch = remap(&p.watch, &columns);
+            let p = &p;
             // A millisecond of slack: starts are rounded to it.
             let at = ((offset + p.t) / step + 1e-3 / step).floor().max(0.0) as u64;
             match own.get_mut(&at) {
@@ -254,6 +318,7 @@ fn merge_timelines<'a>(timelines: impl Iterator<Item = &'a TimelineJson>) -> Tim
                     q.open = p.open;
                     q.open_min = q.open_min.min(p.open_min);
                     worst_quantiles(q, p);
+                    overlay_watch(q, p);
                 }
             }
         }
@@ -267,6 +332,7 @@ fn merge_timelines<'a>(timelines: impl Iterator<Item = &'a TimelineJson>) -> Tim
                     q.open += p.open;
                     q.open_min += p.open_min;
                     worst_quantiles(q, &p);
+                    overlay_watch(q, &p);
                 }
             }
         }
@@ -293,6 +359,34 @@ fn merge_timelines<'a>(timelines: impl Iterator<Item = &'a TimelineJson>) -> Tim
         interval_seconds: step,
         max_points: timelines.iter().map(|t| t.max_points).max().unwrap_or(0),
         points,
+        series,
+    }
+}
+
+/// A point's watched values in the merged table's columns.
+fn remap(values: &[Option<f64>], columns: &[Option<usize>]) -> Vec<Option<f64>> {
+    let mut out = Vec::new();
+    for (v, col) in values.iter().zip(columns) {
+        if let (Some(v), Some(col)) = (v, col) {
+            if out.len() <= *col {
+                out.resize(col + 1, None);
+            }
+            out[*col] = Some(*v);
+        }
+    }
+    out
+}
+
+/// `p`'s watched values over `into`'s where `p` has one (the later read
+/// of a step, or another shard's read of the same series).
+fn overlay_watch(into: &mut PointJson, p: &PointJson) {
+    if into.watch.len() < p.watch.len() {
+        into.watch.resize(p.watch.len(), None);
+    }
+    for (a, b) in into.watch.iter_mut().zip(&p.watch) {
+        if b.is_some() {
+            *a = *b;
+        }
     }
 }
 
@@ -616,6 +710,7 @@ mod tests {
             interval_seconds: interval,
             max_points: 1000,
             points,
+            series: Default::default(),
         }
     }
 

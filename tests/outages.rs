@@ -326,7 +326,19 @@ fn the_built_in_targets_restarts_and_brownouts_are_found_once_each() {
     let list = outages(r);
     let spans: Vec<(f64, f64)> = list.iter().map(|o| (f(o, "start"), f(o, "duration_seconds"))).collect();
     eprintln!("restarts: {spans:?}; excursions: {:#}", r["excursions"]);
-    assert_eq!(list.len(), 2, "restarts at 20 s and 40 s: {list:#?}");
+    let seconds: Vec<String> = r["timeline"]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| format!("{} {} {} {}", p["t"], p["open_min"], p["completed"], p["errors"]))
+        .collect();
+    assert_eq!(
+        list.len(),
+        2,
+        "restarts at 20 s and 40 s: {list:#?}\n(t open_min completed errors):\n{}\n{}",
+        seconds.join("\n"),
+        run.stderr
+    );
     // The target's schedule counts from its own start, soakd's clock from
     // the run's: on a loaded machine soakd's start can trail by seconds
     // (1.8 s seen under scripts/test.sh), so the restarts are placed by

@@ -293,6 +293,10 @@ pub struct RunArgs {
     /// of the run, events marked from outside.
     #[command(flatten)]
     pub disruptions: crate::config::DisruptionArgs,
+    /// The server's own side: its metrics scraped or queried, trended and
+    /// judged.
+    #[command(flatten)]
+    pub watch: crate::config::WatchArgs,
 }
 
 /// `--shard` and `--shard-sources`, shared by `run` and `check`.
@@ -390,6 +394,7 @@ impl RunArgs {
             shard_sources: false,
             outages,
             events,
+            watch: self.watch.plan()?,
         };
         let (shard, from) = self.shard.resolve()?.unwrap_or((plan::Shard::WHOLE, "--shard".into()));
         let plan = plan::shard::apply(plan, shard, self.shard.shard_sources, &from)?;
@@ -445,6 +450,7 @@ impl RunArgs {
             checkpoint_interval: self.checkpoint_interval,
             fresh: self.fresh,
             disruptions: self.disruptions.clone(),
+            watch: self.watch.clone(),
         };
         let plan = crate::config::load(&path, over.clone())?;
         let reload: Reload = Arc::new(move || crate::config::load(&path, over.clone()));

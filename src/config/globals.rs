@@ -12,6 +12,7 @@ use super::Locator;
 use super::events::{FileEvent, FileKeys, ShareRaw};
 use super::kinds::FileCx;
 use super::settings::FileWorkload;
+use super::watch::{FileWatch, FileWatchKeys, OneOrMany};
 use crate::Error;
 use crate::plan::{self, Plan, ReportDest, Workload, defaults};
 
@@ -51,6 +52,22 @@ pub(super) struct FileGlobals {
     event_log: Option<PathBuf>,
     event_name_file: Option<PathBuf>,
     event_socket: Option<PathBuf>,
+    // The server watch (config/watch.rs)
+    target_metrics: Option<Spanned<OneOrMany>>,
+    prometheus: Option<Spanned<String>>,
+    #[serde(default)]
+    watch: Vec<Spanned<FileWatch>>,
+    target_metrics_interval: Option<Spanned<String>>,
+    target_metrics_headers: Option<Spanned<std::collections::BTreeMap<String, String>>>,
+    target_metrics_bearer_file: Option<PathBuf>,
+    #[serde(default)]
+    target_metrics_cacert: Vec<PathBuf>,
+    target_metrics_insecure: Option<bool>,
+    target_metrics_cert: Option<PathBuf>,
+    target_metrics_key: Option<PathBuf>,
+    target_pidfile: Option<Spanned<OneOrMany>>,
+    target_cgroup: Option<Spanned<OneOrMany>>,
+    target_unit: Option<Spanned<OneOrMany>>,
     #[serde(default)]
     pub(super) workload: Vec<Spanned<FileWorkload>>,
 }
@@ -103,6 +120,8 @@ pub struct Overrides {
     pub fresh: bool,
     /// `--outage-*` and `--event*`.
     pub disruptions: super::DisruptionArgs,
+    /// `--target-metrics`, `--prometheus`, `--watch` and their companions.
+    pub watch: super::WatchArgs,
 }
 
 /// The plan of `workloads` under the file's globals, each replaced by its
@@ -137,6 +156,26 @@ pub(super) fn plan(
             event_socket: file.event_socket.as_ref(),
         },
         duration,
+        loc,
+        cx,
+    )?;
+    let watch = super::watch::plan(
+        &over.watch,
+        FileWatchKeys {
+            target_metrics: file.target_metrics,
+            prometheus: file.prometheus,
+            watch: file.watch,
+            target_metrics_interval: file.target_metrics_interval,
+            target_metrics_headers: file.target_metrics_headers,
+            target_metrics_bearer_file: file.target_metrics_bearer_file,
+            target_metrics_cacert: file.target_metrics_cacert,
+            target_metrics_insecure: file.target_metrics_insecure,
+            target_metrics_cert: file.target_metrics_cert,
+            target_metrics_key: file.target_metrics_key,
+            target_pidfile: file.target_pidfile,
+            target_cgroup: file.target_cgroup,
+            target_unit: file.target_unit,
+        },
         loc,
         cx,
     )?;
@@ -186,6 +225,7 @@ pub(super) fn plan(
         shard_sources: false,
         outages,
         events,
+        watch,
     };
     let where_ = file
         .thresholds

@@ -37,6 +37,7 @@ pub mod kinds;
 mod request;
 pub mod settings;
 mod stages;
+mod watch;
 mod workload;
 
 use std::ops::Range;
@@ -47,6 +48,7 @@ use toml::Spanned;
 
 pub use events::DisruptionArgs;
 pub use globals::Overrides;
+pub use watch::WatchArgs;
 
 use crate::Error;
 use crate::plan::{self, Plan};
@@ -60,6 +62,12 @@ pub(crate) struct Locator<'a> {
 impl Locator<'_> {
     fn line(&self, offset: usize) -> usize {
         self.text[..offset.min(self.text.len())].matches('\n').count() + 1
+    }
+
+    /// The file's path, for a message about a key whose place is not
+    /// known.
+    fn file(&self) -> String {
+        self.path.display().to_string()
     }
 
     /// "FILE:LINE" of `span`.

@@ -26,6 +26,7 @@
 mod baseline;
 mod disruptions;
 pub mod history;
+mod server;
 pub mod svg;
 mod trends;
 
@@ -360,6 +361,7 @@ fn charts(i: &Inputs<'_>, r: &Report) -> Vec<(Chart, String)> {
         "Due time → written: soakd's own lateness (paced and open-loop runs; empty in closed loop).".to_string(),
     ));
     out.extend(trends::charts(r, base));
+    out.extend(server::charts(r));
     let gaps = gaps(r);
     let (bands, marks) = (disruptions::bands(r), disruptions::marks(r));
     for (c, _) in &mut out {
@@ -567,6 +569,7 @@ pub fn render(i: &Inputs<'_>) -> String {
     grpc(&mut s, r);
     thresholds(&mut s, &r.thresholds);
     trends::table(&mut s, r);
+    server::table(&mut s, r);
     verdicts(&mut s, i.verdicts, i.baseline.is_some());
     baseline::section(&mut s, r);
     s.push_str("<h2>Charts</h2>");

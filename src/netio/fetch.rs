@@ -95,14 +95,6 @@ impl FetchUrl {
         self.url.host_str().unwrap_or_default()
     }
 
-    /// `host:port` (the port always given), as a label names the source.
-    pub fn authority(&self) -> String {
-        match self.url.port_or_known_default() {
-            Some(p) => format!("{}:{p}", self.url.host().map(|h| h.to_string()).unwrap_or_default()),
-            None => self.host.clone(),
-        }
-    }
-
     /// The URL as given, without its fragment.
     pub fn as_str(&self) -> &str {
         self.url.as_str()
@@ -766,7 +758,6 @@ mod tests {
     fn https_urls_when_allowed() {
         let u = FetchUrl::parse("https://example.test/metrics", true).unwrap();
         assert!(u.is_https());
-        assert_eq!(u.authority(), "example.test:443");
         let err = FetchUrl::parse("ftp://h/", true).unwrap_err();
         assert!(err.contains("only http:// and https://"), "{err}");
         let q = FetchUrl::parse("http://127.0.0.1:9090/", false)

@@ -29,6 +29,7 @@ mod core;
 mod grpc;
 mod h2;
 pub mod outage;
+pub mod watch;
 pub mod ws;
 use super::procs::{ProcStat, read_proc};
 pub use super::prom::Buckets;
@@ -164,6 +165,8 @@ pub struct Snapshot {
     pub shard: [String; 2],
     /// The run's events by name.
     pub events: Vec<EventSnapshot>,
+    /// The server watch.
+    pub watch: watch::WatchSnapshot,
 }
 
 /// The exporter's side of the control loop: keeps the window ring and the
@@ -197,6 +200,7 @@ impl Metrics {
             thresholds: Vec::new(),
             shard: [shard.index.to_string(), shard.count.to_string()],
             events: Vec::new(),
+            watch: watch::WatchSnapshot::default(),
         }));
         let registry = prometheus::Registry::new();
         // Both collectors are built here with fixed, valid descriptors, so
@@ -340,6 +344,11 @@ impl Metrics {
         }
     }
 
+    /// Publishes the server watch's figures.
+    pub fn set_watch(&mut self, w: watch::WatchSnapshot) {
+        self.snapshot.lock().unwrap_or_else(|p| p.into_inner()).watch = w;
+    }
+
     /// Publishes the thresholds' states (see `observe::thresholds`).
     pub fn set_thresholds(&mut self, states: Vec<(String, String, bool)>) {
         self.snapshot.lock().unwrap_or_else(|p| p.into_inner()).thresholds = states;
@@ -419,6 +428,7 @@ fn families() -> impl Iterator<Item = &'static Family> {
         .chain(ws::FAMILIES)
         .chain(baseline::FAMILIES)
         .chain(outage::FAMILIES)
+        .chain(watch::FAMILIES)
 }
 
 /// Renders the snapshot into metric families.

@@ -18,6 +18,7 @@ mod procs;
 mod prom;
 mod status;
 pub mod thresholds;
+pub mod watch;
 
 use std::io::Write as _;
 use std::sync::Arc;
@@ -71,6 +72,61 @@ pub struct Observers {
     complete: bool,
     /// The run's events: commands to run, marks from outside.
     events: Events,
+    /// The server watch, and its series' trends (see [`WatchTrends`]).
+    watch: Option<WatchTrends>,
+}
+
+/// The server watch's reading thread and the trends of its series,
+/// computed every [`thresholds::TREND_EVERY`] for /metrics and the watch
+/// thresholds.
+struct WatchTrends {
+    watcher: watch::Watcher,
+    /// The timeline's figures, in room made at start.
+    input: crate::stats::trends::TrendInput,
+    trends: Vec<crate::stats::watch::SeriesTrend>,
+    last: Option<Duration>,
+    /// The points' room for the series was made.
+    reserved: bool,
+    /// What the steady part is (the planned run time and `--warmup`).
+    duration: Option<Duration>,
+    warmup: Option<Duration>,
+}
+
+impl WatchTrends {
+    /// Files the latest reading and, every 10 s, computes the series'
+    /// trends: `true` when the series or their trends changed.
+    fn tick(&mut self, totals: &mut Totals, elapsed: Duration, notes: &mut Vec<String>) -> (bool, bool) {
+        if !self.reserved {
+            totals.timeline.reserve_watch();
+            self.reserved = true;
+        }
+        let mut changed = false;
+        if let Some(r) = self.watcher.take() {
+            notes.extend(self.watcher.apply(r, totals, elapsed));
+            changed = true;
+        }
+        if self.last.is_some_and(|t| elapsed < t + thresholds::TREND_EVERY) {
+            return (changed, false);
+        }
+        self.last = Some(elapsed);
+        let ramp = totals
+            .ramp
+            .iter()
+            .try_fold(Duration::ZERO, |acc, r| r.map(|r| acc.max(r)));
+        totals.timeline.trend_input(&mut self.input);
+        let settings = crate::report::trend_settings(self.duration, self.warmup, ramp, elapsed);
+        self.trends = crate::stats::watch::analyze(&self.input, totals.timeline.series(), &settings);
+        (true, true)
+    }
+
+    fn snapshot(&self, totals: &Totals) -> metrics::watch::WatchSnapshot {
+        metrics::watch::WatchSnapshot::of(
+            totals.timeline.series(),
+            &self.watcher.latest,
+            &self.trends,
+            &totals.watch_sources,
+        )
+    }
 }
 
 /// The plan's target PIDs, each once, in the order given.
@@ -92,6 +148,21 @@ impl Observers {
     /// live thresholds continue, the HDR log is appended to). `baseline`:
     /// what `--baseline` compares the run with, window by window.
     pub fn start(plan: &Plan, resumed: Option<&Loaded>, baseline: Option<Reference>) -> Result<Observers, Error> {
+        // The server watch reads every source once first: one that cannot
+        // be read is a preflight failure, before a port is bound.
+        let watch = watch::Watcher::start(&plan.watch)?.map(|watcher| {
+            let mut input = crate::stats::trends::TrendInput::with_room(crate::stats::MAX_POINTS + 1, 0);
+            input.reserve_watch(crate::stats::MAX_POINTS + 1, crate::stats::watch::MAX_SERIES);
+            WatchTrends {
+                watcher,
+                input,
+                trends: Vec::new(),
+                last: None,
+                reserved: false,
+                duration: plan.duration,
+                warmup: plan.warmup(),
+            }
+        });
         let mut thresholds = Watch::new(plan);
         if let (Some(w), Some(saved)) = (thresholds.as_mut(), resumed.and_then(|l| l.window.clone())) {
             w.restore(saved);
@@ -172,6 +243,7 @@ impl Observers {
             baseline,
             baseline_section: Live::slot(),
             events: Events::start(plan)?,
+            watch,
         })
     }
 
@@ -246,8 +318,22 @@ impl Sink for Observers {
             }
             totals.timeline.sample(metrics::sample_resources(&self.target_pids));
         }
+        let mut judged = false;
+        if let Some(wt) = self.watch.as_mut() {
+            let mut notes = Vec::new();
+            let (changed, trends) = wt.tick(totals, elapsed, &mut notes);
+            for n in notes {
+                self.status.note(&n);
+            }
+            if trends && let Some(w) = self.thresholds.as_mut() {
+                judged = w.judge_watch(totals.timeline.series(), &wt.trends, elapsed);
+            }
+            if changed && let Some(m) = self.metrics.as_mut() {
+                m.set_watch(wt.snapshot(totals));
+            }
+        }
         if let Some(w) = self.thresholds.as_mut()
-            && w.tick(totals, elapsed)
+            && (w.tick(totals, elapsed) || judged)
             && let Some(m) = self.metrics.as_mut()
         {
             m.set_thresholds(w.states());

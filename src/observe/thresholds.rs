@@ -34,6 +34,7 @@ use crate::plan::{Plan, Threshold};
 use crate::report::{ThresholdResult, measure, measure_outages, threshold_value, trend_settings};
 use crate::state::{ItemSaved, SliceSaved, WindowSaved};
 use crate::stats::trends::TrendInput;
+use crate::stats::watch::{SeriesTable, SeriesTrend};
 use crate::stats::{MAX_POINTS, MAX_WORKLOADS, Totals, WorkloadStats};
 
 /// Slices a window is kept in.
@@ -305,10 +306,12 @@ impl Watch {
             };
         // Only a run-wide threshold on the live figures reads the sum
         // (trends and outages have their own).
-        let needs_sum = self
-            .items
-            .iter()
-            .any(|w| w.workload.is_none() && !w.threshold.metric.is_trend() && !w.threshold.metric.is_outage());
+        let needs_sum = self.items.iter().any(|w| {
+            w.workload.is_none()
+                && !w.threshold.metric.is_trend()
+                && !w.threshold.metric.is_outage()
+                && !w.threshold.metric.is_watch()
+        });
         let sum = &mut self.sum;
         if needs_sum {
             sum.clear();
@@ -333,6 +336,10 @@ impl Watch {
             _ => None,
         };
         for w in &mut self.items {
+            if w.threshold.metric.is_watch() {
+                // Judged as the watch's trends come (`judge_watch`).
+                continue;
+            }
             if w.threshold.metric.is_trend() {
                 // Between trend evaluations the last verdict stands.
                 let Some(trends) = &trends else { continue };
@@ -360,25 +367,47 @@ impl Watch {
                 };
                 w.passing = w.last.is_none() || w.threshold.passes(w.last);
             }
-            let measured = w.last;
-            if w.passing {
-                w.failing_since = None;
-            } else {
-                let since = *w.failing_since.get_or_insert(elapsed);
-                if let Some(after) = self.abort_after
-                    && self.abort.is_none()
-                    && elapsed - since >= after
-                {
-                    self.abort = Some(format!(
-                        "threshold {} ({}) failed for {} (measured {}); stopped by --abort-on-fail/abort_on_fail",
-                        w.threshold.text,
-                        w.workload.map_or("all workloads", |_| w.target.as_str()),
-                        humantime::format_duration(Duration::from_secs((elapsed - since).as_secs())),
-                        threshold_value(w.threshold.metric.name(), measured)
-                    ));
-                }
-            }
+            held(w, elapsed, self.abort_after, &mut self.abort);
         }
+    }
+
+    /// Judges the watch thresholds (`slope(rss)<=1MiB/h`, …) on the
+    /// watched series' trends as the observer computed them (every
+    /// [`TREND_EVERY`]); returns true when there was one to judge.
+    pub fn judge_watch(&mut self, table: &SeriesTable, trends: &[SeriesTrend], elapsed: Duration) -> bool {
+        let mut any = false;
+        for w in self.items.iter_mut().filter(|w| w.threshold.metric.is_watch()) {
+            any = true;
+            let r = crate::report::server::judge(&w.threshold, table.series.iter().zip(trends));
+            w.last = r.measured;
+            // Nothing judged yet (too few values) passes live, as any
+            // unmeasured threshold does.
+            w.passing = r.pass || r.note.as_deref().is_some_and(|n| n.starts_with("not judged"));
+            held(w, elapsed, self.abort_after, &mut self.abort);
+        }
+        any
+    }
+}
+
+/// After `w` was judged at `elapsed`: how long it has been failing, and
+/// the run's abort once that reaches `--abort-on-fail`.
+fn held(w: &mut Watched, elapsed: Duration, abort_after: Option<Duration>, abort: &mut Option<String>) {
+    if w.passing {
+        w.failing_since = None;
+        return;
+    }
+    let since = *w.failing_since.get_or_insert(elapsed);
+    if let Some(after) = abort_after
+        && abort.is_none()
+        && elapsed - since >= after
+    {
+        *abort = Some(format!(
+            "threshold {} ({}) failed for {} (measured {}); stopped by --abort-on-fail/abort_on_fail",
+            w.threshold.text,
+            w.workload.map_or("all workloads", |_| w.target.as_str()),
+            humantime::format_duration(Duration::from_secs((elapsed - since).as_secs())),
+            threshold_value(w.threshold.metric.name(), w.last)
+        ));
     }
 }
 

@@ -52,6 +52,14 @@ pub const METRICS_LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr
 /// minutes has a dozen samples per workload for `soakd compare`, long
 /// enough that a day's log stays small.
 pub const HDR_LOG_INTERVAL: Duration = Duration::from_secs(10);
+/// How often the server watch reads every source (`--target-metrics`,
+/// `--prometheus`, the pid files and cgroups): Prometheus' own default
+/// scrape interval, and 360 values in an hour for the slopes.
+pub const WATCH_INTERVAL: Duration = Duration::from_secs(10);
+/// The largest exposition (or query answer) the watch reads: node
+/// exporters write ~100 KB, a cluster's kube-state-metrics tens of MB;
+/// past this a scrape is a `too_large` failure, not memory soakd keeps.
+pub const WATCH_MAX_BODY: usize = 16 * 1024 * 1024;
 /// How often `--state` is written: a restart loses at most this much of
 /// the run (plus the restart itself); a checkpoint costs the control
 /// thread a copy of the totals and a writer thread an encode and an

@@ -197,6 +197,7 @@ pub fn describe(plan: &Plan) -> String {
     for e in &plan.events.events {
         let _ = writeln!(s, "event {:?} at {}: {:?}", e.name, e.at, e.run);
     }
+    watch(&mut s, &plan.watch);
     let share_rate: f64 = plan
         .workloads
         .iter()
@@ -271,4 +272,58 @@ fn describe_tls(tls: &super::Tls) -> String {
         None => String::new(),
     };
     format!("tls: {verify}, {name}, {versions}, {resumption}{client}")
+}
+
+/// The server watch in words: its sources (header names only, never a
+/// value or a token) and its watches.
+fn watch(s: &mut String, w: &super::watch::WatchPlan) {
+    use super::watch::WatchExpr;
+    if w.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "server watch: every {}", humantime::format_duration(w.interval));
+    for e in w.endpoints.iter().chain(&w.prometheus) {
+        let mut extras: Vec<String> = e.headers.iter().map(|(k, _)| format!("header {k}")).collect();
+        if let Some(f) = &e.bearer_file {
+            extras.push(format!("bearer token from {}", f.display()));
+        }
+        if e.tls.as_ref().is_some_and(|t| !t.verified()) {
+            extras.push("certificate not verified".into());
+        }
+        let _ = writeln!(
+            s,
+            "  {} {}{}",
+            if w.prometheus.as_ref().is_some_and(|p| std::ptr::eq(p, e)) {
+                "prometheus"
+            } else {
+                "scrape"
+            },
+            e.url.as_str(),
+            if extras.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", extras.join(", "))
+            }
+        );
+    }
+    for p in &w.pidfiles {
+        let _ = writeln!(s, "  pid file {} (rss, fds, cpu)", p.display());
+    }
+    for c in &w.cgroups {
+        let _ = writeln!(s, "  cgroup {} (rss, fds, cpu)", c.given);
+    }
+    for x in &w.watches {
+        let what = match &x.expr {
+            WatchExpr::Select(sel) => sel.metric.clone(),
+            WatchExpr::Rate(sel) => format!("rate({})", sel.metric),
+            WatchExpr::Query(q) => q.clone(),
+        };
+        let _ = writeln!(
+            s,
+            "  watch {} = {what} ({}){}",
+            x.name,
+            x.unit.name(),
+            if w.defaulted { ", where the endpoint has it" } else { "" }
+        );
+    }
 }

@@ -23,6 +23,7 @@ pub mod threshold;
 pub mod tls;
 mod tls_version;
 mod url;
+pub mod watch;
 pub mod ws;
 
 use std::net::{IpAddr, SocketAddr};
@@ -245,6 +246,9 @@ pub struct Plan {
     pub outages: OutagePlan,
     /// Events run at a time of the run or marked from outside.
     pub events: EventPlan,
+    /// The server's own figures to read, trend and judge (`--target-metrics`,
+    /// `--prometheus`, `--target-pidfile`, `--target-cgroup`).
+    pub watch: watch::WatchPlan,
 }
 
 /// `--state FILE` and its companions.
@@ -402,6 +406,38 @@ impl Plan {
                 t.text
             )));
         }
+        for t in self.thresholds.iter().filter(|t| t.metric.is_watch()) {
+            let w = t.watch.as_ref().expect("a watch threshold names its watch");
+            let names = self.watch.names();
+            let Some(unit) = self.watch.unit_of(&w.name) else {
+                return Err(Error::Usage(format!(
+                    "{key} {:?}: no watch is named {}; {}",
+                    t.text,
+                    w.name,
+                    if names.is_empty() {
+                        "watches come with --target-metrics or --prometheus and --watch NAME=…, or rss, fds and cpu with --target-pidfile or --target-cgroup".to_string()
+                    } else {
+                        format!("the watches are {}", names.join(", "))
+                    }
+                )));
+            };
+            if w.sized && !unit.is_bytes() {
+                return Err(Error::Usage(format!(
+                    "{key} {:?}: {} is in {}, not bytes; write its limit without a size",
+                    t.text,
+                    w.name,
+                    unit.name()
+                )));
+            }
+            if w.timed && !matches!(unit, watch::WatchUnit::Seconds | watch::WatchUnit::SecondsPerSecond) {
+                return Err(Error::Usage(format!(
+                    "{key} {:?}: {} is in {}, not seconds; write its limit without a time",
+                    t.text,
+                    w.name,
+                    unit.name()
+                )));
+            }
+        }
         if self.workloads.iter().all(|w| w.target_pids.is_empty())
             && let Some(t) = self.thresholds.iter().find(|t| t.metric.needs_target_pid())
         {
@@ -539,12 +575,14 @@ impl WorkloadSpec {
                 self.url
             )));
         }
-        // Drifts are per workload too; slopes (one server, one soakd) are not.
+        // Drifts are per workload too; slopes (one server, one soakd) and
+        // the server watch's series are not.
         if let Some(t) = self.thresholds.iter().find(|t| {
-            matches!(
-                t.metric,
-                Metric::TargetRssSlope | Metric::TargetFdsSlope | Metric::SoakdRssSlope
-            )
+            t.metric.is_watch()
+                || matches!(
+                    t.metric,
+                    Metric::TargetRssSlope | Metric::TargetFdsSlope | Metric::SoakdRssSlope
+                )
         }) {
             return Err(Error::Usage(format!(
                 "{} {:?}: a slope of the server's or soakd's resources is one per run, not per workload; give it as a run-wide --threshold (thresholds = [...] at the top of the file)",

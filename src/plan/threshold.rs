@@ -80,6 +80,15 @@ name_table! {
         /// Held gRPC streams restarted because their connection went away
         /// (`--stream subscribe` under connection ageing).
         StreamRestarts = "stream_restarts",
+        // The server watch (`--target-metrics`, `--prometheus`, …), each
+        // written with the watch's name: `slope(rss)<=1MiB/h`.
+        /// A watched series' Theil–Sen slope after the warmup, per series.
+        WatchSlope = "slope",
+        /// A watched series' relative change from the first steady window
+        /// to the last, per series.
+        WatchDrift = "drift",
+        /// A watched series' largest value after the warmup, per series.
+        WatchMax = "watch_max",
     }
 }
 
@@ -99,6 +108,10 @@ pub enum Unit {
     /// A relative change (0.2 = +20%); `%` or a plain fraction, may pass
     /// 100%.
     Relative,
+    /// A watched series' own unit (bytes, seconds, a plain number), or
+    /// that per second for its slope: written with a size (`2GiB`), a
+    /// time (`50ms`) or neither, and for a slope per a time (`1MiB/h`).
+    Watched,
 }
 
 /// Sizes a slope may be written in, bytes each.
@@ -119,7 +132,8 @@ impl Metric {
             | Metric::StreamRestarts => Unit::Count,
             Metric::TargetRssSlope | Metric::SoakdRssSlope => Unit::BytesPerSecond,
             Metric::TargetFdsSlope => Unit::PerSecond,
-            Metric::P50Drift | Metric::P99Drift | Metric::ErrorRateDrift => Unit::Relative,
+            Metric::P50Drift | Metric::P99Drift | Metric::ErrorRateDrift | Metric::WatchDrift => Unit::Relative,
+            Metric::WatchSlope | Metric::WatchMax => Unit::Watched,
             _ => Unit::Seconds,
         }
     }
@@ -128,7 +142,22 @@ impl Metric {
     /// than a figure of the totals: judged by the report's `trends`, and
     /// failed only when significant.
     pub fn is_trend(self) -> bool {
-        matches!(self.unit(), Unit::BytesPerSecond | Unit::PerSecond | Unit::Relative)
+        matches!(self.unit(), Unit::BytesPerSecond | Unit::PerSecond | Unit::Relative) && !self.is_watch()
+    }
+
+    /// On a watched series of the server (`slope(NAME)`, `drift(NAME)`,
+    /// `max(NAME)`): judged per series on the timeline's watched values.
+    pub fn is_watch(self) -> bool {
+        matches!(self, Metric::WatchSlope | Metric::WatchDrift | Metric::WatchMax)
+    }
+
+    /// How the metric is written before its watch's name in parentheses.
+    pub fn watch_function(self) -> &'static str {
+        match self {
+            Metric::WatchSlope => "slope",
+            Metric::WatchDrift => "drift",
+            _ => "max",
+        }
     }
 
     /// Measured on the run's outages (`stats::outage`), over the whole
@@ -153,7 +182,7 @@ pub fn show_trend(unit: Unit, v: f64) -> String {
         Unit::BytesPerSecond => "bytes/s",
         Unit::PerSecond => "1/s",
         Unit::Relative => "relative",
-        Unit::Seconds | Unit::Ratio | Unit::Count => return format!("{v}"),
+        Unit::Seconds | Unit::Ratio | Unit::Count | Unit::Watched => return format!("{v}"),
     };
     crate::stats::trends_text::show(unit, v)
 }
@@ -208,6 +237,24 @@ pub struct Threshold {
     pub op: Op,
     /// The limit in base units (seconds, a 0–1 ratio, a count).
     pub limit: f64,
+    /// A watch's threshold: the watch it judges, and how its limit was
+    /// written (checked against the watch's unit once the watches are
+    /// known, [`crate::plan::Plan::check_thresholds`]).
+    pub watch: Option<WatchLimit>,
+}
+
+/// The watch a `slope(NAME)`, `drift(NAME)` or `max(NAME)` threshold
+/// judges.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WatchLimit {
+    /// The watch's name.
+    pub name: String,
+    /// The limit was written with a size (`MiB`), so the watch must be in
+    /// bytes.
+    pub sized: bool,
+    /// The limit was written with a time (`ms`), so the watch must be in
+    /// seconds.
+    pub timed: bool,
 }
 
 impl fmt::Display for Threshold {
@@ -218,9 +265,9 @@ impl fmt::Display for Threshold {
 
 /// What the grammar allows, for error messages.
 pub fn grammar_help() -> String {
-    let metrics: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
+    let metrics: Vec<&str> = Metric::ALL.iter().filter(|m| !m.is_watch()).map(|m| m.name()).collect();
     format!(
-        "expected METRIC OP VALUE, e.g. p99<50ms, error_rate<=0.1%, rps>=900, target_rss_slope<=10MiB/h, p99_drift<=20%; METRIC is one of {}; OP is <, <=, > or >=; latencies take us, ms or s, error_rate a % or a fraction, *_rss_slope a size (B, KiB, MiB, GiB) per time (s, min, h, d), target_fds_slope a count per time (/h), *_drift a relative change (% or a fraction), the others a plain number",
+        "expected METRIC OP VALUE, e.g. p99<50ms, error_rate<=0.1%, rps>=900, target_rss_slope<=10MiB/h, p99_drift<=20%, slope(rss)<=1MiB/h; METRIC is one of {}, or on a --watch NAME slope(NAME) drift(NAME) max(NAME); OP is <, <=, > or >=; latencies take us, ms or s, error_rate a % or a fraction, *_rss_slope a size (B, KiB, MiB, GiB) per time (s, min, h, d), target_fds_slope a count per time (/h), *_drift and drift(NAME) a relative change (% or a fraction), slope(NAME) the watch's unit per time (1MiB/h, 100/h), max(NAME) its unit (2GiB, 50ms, 1000), the others a plain number",
         metrics.join(" ")
     )
 }
@@ -238,13 +285,33 @@ impl Threshold {
             .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
             .ok_or("no comparison operator")?;
         let name = &text[..name_end];
-        let metric = Metric::from_name(name).ok_or_else(|| {
-            if name.is_empty() {
-                "no metric before the operator".to_string()
-            } else {
-                format!("unknown metric {name:?}")
+        let (metric, watch, name_end) = match (name, text[name_end..].strip_prefix('(')) {
+            ("slope" | "drift" | "max", Some(inner)) => {
+                let close = inner.find(')').ok_or("no ')' after the watch's name")?;
+                let watch = &inner[..close];
+                if watch.is_empty() || !watch.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    return Err(format!("{watch:?} is not a watch name (a --watch NAME)"));
+                }
+                let metric = match name {
+                    "slope" => Metric::WatchSlope,
+                    "drift" => Metric::WatchDrift,
+                    _ => Metric::WatchMax,
+                };
+                (metric, Some(watch.to_string()), name_end + 1 + close + 1)
             }
-        })?;
+            _ => {
+                let metric = Metric::from_name(name).filter(|m| !m.is_watch()).ok_or_else(|| {
+                    if name.is_empty() {
+                        "no metric before the operator".to_string()
+                    } else if matches!(name, "slope" | "drift" | "watch_max") {
+                        format!("{name} is of a watched series: write {name}(NAME) with a --watch NAME")
+                    } else {
+                        format!("unknown metric {name:?}")
+                    }
+                })?;
+                (metric, None, name_end)
+            }
+        };
         let rest = &text[name_end..];
         let op = Op::ALL
             .into_iter()
@@ -255,11 +322,17 @@ impl Threshold {
             })?;
         let value = &rest[op.symbol().len()..];
         let limit = parse_value(metric, value)?;
+        let watch = watch.map(|name| WatchLimit {
+            name,
+            sized: value.contains("B"),
+            timed: metric == Metric::WatchMax && value.ends_with('s'),
+        });
         Ok(Threshold {
             text,
             metric,
             op,
             limit,
+            watch,
         })
     }
 
@@ -267,6 +340,38 @@ impl Threshold {
     /// measured) does not.
     pub fn passes(&self, measured: Option<f64>) -> bool {
         measured.is_some_and(|m| self.op.holds(m, self.limit))
+    }
+}
+
+/// A watch threshold's value: for `max(NAME)` a number, a size or a time;
+/// for `slope(NAME)` those per a time.
+fn watched_value(metric: Metric, n: f64, unit: &str) -> Result<f64, String> {
+    let (amount, per) = match unit.split_once('/') {
+        Some((a, p)) => (a, Some(p)),
+        None => (unit, None),
+    };
+    let scale = match amount {
+        "" => Some(1.0),
+        "us" | "µs" => Some(1e-6),
+        "ms" => Some(1e-3),
+        "s" if per.is_none() || metric == Metric::WatchSlope => Some(1.0),
+        a => SIZES.iter().find(|(s, _)| *s == a).map(|(_, b)| *b),
+    }
+    .ok_or_else(|| format!("{amount:?} is not a size (B, KiB, MiB, GiB) or a time (us, ms, s)"))?;
+    match (metric, per) {
+        (Metric::WatchSlope, Some(per)) => {
+            let secs = PER
+                .iter()
+                .find(|(p, _)| *p == per)
+                .map(|(_, s)| *s)
+                .ok_or_else(|| format!("{per:?} is not a time to write a slope per; write e.g. 1MiB/h or 100/h"))?;
+            Ok(n * scale / secs)
+        }
+        (Metric::WatchSlope, None) => Err(format!(
+            "slope(…) is a slope and {unit:?} has no time unit; write e.g. 1MiB/h or 100/h"
+        )),
+        (_, Some(_)) => Err("max(…) is a value, not a rate; write e.g. 2GiB or 5000".into()),
+        (_, None) => Ok(n * scale),
     }
 }
 
@@ -298,6 +403,7 @@ fn parse_value(metric: Metric, value: &str) -> Result<f64, String> {
         (Unit::Count, "") => Ok(n),
         (Unit::Relative, "%") => Ok(n / 100.0),
         (Unit::Relative, "") => Ok(n),
+        (Unit::Watched, u) => watched_value(metric, n, u),
         (Unit::BytesPerSecond | Unit::PerSecond, u) if u.contains('/') => {
             let (size, per) = u.split_once('/').unwrap_or_default();
             let bytes = if metric.unit() == Unit::PerSecond {
@@ -448,6 +554,47 @@ mod tests {
     }
 
     #[test]
+    fn watch_thresholds() {
+        for (expr, metric, watch, limit, sized) in [
+            (
+                "slope(rss) <= 1MiB/h",
+                Metric::WatchSlope,
+                "rss",
+                1048576.0 / 3600.0,
+                true,
+            ),
+            ("slope(fds)<=100/h", Metric::WatchSlope, "fds", 100.0 / 3600.0, false),
+            ("slope(gc)<1ms/min", Metric::WatchSlope, "gc", 1e-3 / 60.0, false),
+            ("drift(heap_used)<=20%", Metric::WatchDrift, "heap_used", 0.2, false),
+            ("max(rss)<=2GiB", Metric::WatchMax, "rss", 2.0 * 1073741824.0, true),
+            ("max(goroutines)<5000", Metric::WatchMax, "goroutines", 5000.0, false),
+            ("max(gc)<50ms", Metric::WatchMax, "gc", 0.05, false),
+        ] {
+            let t = t(expr);
+            assert_eq!(t.metric, metric, "{expr}");
+            let w = t.watch.as_ref().unwrap();
+            assert_eq!((w.name.as_str(), w.sized), (watch, sized), "{expr}");
+            assert!((t.limit - limit).abs() < 1e-12 * limit.max(1.0), "{expr}: {}", t.limit);
+            assert_eq!(t.text, expr.replace(' ', ""));
+        }
+        assert!(t("max(gc)<50ms").watch.unwrap().timed);
+        for (expr, says) in [
+            ("slope(rss)<=1MiB", "no time unit"),
+            ("slope(rss)<=1MiB/week", "not a time to write a slope per"),
+            ("max(rss)<=1MiB/h", "not a rate"),
+            ("max(rss)<=1furlong", "not a size"),
+            ("slope()<1/h", "not a watch name"),
+            ("slope(rss<1/h", "no ')'"),
+            ("slope<=1MiB/h", "write slope(NAME)"),
+            ("watch_max<=1", "write watch_max(NAME)"),
+        ] {
+            let e = Threshold::parse("--threshold", expr).unwrap_err().to_string();
+            assert!(e.contains(says), "{expr}: {e}");
+        }
+        assert!(Metric::WatchSlope.is_watch() && !Metric::WatchSlope.is_trend());
+    }
+
+    #[test]
     fn trend_values_read_back() {
         assert_eq!(show_trend(Unit::BytesPerSecond, 2.0 * 1048576.0 / 60.0), "2.00MiB/min");
         assert_eq!(show_trend(Unit::BytesPerSecond, -35.0 * 1024.0 / 3600.0), "-35.00KiB/h");
@@ -482,6 +629,7 @@ mod tests {
             .boxed(),
             Unit::PerSecond => prop_oneof![Just(("/h", 1.0 / 3600.0)), Just(("/s", 1.0))].boxed(),
             Unit::Relative => prop_oneof![Just(("%", 0.01)), Just(("", 1.0))].boxed(),
+            Unit::Watched => Just(("", 1.0)).boxed(),
         }
     }
 
@@ -490,7 +638,9 @@ mod tests {
         /// its text parses back to the same threshold.
         #[test]
         fn round_trip(
-            (metric, (unit, scale)) in proptest::sample::select(Metric::ALL.to_vec())
+            (metric, (unit, scale)) in proptest::sample::select(
+                    Metric::ALL.iter().copied().filter(|m| !m.is_watch()).collect::<Vec<_>>()
+                )
                 .prop_flat_map(|m| (Just(m), unit_strategy(m))),
             op in proptest::sample::select(Op::ALL.to_vec()),
             whole in 0u32..100_000,

@@ -23,6 +23,7 @@ pub use load::{Load, StageLoad};
 mod outages;
 pub use outages::measure_outages;
 mod read;
+pub mod server;
 mod text;
 mod trend;
 mod ws;
@@ -446,6 +447,12 @@ pub struct Report {
     /// (see `baseline::BaselineSection`); absent without a baseline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<baseline::BaselineSection>,
+    /// The server watch (`--target-metrics`, `--prometheus`,
+    /// `--target-pidfile`, `--target-cgroup`): each watched series with its
+    /// summary, slope, drift and restarts, and the sources' reads (see
+    /// `server::ServerSection`); absent without a watch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<server::ServerSection>,
     /// `outages` (in the order they began: when, what they cost, the
     /// reconnect and recovery times, the event each is attributed to),
     /// `excursions` (the target slowed down without failing) and `events`
@@ -478,6 +485,10 @@ pub struct ThresholdResult {
     /// could not be judged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// A watch threshold: the unit of `limit` and `measured` (the watch's,
+    /// per second for a slope, `relative` for a drift).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
 }
 
 impl ThresholdResult {
@@ -492,6 +503,7 @@ impl ThresholdResult {
             measured,
             pass: t.passes(measured),
             note: None,
+            unit: None,
         }
     }
 
@@ -553,6 +565,8 @@ pub fn measure(metric: Metric, stats: &WorkloadStats, secs: f64, open_min: Optio
         | Metric::ErrorRateDrift => None,
         // Outages come from the outage watch (`measure_outages`).
         Metric::Outages | Metric::OutageMax | Metric::RecoveryMax | Metric::Downtime => None,
+        // The watched series, from the server section (`server::judge`).
+        Metric::WatchSlope | Metric::WatchDrift | Metric::WatchMax => None,
     }
 }
 
@@ -701,11 +715,10 @@ impl Report {
             all.tls = Some(TlsFigures::of(&sum.counters, &g, tls.iter().all(|t| t.verified())));
         }
         let timeline = t.timeline.to_json();
-        let trends = crate::stats::trends::analyze(
-            &timeline,
-            &trend_settings(plan.duration, plan.warmup(), ramp, ran),
-            &t.names,
-        );
+        let settings = trend_settings(plan.duration, plan.warmup(), ramp, ran);
+        let input = crate::stats::trends::TrendInput::of_json(&timeline);
+        let trends = crate::stats::trends::analyze_input(&input, &settings, &t.names);
+        let server = server::ServerSection::build(&input, &timeline.series, &t.watch_sources, &settings);
         let mut disruptions = t.disruptions();
         disruptions.attribute(plan.events.window.as_secs_f64());
         let outages = &disruptions.outages;
@@ -713,6 +726,10 @@ impl Report {
             .all_thresholds()
             .into_iter()
             .map(|(wi, th)| match wi {
+                _ if th.metric.is_watch() => server::judge(
+                    th,
+                    server.iter().flat_map(|s| s.series.iter().map(|x| (&x.info, &x.trend))),
+                ),
                 _ if th.metric.is_trend() => {
                     ThresholdResult::of_trend(th, wi.map(|wi| plan.workloads[wi].name.as_str()), &trends)
                 }
@@ -749,6 +766,7 @@ impl Report {
             trends,
             resumed: t.resumed.clone(),
             baseline: None,
+            server,
             disruptions,
         }
     }

@@ -156,6 +156,9 @@ impl Report {
         }
         self.outage_lines(&mut s);
         s.push_str(&self.trends.summary());
+        if let Some(server) = &self.server {
+            server.summary(&mut s);
+        }
         if !self.thresholds.is_empty() {
             let _ = writeln!(s, "  thresholds");
             for t in &self.thresholds {
@@ -165,7 +168,14 @@ impl Report {
                     if t.pass { "PASS" } else { "FAIL" },
                     t.threshold,
                     t.workload.as_deref().unwrap_or("(all workloads)"),
-                    threshold_value(&t.metric, t.measured),
+                    match &t.unit {
+                        Some(u) => t
+                            .measured
+                            .map_or("nothing".into(), |v| crate::stats::trends_text::show_watched(
+                                &t.metric, u, v
+                            )),
+                        None => threshold_value(&t.metric, t.measured),
+                    },
                     t.note.as_ref().map_or(String::new(), |n| format!(", {n}"))
                 );
             }

@@ -24,6 +24,7 @@ mod point_counts;
 pub mod rank;
 mod resources;
 pub mod saved;
+mod series;
 mod sparse;
 mod timeline;
 mod timeline_json;
@@ -32,6 +33,7 @@ pub mod trend;
 mod trend_input;
 pub mod trends;
 pub mod trends_text;
+pub mod watch;
 mod ws;
 
 use std::sync::Mutex;

@@ -63,6 +63,9 @@ pub struct TotalsSaved {
     /// The outages, excursions and events so far.
     #[serde(flatten)]
     pub disruptions: Disruptions,
+    /// The server watch's sources' read counts.
+    #[serde(default)]
+    pub watch_sources: Vec<super::series::SourceStats>,
 }
 
 impl Totals {
@@ -79,6 +82,7 @@ impl Totals {
             timeline: self.timeline.saved(),
             resumed: self.resumed.clone(),
             disruptions: self.disruptions(),
+            watch_sources: self.watch_sources.clone(),
         }
     }
 
@@ -113,6 +117,7 @@ impl Totals {
         self.timeline.save_into(&mut s.timeline);
         s.resumed.clone_from(&self.resumed);
         s.disruptions = self.disruptions();
+        s.watch_sources.clone_from(&self.watch_sources);
         s
     }
 
@@ -142,6 +147,14 @@ impl Totals {
         let d = s.disruptions;
         self.outages.restore(d.outages, d.excursions, now);
         self.events = d.events;
+        // The sources' counts continue where the checkpoint left them
+        // (the same sources: the plan digest holds the watch).
+        for saved in s.watch_sources {
+            match self.watch_sources.iter_mut().find(|w| w.source == saved.source) {
+                Some(w) => *w = saved,
+                None => self.watch_sources.push(saved),
+            }
+        }
         self.resumed = s.resumed;
         self.resumed.push(Restart {
             at: ms(now),

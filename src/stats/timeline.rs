@@ -19,8 +19,9 @@
 //! 2-digit HdrHistogram list cost ~26 KiB a point under churn (a spread of
 //! connect and request latencies), so a full timeline was ~26 MB, more
 //! than 15,000 held connections. Now a point, with everything it holds, is
-//! under [`POINT_BYTES`] (4 KiB) whatever its latencies, so a full
-//! timeline stays under 4 MB (`a_week_stays_small`,
+//! under [`POINT_BYTES`] (4 KiB, and half a KiB more for a server
+//! watch's values) whatever its latencies, so a full timeline stays
+//! under 4.6 MB (`a_week_stays_small`,
 //! `the_worst_point_fits`). Merging two lists is exact at that resolution
 //! (until the bucket cap folds the far low end), so the median and the
 //! tail after any number of merges are those of the whole interval to
@@ -30,7 +31,9 @@
 //! Each point also keeps the last sample of the processes in its interval
 //! ([`Resources`]: the `--target-pid` processes' memory, CPU and
 //! descriptors, and soakd's own memory), which the observer takes once a
-//! point; the report's trends are computed from them.
+//! point, and the last value the server watch read of each watched series
+//! in it (`watch`, one column per series of the timeline's
+//! [`SeriesTable`]); the report's trends are computed from them.
 //!
 //! The timeline is summed over workloads (one series per chart). With
 //! several workloads, a point also carries each one's counts and latency
@@ -50,6 +53,7 @@ use serde::{Deserialize, Serialize};
 
 use super::point_counts::PointCounts;
 pub use super::resources::{ProcSample, Resources};
+use super::series::{MAX_SERIES, SeriesTable};
 pub use super::sparse::Sparse;
 use super::{HIST_MAX_US, WorkloadStats};
 
@@ -61,8 +65,10 @@ pub const MAX_POINTS: usize = 1000;
 /// to [`Sparse`] buckets when it closes).
 const POINT_DIGITS: u8 = 2;
 /// The bound on a point's memory, the point itself and its heap
-/// (`a_week_stays_small`, `the_worst_point_fits`).
-pub const POINT_BYTES: usize = 4096;
+/// (`a_week_stays_small`, `the_worst_point_fits`): 4 KiB, and the server
+/// watch's column per series (`MAX_SERIES` values of 8 bytes and the
+/// list's own 24).
+pub const POINT_BYTES: usize = 4096 + MAX_SERIES * 8 + 24;
 /// Most workloads a point carries its own figures for (16 × 24 bytes of
 /// the point's 4 KiB); later workloads are in the run-wide figures only.
 pub const MAX_WORKLOADS: usize = 16;
@@ -105,7 +111,7 @@ impl WorkloadPoint {
 }
 
 /// One closed interval.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Point {
     /// Start, since the run started.
     pub start: Duration,
@@ -131,6 +137,39 @@ pub struct Point {
     /// workload; at most [`MAX_WORKLOADS`]).
     #[serde(default)]
     pub workloads: Vec<WorkloadPoint>,
+    /// The last value of each watched series read in the interval, by
+    /// column (NaN: none read; empty without a server watch).
+    #[serde(default, with = "nan_as_null")]
+    pub watch: Vec<f64>,
+}
+
+/// Watched values in a checkpoint: NaN (no value) written as `null`,
+/// which JSON has and NaN is not.
+mod nan_as_null {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[f64], s: S) -> Result<S::Ok, S::Error> {
+        let opts: Vec<Option<f64>> = v.iter().map(|x| (!x.is_nan()).then_some(*x)).collect();
+        opts.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+        let opts = Vec::<Option<f64>>::deserialize(d)?;
+        Ok(opts.into_iter().map(|x| x.unwrap_or(f64::NAN)).collect())
+    }
+}
+
+/// Writes `from`'s values over `to`'s where `from` has one (a later
+/// point's, or a newer read), keeping `to`'s room.
+fn overlay(to: &mut Vec<f64>, from: &[f64]) {
+    if to.len() < from.len() {
+        to.resize(from.len(), f64::NAN);
+    }
+    for (t, f) in to.iter_mut().zip(from) {
+        if !f.is_nan() {
+            *t = *f;
+        }
+    }
 }
 
 impl Point {
@@ -147,6 +186,7 @@ impl Point {
             self.resources.copy_from(&next.resources);
         }
         self.gap |= next.gap;
+        overlay(&mut self.watch, &next.watch);
         if self.workloads.len() < next.workloads.len() {
             self.workloads.resize(next.workloads.len(), WorkloadPoint::default());
         }
@@ -170,6 +210,7 @@ impl Point {
             resources: Resources::default(),
             gap: false,
             workloads: Vec::new(),
+            watch: Vec::new(),
         }
     }
 
@@ -180,6 +221,7 @@ impl Point {
             + self.lag.heap_bytes()
             + self.resources.targets.capacity() * std::mem::size_of::<ProcSample>()
             + self.workloads.capacity() * std::mem::size_of::<WorkloadPoint>()
+            + self.watch.capacity() * std::mem::size_of::<f64>()
     }
 }
 
@@ -197,6 +239,8 @@ struct Filling {
     /// Per workload (up to [`MAX_WORKLOADS`], made as workloads report):
     /// completed, errors, latency.
     workloads: Vec<(u64, u64, Histogram<u64>)>,
+    /// The watched values read so far in the interval, by column.
+    watch: Vec<f64>,
 }
 
 impl Filling {
@@ -210,6 +254,7 @@ impl Filling {
             lag: point_histogram(),
             resources: Resources::default(),
             workloads: Vec::new(),
+            watch: Vec::new(),
         }
     }
 
@@ -236,6 +281,8 @@ impl Filling {
         p.latency.fill(&self.latency);
         p.lag.fill(&self.lag);
         p.resources.copy_from(&self.resources);
+        p.watch.clear();
+        p.watch.extend_from_slice(&self.watch);
         p.gap = false;
         p.workloads.clear();
         if self.workloads.len() > 1 {
@@ -257,6 +304,7 @@ impl Filling {
         self.counters = PointCounts::default();
         self.open_min = None;
         self.resources = Resources::default();
+        self.watch.iter_mut().for_each(|v| *v = f64::NAN);
         for h in [&mut self.latency, &mut self.lag] {
             if !h.is_empty() {
                 h.reset();
@@ -299,6 +347,8 @@ pub struct Timeline {
     /// Room for the point being filled, closed where it stands (the live
     /// trends' last point).
     partial: Point,
+    /// What each column of the points' `watch` is (the server watch).
+    series: SeriesTable,
 }
 
 impl Timeline {
@@ -332,6 +382,7 @@ impl Timeline {
             },
             room_for_targets: 0,
             partial: Point::blank(true),
+            series: SeriesTable::default(),
         }
     }
 
@@ -348,6 +399,37 @@ impl Timeline {
                 .reserve(targets.saturating_sub(p.resources.targets.len()));
             p.workloads.reserve(workloads.saturating_sub(p.workloads.len()));
         }
+    }
+
+    /// Makes room in every point for the most watched series
+    /// ([`MAX_SERIES`]), when the run has a server watch (called before
+    /// the ramp: the room is the process's from the start).
+    pub fn reserve_watch(&mut self) {
+        let spare = self.spare.iter_mut().filter_map(Arc::get_mut);
+        for p in spare.chain(std::iter::once(&mut self.partial)) {
+            p.watch.reserve(MAX_SERIES.saturating_sub(p.watch.len()));
+        }
+        self.filling.watch.reserve(MAX_SERIES);
+    }
+
+    /// What each watched column is.
+    pub fn series(&self) -> &SeriesTable {
+        &self.series
+    }
+
+    /// The series table, to add series and restarts to.
+    pub fn series_mut(&mut self) -> &mut SeriesTable {
+        &mut self.series
+    }
+
+    /// The value of watched column `col` read now (the point keeps the
+    /// last of its interval).
+    pub fn watched(&mut self, col: usize, value: f64) {
+        let w = &mut self.filling.watch;
+        if w.len() <= col {
+            w.resize(col + 1, f64::NAN);
+        }
+        w[col] = value;
     }
 
     /// A point's storage back to the spares, when nothing else holds it.
@@ -507,6 +589,7 @@ impl Timeline {
             interval: self.interval,
             max_points: self.max_points,
             points: Vec::new(),
+            series: SeriesTable::default(),
         };
         self.save_into(&mut s);
         s
@@ -524,6 +607,7 @@ impl Timeline {
         s.points.clear();
         s.points.reserve(self.max_points + 2);
         s.points.extend(self.points.iter().cloned());
+        s.series.clone_from(&self.series);
         let f = &self.filling;
         if self.last_tick > f.start || f.counters != PointCounts::default() {
             s.points.push(Arc::new(f.point(self.last_tick.max(f.start))));
@@ -540,6 +624,7 @@ impl Timeline {
         self.max_points = s.max_points.max(2);
         self.points.clear();
         self.points.extend(s.points);
+        self.series = s.series;
         let from = self.points.last().map_or(Duration::ZERO, |p| p.start + p.length);
         if now > from {
             self.push(Arc::new(Point {
@@ -553,6 +638,7 @@ impl Timeline {
                 resources: Resources::default(),
                 gap: true,
                 workloads: Vec::new(),
+                watch: Vec::new(),
             }));
         }
         while self.points.len() > self.max_points {
@@ -581,6 +667,9 @@ pub struct TimelineSaved {
     /// The points, the last one possibly partial (shared with the
     /// timeline: see [`Timeline`]'s `points`).
     pub points: Vec<Arc<Point>>,
+    /// What the points' watched columns are.
+    #[serde(default)]
+    pub series: SeriesTable,
 }
 
 #[cfg(test)]
@@ -734,7 +823,7 @@ mod tests {
             "a week: {bytes_at_day} bytes after a day, {bytes} after the week, largest point {} bytes",
             t.largest_point_bytes()
         );
-        // Every point within the bound, so 1,000 of them within 4 MB.
+        // Every point within the bound, so 1,000 of them within 4.6 MB.
         assert!(t.largest_point_bytes() <= POINT_BYTES, "{}", t.largest_point_bytes());
         assert!(bytes <= MAX_POINTS * POINT_BYTES, "{bytes} bytes");
         // Four decades are more than the bucket cap spans: the low end
@@ -867,8 +956,14 @@ mod tests {
                 .collect(),
             soakd_rss_bytes: Some(1),
         });
+        // And every watched series the table keeps.
+        t.reserve_watch();
+        for col in 0..MAX_SERIES {
+            t.watched(col, col as f64);
+        }
         t.tick(Duration::from_secs(1));
         let bytes = t.largest_point_bytes();
+        eprintln!("the worst point: {bytes} bytes");
         assert!(bytes <= POINT_BYTES, "{bytes} bytes");
         let p = &t.points()[0];
         assert_eq!(p.workloads.len(), MAX_WORKLOADS);

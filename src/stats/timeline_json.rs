@@ -28,6 +28,10 @@ pub struct TimelineJson {
     /// The points, oldest first.
     #[serde(serialize_with = "one_line_each")]
     pub points: Vec<PointJson>,
+    /// What each column of the points' `watch` is: the series the server
+    /// watch read (absent without one).
+    #[serde(default, skip_serializing_if = "super::series::SeriesTable::is_empty")]
+    pub series: super::series::SeriesTable,
 }
 
 /// A sequence whose elements are each written as compact JSON: the report
@@ -98,6 +102,10 @@ pub struct PointJson {
     /// run with several workloads; the first [`MAX_WORKLOADS`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workloads: Vec<WorkloadPointJson>,
+    /// The last value of each watched series read in the point, in the
+    /// order of the timeline's `series` (`null`: none read in it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub watch: Vec<Option<f64>>,
 }
 
 /// One workload's share of a point in the report.
@@ -157,6 +165,7 @@ impl PointJson {
             soakd_rss_bytes: p.resources.soakd_rss_bytes,
             gap: p.gap,
             workloads: p.workloads.iter().map(WorkloadPointJson::of).collect(),
+            watch: p.watch.iter().map(|v| (!v.is_nan()).then_some(*v)).collect(),
         }
     }
 }
@@ -173,6 +182,7 @@ impl Timeline {
             interval_seconds: self.interval().as_secs_f64(),
             max_points: self.max_points(),
             points: self.points().iter().map(|p| PointJson::of(p)).collect(),
+            series: self.series().clone(),
         }
     }
 }

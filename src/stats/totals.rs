@@ -63,6 +63,9 @@ pub struct Totals {
     /// The run's events (commands soakd ran, marks from outside), as the
     /// observers record them.
     pub events: Vec<EventRecord>,
+    /// The server watch's sources and how their reads went (the series
+    /// and their values are the timeline's).
+    pub watch_sources: Vec<super::series::SourceStats>,
 }
 
 impl Totals {
@@ -95,6 +98,7 @@ impl Totals {
             },
             outages: Outages::default(),
             events: Vec::new(),
+            watch_sources: Vec::new(),
         }
     }
 

@@ -76,6 +76,8 @@ struct FitRoom {
     ranks: Vec<f64>,
     order: Vec<usize>,
     sorted: Vec<f64>,
+    /// The segments' ranges of x and y (one without restarts).
+    spans: Vec<(usize, usize)>,
 }
 
 impl FitRoom {
@@ -87,6 +89,7 @@ impl FitRoom {
         ranks: Vec::new(),
         order: Vec::new(),
         sorted: Vec::new(),
+        spans: Vec::new(),
     };
 }
 
@@ -126,8 +129,9 @@ pub struct Fit {
     pub inflation: f64,
     /// The plain (uncorrected) Mann–Kendall p-value.
     pub p_plain: f64,
-    /// The rise of the line over the span fitted ÷ the residuals' robust
-    /// spread (infinite for an exact line).
+    /// The rise of the line over the span fitted (within each segment,
+    /// summed) ÷ the residuals' robust spread (infinite for an exact
+    /// line).
     pub rise_to_scatter: f64,
     /// Points used.
     pub n: usize,
@@ -144,8 +148,21 @@ impl Fit {
 
 /// Mann–Kendall's S (concordant minus discordant pairs, ordered by x)
 /// and its variance under "no trend", corrected for ties in y (`sorted`:
-/// room for a sorted copy of y).
-fn mann_kendall_s(x: &[f64], y: &[f64], sorted: &mut Vec<f64>) -> (f64, f64) {
+/// room for a sorted copy of y), summed over the segments `spans` (ranges
+/// of the points; the pairs across two segments are not counted: a
+/// restart between them, see [`theil_sen_segments`]).
+fn mann_kendall_s(x: &[f64], y: &[f64], spans: &[(usize, usize)], sorted: &mut Vec<f64>) -> (f64, f64) {
+    let (mut s, mut var) = (0.0, 0.0);
+    for &(a, b) in spans {
+        let (ss, v) = mann_kendall_one(&x[a..b], &y[a..b], sorted);
+        s += ss;
+        var += v;
+    }
+    (s, var)
+}
+
+/// [`mann_kendall_s`] of one segment.
+fn mann_kendall_one(x: &[f64], y: &[f64], sorted: &mut Vec<f64>) -> (f64, f64) {
     let n = x.len();
     let mut s = 0i64;
     for i in 0..n {
@@ -191,15 +208,16 @@ fn sign(v: f64) -> i8 {
 /// nothing to test), for independent values.
 #[cfg(test)]
 fn mann_kendall(x: &[f64], y: &[f64]) -> f64 {
-    mann_kendall_inflated(x, y, 1.0, &mut Vec::new())
+    mann_kendall_inflated(x, y, &[(0, x.len())], 1.0, &mut Vec::new())
 }
 
-/// [`mann_kendall`] with S's variance multiplied by `inflation`.
-fn mann_kendall_inflated(x: &[f64], y: &[f64], inflation: f64, sorted: &mut Vec<f64>) -> f64 {
+/// [`mann_kendall`] with S's variance multiplied by `inflation`, over
+/// the segments `spans`.
+fn mann_kendall_inflated(x: &[f64], y: &[f64], spans: &[(usize, usize)], inflation: f64, sorted: &mut Vec<f64>) -> f64 {
     if x.len() < 3 || x.len() != y.len() {
         return 1.0;
     }
-    let (s, var) = mann_kendall_s(x, y, sorted);
+    let (s, var) = mann_kendall_s(x, y, spans, sorted);
     let var = var * inflation;
     if var <= 0.0 {
         return 1.0;
@@ -249,19 +267,25 @@ fn yue_wang(x: &[f64], y: &[f64], slope: f64, room: &mut FitRoom) -> f64 {
     1.0 + 2.0 * sum
 }
 
-/// The rise of the line of `slope` over the span of `x` ÷ the robust
-/// spread of the residuals around it: 1.4826 × their median absolute
-/// deviation. Infinite when the points lie on the line.
-fn rise_to_scatter(x: &[f64], y: &[f64], slope: f64, room: &mut FitRoom) -> f64 {
-    let (Some(first), Some(last)) = (x.first(), x.last()) else {
-        return 0.0;
-    };
-    let rise = slope.abs() * (last - first);
+/// The rise of the line of `slope` over each segment's span, summed, ÷
+/// the robust spread of the residuals around it (each segment around its
+/// own level): 1.4826 × their median absolute deviation. Infinite when
+/// the points lie on the line.
+fn rise_to_scatter(x: &[f64], y: &[f64], spans: &[(usize, usize)], slope: f64, room: &mut FitRoom) -> f64 {
+    let mut rise = 0.0;
     room.residuals.clear();
-    room.residuals.extend(x.iter().zip(y).map(|(x, y)| y - slope * x));
-    let level = median_of(&room.residuals, &mut room.sorted);
-    room.residuals.iter_mut().for_each(|r| *r = (*r - level).abs());
-    let spread = 1.4826 * median_of(&room.residuals, &mut room.sorted);
+    for &(a, b) in spans {
+        if b <= a {
+            continue;
+        }
+        rise += slope.abs() * (x[b - 1] - x[a]);
+        let at = room.residuals.len();
+        room.residuals.extend((a..b).map(|i| y[i] - slope * x[i]));
+        let level = median_of(&room.residuals[at..], &mut room.sorted);
+        room.residuals[at..].iter_mut().for_each(|r| *r = (*r - level).abs());
+    }
+    let mad = median_of(&room.residuals, &mut room.sorted);
+    let spread = 1.4826 * mad;
     if spread > 0.0 {
         rise / spread
     } else if rise > 0.0 {
@@ -293,7 +317,22 @@ fn median_of(v: &[f64], sorted: &mut Vec<f64>) -> f64 {
 /// fewer than two distinct x. Non-finite points are left out.
 pub fn theil_sen(x: &[f64], y: &[f64]) -> Option<Fit> {
     let mut room = ROOM.take();
-    let fit = fit_in(x, y, &mut room);
+    let fit = fit_in(x, y, None, &mut room);
+    ROOM.set(room);
+    fit
+}
+
+/// [`theil_sen`] of a series cut into segments (`seg[i]`: point `i`'s,
+/// non-decreasing in time: a server restarted between two segments): the
+/// slope is the median of the pairwise slopes within each segment, and
+/// Mann–Kendall's S and variance are the sums of the segments' (the
+/// blocked form of the test, as Hirsch's seasonal Kendall test sums its
+/// seasons). A restart drops the memory a leak had built; fitted across
+/// it as one process the slope would be near zero, or negative. Needs
+/// [`MIN_POINTS`] points in all, in segments of at least two.
+pub fn theil_sen_segments(x: &[f64], y: &[f64], seg: &[u32]) -> Option<Fit> {
+    let mut room = ROOM.take();
+    let fit = fit_in(x, y, Some(seg), &mut room);
     ROOM.set(room);
     fit
 }
@@ -316,6 +355,8 @@ pub fn reserve(points: usize) {
         touch(v, points);
     }
     touch(&mut room.order, points);
+    // Segments: one, and one more per server restart.
+    touch(&mut room.spans, 64);
     ROOM.set(room);
 }
 
@@ -329,13 +370,26 @@ fn touch<T: Copy + Default>(v: &mut Vec<T>, n: usize) {
     }
 }
 
-/// [`theil_sen`] in `room`.
-fn fit_in(x: &[f64], y: &[f64], room: &mut FitRoom) -> Option<Fit> {
+/// [`theil_sen`] (or [`theil_sen_segments`], with `seg`) in `room`.
+fn fit_in(x: &[f64], y: &[f64], seg: Option<&[u32]>, room: &mut FitRoom) -> Option<Fit> {
     room.x.clear();
     room.y.clear();
-    for (a, b) in x.iter().zip(y).filter(|(a, b)| a.is_finite() && b.is_finite()) {
+    room.spans.clear();
+    let mut last_seg = None;
+    for (i, (a, b)) in x.iter().zip(y).enumerate() {
+        if !(a.is_finite() && b.is_finite()) {
+            continue;
+        }
+        let s = seg.map_or(0, |s| s[i]);
+        if last_seg != Some(s) {
+            last_seg = Some(s);
+            room.spans.push((room.x.len(), room.x.len()));
+        }
         room.x.push(*a);
         room.y.push(*b);
+        if let Some(span) = room.spans.last_mut() {
+            span.1 = room.x.len();
+        }
     }
     let n = room.x.len();
     if n < MIN_POINTS {
@@ -344,11 +398,13 @@ fn fit_in(x: &[f64], y: &[f64], room: &mut FitRoom) -> Option<Fit> {
     let (x, y) = (&room.x, &room.y);
     let slopes = &mut room.slopes;
     slopes.clear();
-    for i in 0..n {
-        for j in i + 1..n {
-            let dx = x[j] - x[i];
-            if dx != 0.0 {
-                slopes.push((y[j] - y[i]) / dx);
+    for &(a, b) in &room.spans {
+        for i in a..b {
+            for j in i + 1..b {
+                let dx = x[j] - x[i];
+                if dx != 0.0 {
+                    slopes.push((y[j] - y[i]) / dx);
+                }
             }
         }
     }
@@ -367,9 +423,16 @@ fn fit_in(x: &[f64], y: &[f64], room: &mut FitRoom) -> Option<Fit> {
     };
     // Sen's interval: the ranks ±z·σ(S)/2 around the middle of the
     // sorted slopes (as scipy.stats.theilslopes computes it, σ without
-    // the tie correction for y).
-    let nf = n as f64;
-    let sigma = (nf * (nf - 1.0) * (2.0 * nf + 5.0) / 18.0).sqrt();
+    // the tie correction for y; over segments, their variances add).
+    let sigma = room
+        .spans
+        .iter()
+        .map(|&(a, b)| {
+            let nf = (b - a) as f64;
+            nf * (nf - 1.0) * (2.0 * nf + 5.0) / 18.0
+        })
+        .sum::<f64>()
+        .sqrt();
     let mf = m as f64;
     let upper = ((mf + Z95 * sigma) / 2.0).round() as usize;
     let lower = (((mf - Z95 * sigma) / 2.0).round() as usize).saturating_sub(1);
@@ -377,16 +440,20 @@ fn fit_in(x: &[f64], y: &[f64], room: &mut FitRoom) -> Option<Fit> {
     let high = nth(upper);
     // The fit's vectors are moved out for the calls that need the room's
     // others, and back (a move, no copy).
-    let (x, y) = (std::mem::take(&mut room.x), std::mem::take(&mut room.y));
+    let (x, y, spans) = (
+        std::mem::take(&mut room.x),
+        std::mem::take(&mut room.y),
+        std::mem::take(&mut room.spans),
+    );
     let inflation = yue_wang(&x, &y, slope, room);
-    let p = mann_kendall_inflated(&x, &y, inflation, &mut room.sorted);
+    let p = mann_kendall_inflated(&x, &y, &spans, inflation, &mut room.sorted);
     let p_plain = if inflation > 1.0 {
-        mann_kendall_inflated(&x, &y, 1.0, &mut room.sorted)
+        mann_kendall_inflated(&x, &y, &spans, 1.0, &mut room.sorted)
     } else {
         p
     };
-    let rise_to_scatter = rise_to_scatter(&x, &y, slope, room);
-    (room.x, room.y) = (x, y);
+    let rise_to_scatter = rise_to_scatter(&x, &y, &spans, slope, room);
+    (room.x, room.y, room.spans) = (x, y, spans);
     Some(Fit {
         slope,
         low,
@@ -440,7 +507,7 @@ mod tests {
         assert!((f.slope - 1.4).abs() < 1e-12, "{f:?}");
         assert!((f.low - 1.0).abs() < 1e-12, "{f:?}");
         assert!((f.high - 1.666_666_666_666_666_7).abs() < 1e-12, "{f:?}");
-        assert_eq!(mann_kendall_s(&x, &y, &mut Vec::new()), (37.0, 125.0));
+        assert_eq!(mann_kendall_s(&x, &y, &[(0, x.len())], &mut Vec::new()), (37.0, 125.0));
         assert!((f.p - 0.001_282_18).abs() < 1e-7, "{f:?}");
         // Uneven spacing and tied values: theilslopes → 0.4, low
         // 0.315789…, high 0.444…; S = 59, var = (12·11·29 − Σt(t−1)(2t+5))
@@ -451,7 +518,7 @@ mod tests {
         assert!((f.slope - 0.4).abs() < 1e-12, "{f:?}");
         assert!((f.low - 0.315_789_473_684_210_5).abs() < 1e-12, "{f:?}");
         assert!((f.high - 0.444_444_444_444_444_4).abs() < 1e-12, "{f:?}");
-        assert_eq!(mann_kendall_s(&x, &y, &mut Vec::new()), (59.0, 207.0));
+        assert_eq!(mann_kendall_s(&x, &y, &[(0, x.len())], &mut Vec::new()), (59.0, 207.0));
         assert!((f.p / 5.547_422e-5 - 1.0).abs() < 1e-4, "{f:?}");
     }
 

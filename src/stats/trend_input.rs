@@ -91,7 +91,9 @@ impl TrendPoint {
 }
 
 /// What the trends are computed from: one [`TrendPoint`] per timeline
-/// point, and the points' per-workload figures in one list. Plain numbers:
+/// point, the points' per-workload figures in one list, and the watched
+/// series' values (`watch`: `watch_stride` a point, NaN where a point has
+/// none). Plain numbers:
 /// the live trend thresholds fill one kept from the start every 10 s
 /// (`Timeline::trend_input`) instead of making the timeline's JSON, so
 /// their memory does not grow with the timeline (issue 29).
@@ -101,6 +103,12 @@ pub struct TrendInput {
     pub points: Vec<TrendPoint>,
     /// Every point's per-workload figures, in point order.
     pub workloads: Vec<WorkloadPointJson>,
+    /// Every point's watched values, `watch_stride` each (see
+    /// [`TrendInput::watch_value`]).
+    pub watch: Vec<f64>,
+    /// Columns a point has in `watch` (the series known when it was
+    /// filled).
+    pub watch_stride: usize,
 }
 
 impl TrendInput {
@@ -110,15 +118,77 @@ impl TrendInput {
         let mut t = TrendInput {
             points: vec![TrendPoint::default(); points],
             workloads: vec![WorkloadPointJson::default(); points * workloads],
+            watch: Vec::new(),
+            watch_stride: 0,
         };
         t.clear();
         t
+    }
+
+    /// Room for `series` watched values in each of `points` points, made
+    /// now (the live trends fill it every 10 s without growing the heap).
+    pub fn reserve_watch(&mut self, points: usize, series: usize) {
+        let n = points * series;
+        if self.watch.capacity() < n {
+            self.watch = vec![0.0; n];
+            self.watch.clear();
+        }
     }
 
     /// Empties it, keeping the room.
     pub fn clear(&mut self) {
         self.points.clear();
         self.workloads.clear();
+        self.watch.clear();
+        self.watch_stride = 0;
+    }
+
+    /// Adds a point with its watched values (`None`: no value in the
+    /// point).
+    pub fn push_watch(
+        &mut self,
+        p: TrendPoint,
+        workloads: impl IntoIterator<Item = WorkloadPointJson>,
+        values: &[Option<f64>],
+    ) {
+        self.push(p, workloads);
+        self.push_values(values.iter().map(|v| v.unwrap_or(f64::NAN)), values.len());
+    }
+
+    /// The last pushed point's watched values (`n` of them). The stride
+    /// is the widest row so far: earlier points have no value for a
+    /// series found later.
+    fn push_values(&mut self, values: impl Iterator<Item = f64>, n: usize) {
+        let rows = self.points.len() - 1;
+        if n > self.watch_stride && rows == 0 {
+            self.watch_stride = n;
+        } else if n > self.watch_stride {
+            // Widen the rows written so far (rare: a series found later
+            // in a report's points).
+            let old = std::mem::take(&mut self.watch);
+            let mut wide = Vec::with_capacity(old.capacity().max((rows + 1) * n));
+            for r in 0..rows {
+                wide.extend_from_slice(&old[r * self.watch_stride..(r + 1) * self.watch_stride]);
+                wide.extend(std::iter::repeat_n(f64::NAN, n - self.watch_stride));
+            }
+            self.watch = wide;
+            self.watch_stride = n;
+        }
+        let before = self.watch.len();
+        self.watch.extend(values.take(self.watch_stride));
+        let short = self.watch_stride - (self.watch.len() - before);
+        self.watch.extend(std::iter::repeat_n(f64::NAN, short));
+    }
+
+    /// Point `i`'s value of series `col`, if it has one.
+    pub fn watch_value(&self, i: usize, col: usize) -> Option<f64> {
+        if col >= self.watch_stride {
+            return None;
+        }
+        self.watch
+            .get(i * self.watch_stride + col)
+            .copied()
+            .filter(|v| !v.is_nan())
     }
 
     /// Adds a point and its per-workload figures.
@@ -133,7 +203,7 @@ impl TrendInput {
     pub fn of_json(t: &TimelineJson) -> TrendInput {
         let mut out = TrendInput::default();
         for p in &t.points {
-            out.push(TrendPoint::of_json(p), p.workloads.iter().copied());
+            out.push_watch(TrendPoint::of_json(p), p.workloads.iter().copied(), &p.watch);
         }
         out
     }
@@ -152,11 +222,14 @@ impl Timeline {
     /// analyze every 10 s without making the timeline's JSON.
     pub fn trend_input(&mut self, into: &mut TrendInput) {
         into.clear();
+        let stride = self.series().series.len();
         for p in self.closed() {
             into.push(TrendPoint::of_point(p), p.workloads.iter().map(WorkloadPointJson::of));
+            into.push_values(p.watch.iter().copied(), stride);
         }
         if let Some(p) = self.partial() {
             into.push(TrendPoint::of_point(p), p.workloads.iter().map(WorkloadPointJson::of));
+            into.push_values(p.watch.iter().copied(), stride);
         }
     }
 }

@@ -48,7 +48,7 @@ use std::cell::Cell;
 use serde::{Deserialize, Serialize};
 
 use super::rank::{mann_whitney_dependent_in, median_in, ranks_into};
-use super::timeline_json::{TimelineJson, WorkloadPointJson};
+use super::timeline_json::WorkloadPointJson;
 use super::trend::{MIN_POINTS, theil_sen};
 pub use super::trend_input::{TrendInput, TrendPoint};
 
@@ -337,13 +337,9 @@ pub fn reserve(points: usize, workloads: usize) {
     analyze_input(&input, &every, &vec![String::new(); workloads]);
 }
 
-/// Computes the trends of a timeline; `workloads` names the run's
+/// Computes the trends of a timeline's [`TrendInput`] (a report's,
+/// [`TrendInput::of_json`], or the live one); `workloads` names the run's
 /// workloads in the order of the points' per-workload entries.
-pub fn analyze(t: &TimelineJson, s: &Settings, workloads: &[String]) -> Trends {
-    analyze_input(&TrendInput::of_json(t), s, workloads)
-}
-
-/// [`analyze`] of a timeline's [`TrendInput`].
 pub fn analyze_input(t: &TrendInput, s: &Settings, workloads: &[String]) -> Trends {
     let mut room = ROOM.take();
     let trends = analyze_in(t, s, workloads, &mut room);
@@ -434,8 +430,9 @@ fn analyze_in(t: &TrendInput, s: &Settings, workloads: &[String], room: &mut Roo
 }
 
 /// What a drift reads from one point: its time and soakd's lag (the
-/// run's), and the run's or one workload's figures.
-#[derive(Clone, Copy)]
+/// run's), and the run's or one workload's figures, or a watched series'
+/// value (`value`).
+#[derive(Clone, Copy, Default)]
 struct Own {
     t: f64,
     seconds: f64,
@@ -444,6 +441,7 @@ struct Own {
     p99: Option<f64>,
     errors: f64,
     attempts: f64,
+    value: Option<f64>,
 }
 
 impl Own {
@@ -456,6 +454,7 @@ impl Own {
             p99: p.p99,
             errors: p.errors as f64,
             attempts: (p.completed + p.errors) as f64,
+            value: None,
         }
     }
 
@@ -468,6 +467,34 @@ impl Own {
             ..Own::of(p)
         }
     }
+}
+
+/// The drift of a watched series (`points`: each steady point's start,
+/// length and value), by the same rules as the latency's: the first
+/// quarter of the steady part against the last, with the rank test
+/// corrected for the values' persistence (a server's memory moves in runs
+/// too). No generator-lag rule: a value the server reports is not soakd's
+/// timing.
+pub fn drift_of_values(metric: &str, unit: &str, points: &[(f64, f64, f64)], s: &Settings) -> Drift {
+    let mut room = ROOM.take();
+    room.own.clear();
+    room.own.extend(points.iter().map(|&(t, seconds, v)| Own {
+        t,
+        seconds,
+        value: Some(v),
+        ..Own::default()
+    }));
+    let out = drift(
+        metric,
+        unit,
+        &room.own,
+        s,
+        Window::Median(|o| o.value),
+        false,
+        &mut room.drift,
+    );
+    ROOM.set(room);
+    out
 }
 
 /// p50, p99 and error-rate drifts of the points `pts`.
@@ -660,7 +687,12 @@ fn drift(metric: &str, unit: &str, pts: &[Own], s: &Settings, how: Window, lag: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::{PointJson, ProcSample};
+    use crate::stats::{PointJson, ProcSample, TimelineJson};
+
+    /// The trends of a report's timeline.
+    fn analyze(t: &TimelineJson, s: &Settings, workloads: &[String]) -> Trends {
+        analyze_input(&TrendInput::of_json(t), s, workloads)
+    }
 
     fn settings() -> Settings {
         Settings {

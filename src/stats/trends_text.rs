@@ -25,12 +25,50 @@ pub fn show(unit: &str, v: f64) -> String {
         }
         "1/s" if v.abs() * 60.0 >= 10.0 => format!("{:.1}/min", v * 60.0),
         "1/s" => format!("{:.1}/h", v * 3600.0),
+        // A watched series' slope: its unit per second.
+        u if u.ends_with("/s") => {
+            let base = &u[..u.len() - 2];
+            let (per, secs) = if v.abs() * 60.0 >= 1.0 {
+                ("min", 60.0)
+            } else {
+                ("h", 3600.0)
+            };
+            format!("{}/{per}", show_value(base, v * secs))
+        }
         _ => format!("{:+.1}%", v * 100.0),
     }
 }
 
+/// A watch threshold's figure (`metric` `slope`, `drift` or `watch_max`)
+/// in its unit.
+pub fn show_watched(metric: &str, unit: &str, v: f64) -> String {
+    match metric {
+        "slope" | "drift" => show(unit, v),
+        _ => show_value(unit, v),
+    }
+}
+
+/// A value of a watched series' unit (`bytes`, `seconds`, `1`, or a rate
+/// of one, `bytes/s`): `157.94MiB`, `12.50ms`, `1234`, `2.00MiB/s`.
+pub fn show_value(unit: &str, v: f64) -> String {
+    match unit {
+        "bytes" => {
+            let (size, bytes) = [("GiB", 1073741824.0), ("MiB", 1048576.0), ("KiB", 1024.0)]
+                .into_iter()
+                .find(|(_, b)| v.abs() >= *b)
+                .unwrap_or(("B", 1.0));
+            format!("{:.2}{size}", v / bytes)
+        }
+        "seconds" => secs(v),
+        u if u.ends_with("/s") => format!("{}/s", show_value(&u[..u.len() - 2], v)),
+        _ if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.0}"),
+        _ if v.abs() >= 100.0 => format!("{v:.1}"),
+        _ => format!("{v:.4}"),
+    }
+}
+
 /// Seconds as the summary writes latencies.
-fn secs(v: f64) -> String {
+pub fn secs(v: f64) -> String {
     if v < 1e-3 {
         format!("{:.0}µs", v * 1e6)
     } else if v < 1.0 {

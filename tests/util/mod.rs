@@ -111,6 +111,13 @@ pub fn test_python() -> Option<PathBuf> {
     peers_python(&["h2", "websockets"])
 }
 
+/// The same venv's python for the server-watch tests (`prometheus_client`,
+/// the servers that export their own metrics), or None after
+/// [`cannot_run`].
+pub fn metrics_python() -> Option<PathBuf> {
+    peers_python(&["prometheus_client"])
+}
+
 /// The same venv's python for the gRPC tests (`grpcio`, its reflection
 /// service and `grpcio-tools`), or None after [`cannot_run`].
 pub fn grpc_python() -> Option<PathBuf> {
