@@ -79,6 +79,13 @@ CONFIG = {
     # the limit docs/verdicts.md suggests for target_rss_slope.
     'memory_growth_per_hour': 10485760,
     'memory_growth_for': '30m',
+    # SoakdServerLeak: a series of the server watch (--target-metrics,
+    # --prometheus, --target-pidfile, --target-cgroup) has a significant
+    # slope (soakd's own Theil-Sen and Mann-Kendall over the steady part)
+    # of more than this share of its value per hour, for this long: unitless,
+    # so one rule covers memory, descriptors, goroutines and GC time.
+    'server_growth_ratio_per_hour': 0.01,
+    'server_growth_for': '30m',
     # SoakdLatencyDrifting: p99 over 10m above factor x the same 10m one
     # hour earlier, and above floor (seconds): the live side of p99_drift.
     'drift_factor': 1.2,
@@ -657,8 +664,49 @@ def panels():
            about one per connection held; growth with connections flat is a
            descriptor leak (soakd's own are in the soakd process row).""",
            w=6),
-    ] + baseline_panels() + outage_panels() + websocket_panels() + h2_panels() \
-        + grpc_panels() + grpc_stream_panels()
+    ] + server_panels() + baseline_panels() + outage_panels() + websocket_panels() \
+        + h2_panels() + grpc_panels() + grpc_stream_panels()
+
+
+# The server watch (--target-metrics, --prometheus, --target-pidfile,
+# --target-cgroup)
+def server_panels():
+    """The row of the server's own series as soakd's watch read them,
+    beside the client's figures: values, slopes, sources."""
+    WS = 'job=~"$job",instance=~"$instance"'
+    SERIES = '{{watch}} {{series}}'
+    return [
+        row("Server's own metrics (soakd --target-metrics, --prometheus)"),
+        timeseries('Watched values', 'short', [
+            (sel('soakd_watch_value', WS), SERIES),
+        ], """Each series soakd's server watch reads, in its own unit (bytes
+           for memory): the server's exposition (--target-metrics), the
+           Prometheus that scrapes its pods (--prometheus: one series per
+           pod), or its pid file or cgroup on soakd's host. Absent while its
+           source is stale. A line that climbs after warm-up while the load
+           is flat is what the soak is for.""", w=8),
+        timeseries('Growth per hour, relative to the value', 'percentunit', [
+            ('%s * 3600 / %s' % (sel('soakd_watch_slope_per_second', WS), sel('soakd_watch_value', WS)),
+             SERIES),
+        ], """Each series' Theil-Sen slope over the steady part (soakd's own,
+           between the server's restarts), as a share of its value per hour.
+           Significant and above %(server_growth_ratio_per_hour_pct)s an hour for
+           %(server_growth_for_words)s: SoakdServerLeak. The run's thresholds
+           (slope(NAME), drift(NAME), max(NAME)) judge the same figures.""",
+           w=8, min0=False),
+        timeseries('Watch sources', 'short', [
+            ('sum by (source) (%s)' % sel('soakd_watch_source_up', WS), '{{source}} up'),
+            ('sum by (source, reason) (increase(%s[$__rate_interval])) > 0'
+             % sel('soakd_watch_scrape_failures_total', WS), '{{source}} {{reason}}'),
+            ('sum by (source) (increase(%s[$__rate_interval])) > 0'
+             % sel('soakd_watch_restarts_total', WS), '{{source}} restart'),
+        ], """1 while a source answers (0: stale, its series absent); failed
+           reads per interval by reason (refused, timeout, status,
+           too_large, malformed, query, gone, …); restarts of the server seen
+           there (a new process_start_time_seconds, a counter reset, a pod
+           replaced, a new PID).""", w=8, overrides=[
+               by_name('.* restart', color('red'))]),
+    ]
 
 
 # soakd run --baseline
@@ -1385,6 +1433,22 @@ ALERT_GROUPS = [
             otherwise. The run's report gives the robust figure (trends, target_rss_slope,
             Theil-Sen with a significance test); fail the soak on it with
             --threshold 'target_rss_slope<=10MiB/h'."""),
+        alert('SoakdServerLeak', """
+            soakd_watch_slope_per_second * 3600 / soakd_watch_value > %(server_growth_ratio_per_hour)s
+              and soakd_watch_slope_significant == 1
+        """, '%(server_growth_for)s', 'warning',
+            'soakd: the server\'s {{ $labels.watch }} ({{ $labels.series }}) grows'
+            ' {{ $value | humanizePercentage }} an hour', """
+            soakd at {{ $labels.instance }} (job {{ $labels.job }}) reads the server's
+            {{ $labels.watch }} from {{ $labels.series }} and finds it growing by
+            {{ $value | humanizePercentage }} of its value an hour (Theil-Sen slope over the
+            steady part, significant by Mann-Kendall corrected for autocorrelation, fitted
+            between the server's restarts), for %(server_growth_for_words)s. After warm-up a
+            server's memory, descriptors and goroutines should be flat: this is a leak until
+            shown otherwise. The run's report has the series (server section: slope with its
+            confidence interval, drift, restarts); fail the soak on it with a threshold such
+            as --threshold 'slope({{ $labels.watch }})<=1MiB/h', and profile the server (heap
+            dump, lsof) while it grows."""),
         alert('SoakdLatencyDrifting', """
             target:soakd_request_duration_seconds:p99_10m
               > %(drift_factor)s * target:soakd_request_duration_seconds:p99_10m_offset1h

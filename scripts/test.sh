@@ -94,6 +94,15 @@ else
     apt_install nghttp2-client curl
 fi
 
+# prometheus-process-exporter: a real exporter from the distribution that
+# tests/watch.rs points the server watch at (a server leaking descriptors).
+if command -v prometheus-process-exporter >/dev/null 2>&1; then
+    echo "prometheus-process-exporter: present"
+else
+    echo "prometheus-process-exporter: missing, installing it"
+    apt_install prometheus-process-exporter
+fi
+
 # ip and tc (iproute2): the root tests make network namespaces, and
 # tests/outages.rs a blackhole in one (tc qdisc ... netem, or tbf).
 if command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1; then
@@ -135,11 +144,13 @@ section "Python protocol peers"
 # (WebSocket echo and push) and `grpcio` with `grpcio-reflection` and
 # `grpcio-tools` (tests/peers/grpc_server.py compiles tests/proto at start
 # and serves it with reflection; protobuf pinned too, as its JSON is what
-# tests/grpc_schema.rs compares with). They come from PyPI into a venv of their own,
+# tests/grpc_schema.rs compares with), and `prometheus_client` (the leaking
+# servers of tests/watch.rs export their own memory and descriptors with
+# it). They come from PyPI into a venv of their own,
 # installed once (again only when a pin changes); the tests find its python
 # through SOAKD_TEST_PYTHON (tests/util's `test_python`).
 PEERS_VENV=${SOAKD_PEERS_VENV:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/soakd/peers-venv}
-PEERS_PINS="h2==4.4.1 websockets==17.4 grpcio==1.85.1 grpcio-reflection==1.85.1 grpcio-tools==1.85.1 protobuf==7.36.2"
+PEERS_PINS="h2==4.4.1 websockets==17.4 grpcio==1.85.1 grpcio-reflection==1.85.1 grpcio-tools==1.85.1 protobuf==7.36.2 prometheus-client==0.26.0"
 if [ "$(cat "$PEERS_VENV/pins" 2>/dev/null)" != "$PEERS_PINS" ]; then
     if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
         echo "python3 venv: missing, installing python3-venv"
@@ -152,7 +163,7 @@ if [ "$(cat "$PEERS_VENV/pins" 2>/dev/null)" != "$PEERS_PINS" ]; then
     echo "$PEERS_PINS" >"$PEERS_VENV/pins"
 fi
 export SOAKD_TEST_PYTHON="$PEERS_VENV/bin/python"
-"$SOAKD_TEST_PYTHON" -c 'import h2, websockets, grpc, grpc_reflection, grpc_tools; print("python peers: h2", h2.__version__, "websockets", websockets.__version__, "grpcio", grpc.__version__)'
+"$SOAKD_TEST_PYTHON" -c 'import h2, websockets, grpc, grpc_reflection, grpc_tools, prometheus_client; print("python peers: h2", h2.__version__, "websockets", websockets.__version__, "grpcio", grpc.__version__)'
 
 # ---------------------------------------------------------------------------
 section "Kubernetes manifests and Dockerfile"

@@ -165,6 +165,8 @@ fn a_leaking_server_fails_its_slope_live_and_at_the_end() {
         "max(fds)<=1000",
         "--report",
         report.to_str().unwrap(),
+        "--html-report",
+        dir.path().join("r.html").to_str().unwrap(),
     ]);
     // The test's own reading of the server's RSS, once a second.
     let started = Instant::now();
@@ -236,6 +238,34 @@ fn a_leaking_server_fails_its_slope_live_and_at_the_end() {
             .unwrap()
             .iter()
             .any(|p| p["watch"][0].as_f64().is_some_and(|v| v > 1e6))
+    );
+    // The page: a chart per watch and the series table.
+    let page = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
+    assert!(page.contains("Server: rss (bytes)") && page.contains("<h2>Server</h2>"));
+    // `soakd compare` and `soakd history`: a build that leaks against one
+    // that did not is worse, on the series' slope (reports as the run
+    // wrote them, the steady one made from this one's series by hand:
+    // flat, not significant).
+    let mut steady = r.clone();
+    steady["server"]["series"][0]["slope"]["slope"] = 3.0.into();
+    steady["server"]["series"][0]["slope"]["significant"] = false.into();
+    steady["server"]["series"][0]["last"] = rss[0]["first"].clone();
+    steady["timeline"]["started_at_unix_seconds"] = 1.0.into();
+    let base = dir.path().join("steady.json");
+    std::fs::write(&base, steady.to_string()).unwrap();
+    let out = soakd(&["compare", base.to_str().unwrap(), report.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(
+        text.contains("server rss") && text.contains("WORSE: ") && text.contains("slope"),
+        "{text}"
+    );
+    let out = soakd(&["history", base.to_str().unwrap(), report.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(
+        text.contains("first run worse than the one before it: run 2") && text.contains("server rss slope"),
+        "{text}"
     );
 }
 

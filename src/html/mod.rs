@@ -646,6 +646,7 @@ mod tests {
             p_value: Some(0.001),
             samples: Some([10, 10]),
             lag: None,
+            unit: None,
         }];
         let page = render(&Inputs {
             report: &r,

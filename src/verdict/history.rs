@@ -64,6 +64,19 @@ pub struct WorkloadRow {
     pub cells: Vec<Cell>,
 }
 
+/// One watched series of the server in one run (`--target-metrics`,
+/// `--prometheus`, …): its slope and last value, judged as `soakd
+/// compare` judges them.
+#[derive(Clone, Debug, Serialize)]
+pub struct ServerRow {
+    /// The series (`rss{pod="api-1"}`).
+    pub series: String,
+    /// The unit of its values (its slope is that per second).
+    pub unit: String,
+    /// `slope` and `last`.
+    pub cells: Vec<Cell>,
+}
+
 /// One run.
 #[derive(Clone, Debug, Serialize)]
 pub struct HistoryRun {
@@ -77,6 +90,9 @@ pub struct HistoryRun {
     pub load_differs: Vec<String>,
     /// Per workload.
     pub workloads: Vec<WorkloadRow>,
+    /// Per watched series of the server (empty without a server watch).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub server: Vec<ServerRow>,
     /// Worse than the run before in some figure (under the same load).
     pub worse_than_previous: bool,
 }
@@ -166,10 +182,33 @@ pub fn history(mut runs: Vec<Run>, opts: &Options) -> History {
                     .collect(),
             })
             .collect();
+        let server: Vec<ServerRow> = run
+            .report
+            .server
+            .iter()
+            .flat_map(|x| &x.series)
+            .map(|x| {
+                let key = format!("server {}", x.info.name());
+                ServerRow {
+                    series: x.info.name(),
+                    unit: x.info.unit.clone(),
+                    cells: [("slope", x.trend.slope.slope), ("last", x.trend.last)]
+                        .into_iter()
+                        .map(|(metric, value)| Cell {
+                            metric,
+                            value,
+                            vs_previous: previous.as_ref().and_then(|c| judged(c, &key, metric)),
+                            vs_reference: reference.as_ref().and_then(|c| judged(c, &key, metric)),
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
         let worse_than_previous = load_differs.is_empty()
             && workloads
                 .iter()
                 .flat_map(|w| &w.cells)
+                .chain(server.iter().flat_map(|x| &x.cells))
                 .any(|c| c.vs_previous.is_some_and(|j| j.verdict == Verdict::Worse));
         out.push(HistoryRun {
             run: i + 1,
@@ -177,6 +216,7 @@ pub fn history(mut runs: Vec<Run>, opts: &Options) -> History {
             started_at: run.report.timeline.started_at.clone(),
             load_differs,
             workloads,
+            server,
             worse_than_previous,
         });
     }
@@ -289,6 +329,20 @@ impl History {
                 }
                 s.push('\n');
             }
+            for x in &r.server {
+                let cells: Vec<String> = x
+                    .cells
+                    .iter()
+                    .map(|c| {
+                        let v = c.value.map_or("-".into(), |v| match c.metric {
+                            "slope" => crate::stats::trends_text::show(&format!("{}/s", x.unit), v),
+                            _ => crate::stats::trends_text::show_value(&x.unit, v),
+                        });
+                        format!("{} {v}{}", c.metric, mark(c.vs_previous))
+                    })
+                    .collect();
+                let _ = writeln!(s, "       server {}: {}", x.series, cells.join(", "));
+            }
             if !r.load_differs.is_empty() {
                 let _ = writeln!(
                     s,
@@ -300,15 +354,16 @@ impl History {
         }
         s.push('\n');
         let worse_cells = |r: &HistoryRun| -> Vec<String> {
-            r.workloads
-                .iter()
-                .flat_map(|w| {
-                    w.cells.iter().filter_map(move |c| {
+            let workloads = r.workloads.iter().map(|w| (w.workload.clone(), &w.cells));
+            let server = r.server.iter().map(|x| (format!("server {}", x.series), &x.cells));
+            workloads
+                .chain(server)
+                .flat_map(|(name, cells)| {
+                    cells.iter().filter_map(move |c| {
                         let j = c.vs_previous?;
                         (j.verdict == Verdict::Worse).then(|| {
                             format!(
-                                "{} {}{}",
-                                w.workload,
+                                "{name} {}{}",
                                 c.metric,
                                 j.change.map_or(String::new(), |x| format!(" {:+.0}%", x * 100.0))
                             )

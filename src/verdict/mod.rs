@@ -33,6 +33,7 @@
 pub mod history;
 pub mod live;
 pub mod samples;
+mod server;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -133,6 +134,10 @@ pub struct Row {
     /// Latency rows: soakd's own schedule lag at the same quantile, the
     /// larger of the two runs' (seconds).
     pub lag: Option<f64>,
+    /// The server watch's rows (`slope`, `last`): the unit of the figures
+    /// (`bytes/s`, `bytes`, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
 }
 
 /// Everything `soakd compare` says.
@@ -344,13 +349,15 @@ pub fn compare(base: &Run, new: &Run, opts: &Options) -> Comparison {
         }
         rows.extend(grpc_row);
     }
-    Comparison {
+    let mut c = Comparison {
         baseline: base.label.clone(),
         new: new.label.clone(),
         tolerance: opts.tolerance,
         rows,
         unmatched,
-    }
+    };
+    server::rows(&base.report, &new.report, opts, &mut c);
+    c
 }
 
 impl Row {
@@ -369,6 +376,7 @@ impl Row {
             p_value: j.p_value,
             samples: j.samples,
             lag: e.lag,
+            unit: None,
         }
     }
 }
@@ -422,12 +430,15 @@ impl Comparison {
                 );
                 last = Some(&r.workload);
             }
-            let shown = |v: f64| match r.metric {
-                "rps" => format!("{v:.1}"),
-                "error_rate" | "grpc_error_rate" => format!("{:.3}%", v * 100.0),
+            let shown = |v: f64| match (r.metric, &r.unit) {
+                ("slope", Some(u)) => crate::stats::trends_text::show(u, v),
+                (_, Some(u)) => crate::stats::trends_text::show_value(u, v),
+                ("rps", _) => format!("{v:.1}"),
+                ("error_rate" | "grpc_error_rate", _) => format!("{:.3}%", v * 100.0),
                 _ => human(Some(v)),
             };
             let change = match r.metric {
+                _ if r.unit.is_some() => String::new(),
                 "rps" => format!("{:+.1}", r.abs_change),
                 "error_rate" | "grpc_error_rate" => format!("{:+.3}%", r.abs_change * 100.0),
                 _ if r.abs_change < 0.0 => format!("-{}", human(Some(-r.abs_change))),
@@ -441,6 +452,7 @@ impl Comparison {
                     "not judged: soakd's own schedule lag ({}) is half the change or more",
                     human(r.lag)
                 ),
+                _ if r.metric == "slope" => "a significant rise on one side only, else tolerance".into(),
                 _ => "tolerance".into(),
             };
             let verdict = match r.verdict {
