@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::remote::ReadError;
-use super::{Reading, Value};
+use super::{Reading, Restart, Value};
 use crate::plan::watch::{CgroupSpec, PROCESS_WATCHES};
 
 /// The last CPU time read, for its rate.
@@ -105,8 +105,11 @@ impl PidFile {
             detail: format!("PID {pid} (from the pid file) is not running"),
         })?;
         if self.pid.is_some_and(|old| old != pid) {
-            out.restarts
-                .push((source, format!("PID {} → {pid}", self.pid.unwrap_or_default())));
+            out.restarts.push(Restart {
+                source,
+                watch: None,
+                why: format!("PID {} → {pid}", self.pid.unwrap_or_default()),
+            });
             self.cpu = None;
         }
         self.pid = Some(pid);
@@ -221,14 +224,15 @@ impl Cgroup {
         let replaced = !self.pids.is_empty() && !pids.is_empty() && !pids.iter().any(|p| self.pids.contains(p));
         let started_over = self.cpu.is_some_and(|c| cpu_seconds < c.seconds);
         if replaced || started_over {
-            out.restarts.push((
+            out.restarts.push(Restart {
                 source,
-                if replaced {
+                watch: None,
+                why: if replaced {
                     format!("every process replaced (now PIDs {:?})", &pids[..pids.len().min(4)])
                 } else {
                     "the cgroup's CPU time started over".into()
                 },
-            ));
+            });
             self.cpu = None;
         }
         // A moment with no process (the old one gone, the new one not yet

@@ -52,13 +52,25 @@ pub struct Value {
     pub value: f64,
 }
 
+/// A restart of the server seen at a source.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Restart {
+    /// The source (index into [`Watcher::sources`]).
+    pub source: usize,
+    /// The watch whose series it cuts (a query's pods replaced), or
+    /// `None`: every series of the source (the process restarted).
+    pub watch: Option<usize>,
+    /// What showed it, in words.
+    pub why: String,
+}
+
 /// What one round of reads brought.
 #[derive(Debug, Default)]
 pub struct Reading {
     /// The values read.
     pub values: Vec<Value>,
-    /// Restarts seen: the source, and what showed it.
-    pub restarts: Vec<(usize, String)>,
+    /// Restarts seen.
+    pub restarts: Vec<Restart>,
     /// Each read: the source and how it failed (`None`: it did not).
     outcomes: Vec<(usize, Option<ReadError>)>,
 }
@@ -296,14 +308,15 @@ impl Watcher {
                 }
             }
         }
-        for (i, why) in r.restarts {
-            let label = self.sources[i].0.clone();
+        for Restart { source, watch, why } in r.restarts {
+            let label = self.sources[source].0.clone();
+            let name = watch.map(|w| self.names[w].as_str());
             for info in totals
                 .timeline
                 .series_mut()
                 .series
                 .iter_mut()
-                .filter(|s| s.source == label)
+                .filter(|s| s.source == label && name.is_none_or(|n| s.watch == n))
             {
                 if info.restarts.len() < MAX_RESTARTS {
                     info.restarts.push(at);

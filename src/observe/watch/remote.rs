@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use serde::Deserialize;
 
-use super::{Reading, Value};
+use super::{Reading, Restart, Value};
 use crate::netio::fetch::{FetchError, Fetcher};
 use crate::plan::watch::{Endpoint, Selector, WatchExpr, WatchSpec, read_token};
 use crate::wire::exposition::{Sample, scan};
@@ -69,6 +69,9 @@ struct Last {
     at: Instant,
 }
 
+/// A rate watch's series: the watch and the labels.
+type SeriesKey = (usize, Vec<(String, String)>);
+
 /// One `--target-metrics` endpoint.
 pub(super) struct Scrape {
     endpoint: Endpoint,
@@ -77,8 +80,12 @@ pub(super) struct Scrape {
     body: Vec<u8>,
     /// `process_start_time_seconds` as last read.
     started: Option<f64>,
-    /// Each rate watch's series' last value.
-    counters: HashMap<(usize, Vec<(String, String)>), Last>,
+    /// Each rate watch's series' last value, and the scrape it was read
+    /// in: a series gone from the exposition is forgotten, so the map is
+    /// the exposition's size, not its history's.
+    counters: HashMap<SeriesKey, (Last, u64)>,
+    /// Scrapes so far.
+    scrapes: u64,
 }
 
 impl Scrape {
@@ -89,6 +96,7 @@ impl Scrape {
             body: Vec::new(),
             started: None,
             counters: HashMap::new(),
+            scrapes: 0,
         }
     }
 
@@ -117,6 +125,8 @@ impl Scrape {
             detail: "the exposition is not UTF-8 text".into(),
         })?;
         let now = Instant::now();
+        self.scrapes += 1;
+        let scrape = self.scrapes;
         let mut matched = vec![0usize; watches.len()];
         let mut started = None;
         let mut reset = false;
@@ -139,14 +149,13 @@ impl Scrape {
                 let value = match w.expr {
                     WatchExpr::Rate(_) => {
                         let key = (*id, s.labels.clone());
-                        let last = self.counters.insert(
-                            key,
-                            Last {
-                                value: s.value,
-                                at: now,
-                            },
-                        );
-                        let Some(last) = last else { continue };
+                        let fresh = Last {
+                            value: s.value,
+                            at: now,
+                        };
+                        let Some((last, _)) = self.counters.insert(key, (fresh, scrape)) else {
+                            continue;
+                        };
                         let secs = now.duration_since(last.at).as_secs_f64();
                         if secs <= 0.0 {
                             continue;
@@ -175,14 +184,22 @@ impl Scrape {
         if let (Some(before), Some(now)) = (self.started, started)
             && (now - before).abs() > 0.5
         {
-            out.restarts
-                .push((source, format!("{START_TIME} went from {before} to {now}")));
+            out.restarts.push(Restart {
+                source,
+                watch: None,
+                why: format!("{START_TIME} went from {before} to {now}"),
+            });
         } else if reset {
-            out.restarts.push((source, "a counter went down (reset)".into()));
+            out.restarts.push(Restart {
+                source,
+                watch: None,
+                why: "a counter went down (reset)".into(),
+            });
         }
         if started.is_some() {
             self.started = started;
         }
+        self.counters.retain(|_, (_, seen)| *seen == scrape);
         Ok(matched)
     }
 }
@@ -268,13 +285,14 @@ impl Query {
                 let gone = before.iter().filter(|l| !labels_now.contains(l)).count();
                 let new = labels_now.iter().filter(|l| !before.contains(l)).count();
                 if gone > 0 && new > 0 {
-                    out.restarts.push((
+                    out.restarts.push(Restart {
                         source,
-                        format!(
+                        watch: Some(*id),
+                        why: format!(
                             "{}: {gone} series replaced by {new} new (a pod or instance replaced)",
                             w.name
                         ),
-                    ));
+                    });
                 }
             }
             self.seen.insert(*id, labels_now);
@@ -369,6 +387,64 @@ fn encode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::watch::{GivenWatch, WatchGiven, WatchPlan};
+
+    /// An exposition response.
+    fn exposition(body: &str) -> Vec<u8> {
+        format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
+    }
+
+    /// A counter read as a rate; a counter that went down is a reset (a
+    /// restart), its new value the increase; a new process start time is
+    /// a restart; a series gone from the exposition is forgotten.
+    #[test]
+    fn rates_resets_and_restarts() {
+        let (url, _server) = crate::netio::testing::serve(vec![
+            exposition("process_start_time_seconds 100\nreqs_total{path=\"/a\"} 10\nreqs_total{path=\"/b\"} 5\n"),
+            exposition("process_start_time_seconds 100\nreqs_total{path=\"/a\"} 30\n"),
+            exposition("process_start_time_seconds 100\nreqs_total{path=\"/a\"} 4\n"),
+            exposition("process_start_time_seconds 200\nreqs_total{path=\"/a\"} 9\n"),
+        ]);
+        let given = WatchGiven {
+            target_metrics: vec![url],
+            watches: vec![GivenWatch {
+                at: "--watch".into(),
+                name: "reqs".into(),
+                expr: "rate(reqs_total)".into(),
+                ..GivenWatch::default()
+            }],
+            ..WatchGiven::default()
+        };
+        let plan = WatchPlan::build(given, &|k: &str| k.to_string()).unwrap();
+        let mut scrape = Scrape::new(&plan.endpoints[0], std::time::Duration::from_secs(5));
+        let watches = [(0usize, &plan.watches[0])];
+        let mut reads = Vec::new();
+        for _ in 0..4 {
+            let mut r = Reading::default();
+            let matched = scrape.read(&watches, &mut r, 0).unwrap();
+            reads.push((matched, r));
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        // The first scrape has no rate yet (two reads make one).
+        assert_eq!(reads[0].0, vec![2]);
+        assert!(reads[0].1.values.is_empty());
+        // 10 → 30 over ~50 ms: a rate, and /b gone is forgotten.
+        let v = &reads[1].1.values;
+        assert_eq!(v.len(), 1);
+        assert!(v[0].value > 100.0, "{v:?}");
+        assert_eq!(scrape.counters.len(), 1);
+        // 30 → 4: a reset, the 4 counted as the increase, a restart.
+        assert_eq!(reads[2].1.restarts.len(), 1, "{:?}", reads[2].1.restarts);
+        assert!(reads[2].1.restarts[0].why.contains("reset"));
+        assert!(reads[2].1.values[0].value > 0.0);
+        // A new process start time: a restart, said so.
+        let r = &reads[3].1.restarts;
+        assert_eq!(r.len(), 1);
+        assert!(
+            r[0].why.contains("process_start_time_seconds went from 100 to 200"),
+            "{r:?}"
+        );
+    }
 
     #[test]
     fn answers_parse() {
