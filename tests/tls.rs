@@ -849,3 +849,62 @@ fn ca_as_server_not_given_as_cacert_and_expired_ones_are_tls_certificate() {
         assert_no_debug_dump(&r.stderr);
     }
 }
+
+/// The server watch over HTTPS (nginx serving an exposition): verified
+/// against `--target-metrics-cacert`; without it the certificate fails
+/// the start (exit 2, the flag and the certificate named); with
+/// `--target-metrics-insecure` it is read unverified.
+#[test]
+fn the_server_watch_scrapes_over_verified_tls() {
+    let pki = Pki::new();
+    let (cert, key) = pki.server();
+    let exporter = Nginx::start_tls(
+        "",
+        "default_type text/plain; return 200 \"process_resident_memory_bytes 1.5e+08\\nprocess_open_fds 42\\n\";",
+        &format!("ssl_certificate {cert}; ssl_certificate_key {key};"),
+    );
+    let metrics = exporter.https_url("/metrics");
+    let target = BuiltinTarget::start(&[]);
+    let url = target.url("/");
+    let soak = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            &url,
+            "-c",
+            "2",
+            "-d",
+            "3s",
+            "--metrics-listen",
+            "off",
+            "--target-metrics",
+            &metrics,
+            "--target-metrics-interval",
+            "1s",
+        ];
+        args.extend(extra);
+        soakd_report(&args, 30)
+    };
+    let ca = pki.ca();
+    let r = soak(&["--target-metrics-cacert", &ca]);
+    assert!(r.status.success(), "{}", r.stderr);
+    let series = r.report["server"]["series"].as_array().unwrap();
+    assert_eq!(series.len(), 2, "{}", r.report["server"]);
+    assert_eq!(series[0]["last"], 1.5e8);
+    let out = soakd(&[
+        "run",
+        &url,
+        "-c",
+        "2",
+        "-d",
+        "3s",
+        "--metrics-listen",
+        "off",
+        "--target-metrics",
+        &metrics,
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--target-metrics") && err.contains("certificate"), "{err}");
+    let r = soak(&["--target-metrics-insecure"]);
+    assert!(r.status.success(), "{}", r.stderr);
+}

@@ -35,34 +35,49 @@ impl Leaky {
     /// Starts it with `args` (`--leak-bytes N`, `--port P`, …); `None`
     /// when the venv lacks prometheus_client (a failure under CI).
     fn start(args: &[&str]) -> Option<Leaky> {
-        let python = metrics_python()?;
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/leaky_server.py");
-        Some(Self::spawn(Command::new(python).arg(script).args(args)))
+        metrics_python()?;
+        Some(Self::spawn(args).expect("the leaky server prints its ports"))
     }
 
-    fn spawn(cmd: &mut Command) -> Leaky {
-        let mut child = cmd
+    /// Starts it, or `None` when it did not print its ports (its ports
+    /// taken: the old one's sockets linger a moment after a kill).
+    fn spawn(args: &[&str]) -> Option<Leaky> {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/leaky_server.py");
+        let mut child = Command::new(metrics_python()?)
+            .arg(script)
+            .args(args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::null())
             .stdin(Stdio::null())
             .spawn()
             .expect("start the leaky server");
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .expect("the leaky server prints its ports");
+        let _ = BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
         let f: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(
-            (f.first(), f.get(2), f.get(4)),
-            (Some(&"port"), Some(&"metrics"), Some(&"pid")),
-            "{line}"
-        );
-        Leaky {
+        if (f.first(), f.get(2), f.get(4)) != (Some(&"port"), Some(&"metrics"), Some(&"pid")) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        Some(Leaky {
             child,
             port: f[1].parse().unwrap(),
             metrics: f[3].parse().unwrap(),
             pid: f[5].parse().unwrap(),
-        }
+        })
+    }
+
+    /// The server killed and a new one (leaking `leak` bytes a request)
+    /// started on its ports: what a deploy does to it.
+    fn restart(&mut self, leak: &str) -> Leaky {
+        self.kill();
+        let (port, mport) = (self.port.to_string(), self.metrics.to_string());
+        let args = ["--leak-bytes", leak, "--port", &port, "--metrics-port", &mport];
+        wait_for(
+            || Leaky::spawn(&args),
+            Duration::from_secs(10),
+            "the leaky server on its ports again",
+        )
     }
 
     fn url(&self) -> String {
@@ -316,7 +331,6 @@ fn a_restarted_server_is_one_restart_and_no_slope_across_it() {
     let Some(mut leaky) = Leaky::start(&["--leak-bytes", "20000"]) else {
         return;
     };
-    let (port, mport) = (leaky.port.to_string(), leaky.metrics.to_string());
     let dir = TempDir::new("watch-restart");
     let report = dir.path().join("r.json");
     let child = spawn_soakd(&[
@@ -338,28 +352,7 @@ fn a_restarted_server_is_one_restart_and_no_slope_across_it() {
         report.to_str().unwrap(),
     ]);
     std::thread::sleep(Duration::from_secs(18));
-    leaky.kill();
-    let python = metrics_python().unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/leaky_server.py");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let _again = loop {
-        // The old sockets may linger a moment.
-        let mut cmd = Command::new(&python);
-        cmd.arg(&script)
-            .args(["--leak-bytes", "20000", "--port", &port, "--metrics-port", &mport]);
-        let mut c = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
-        let mut line = String::new();
-        let _ = BufReader::new(c.stdout.take().unwrap()).read_line(&mut line);
-        if line.starts_with("port ") {
-            break c;
-        }
-        let _ = c.wait();
-        assert!(
-            Instant::now() < deadline,
-            "the leaky server could not take its ports again"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let _again = leaky.restart("20000");
     let (status, stderr) = wait_with_timeout(child, 60);
     assert!(status.success(), "{stderr}");
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
@@ -462,6 +455,33 @@ fn prometheus_names_the_leaking_instance() {
     );
     let t = threshold(&run.report, "slope(rss)<=1MiB/h");
     assert_eq!(t["pass"], false);
+    // A query Prometheus refuses, and one that answers nothing: exit 2
+    // at start, in Prometheus's own words.
+    for (watch, says) in [
+        ("x=sum(rate(process_cpu_seconds_total[1m])", "Prometheus refused"),
+        ("x=process_resident_memory_bytes{job=\"nope\"}", "answers no series now"),
+    ] {
+        let out = soakd(&[
+            "run",
+            &leaking.url(),
+            "-c",
+            "1",
+            "-d",
+            "2s",
+            "--metrics-listen",
+            "off",
+            "--prometheus",
+            &prom_url,
+            "--watch",
+            watch,
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{watch}: {err}");
+        assert!(
+            err.contains(says) && (err.contains("--prometheus") || err.contains("--watch x")),
+            "{watch}: {err}"
+        );
+    }
     let note = t["note"].as_str().unwrap();
     assert!(
         note.contains(&format!("instance=\"{b}\"")) && !note.contains(&a),
@@ -808,7 +828,6 @@ fn a_pidfile_follows_the_server_across_a_restart() {
     let dir = TempDir::new("watch-pidfile");
     let pidfile = dir.path().join("server.pid");
     std::fs::write(&pidfile, leaky.pid.to_string()).unwrap();
-    let (port, mport) = (leaky.port.to_string(), leaky.metrics.to_string());
     let report = dir.path().join("r.json");
     let child = spawn_soakd(&[
         "run",
@@ -829,18 +848,7 @@ fn a_pidfile_follows_the_server_across_a_restart() {
         report.to_str().unwrap(),
     ]);
     std::thread::sleep(Duration::from_secs(15));
-    leaky.kill();
-    let python = metrics_python().unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/leaky_server.py");
-    let again = loop {
-        let mut cmd = Command::new(&python);
-        cmd.arg(&script)
-            .args(["--leak-bytes", "20000", "--port", &port, "--metrics-port", &mport]);
-        let l = Leaky::spawn(&mut cmd);
-        if l.port.to_string() == port {
-            break l;
-        }
-    };
+    let again = leaky.restart("20000");
     std::fs::write(&pidfile, again.pid.to_string()).unwrap();
     let (status, stderr) = wait_with_timeout(child, 60);
     assert!(status.success(), "{stderr}");
@@ -900,7 +908,6 @@ fn a_cgroup_is_watched_across_a_restart() {
         return;
     };
     join(leaky.pid);
-    let (port, mport) = (leaky.port.to_string(), leaky.metrics.to_string());
     let dir = TempDir::new("watch-cgroup");
     let report = dir.path().join("r.json");
     let cgroup = format!("/sys/fs/cgroup/memory/{name}");
@@ -925,13 +932,7 @@ fn a_cgroup_is_watched_across_a_restart() {
         report.to_str().unwrap(),
     ]);
     std::thread::sleep(Duration::from_secs(14));
-    leaky.kill();
-    let python = metrics_python().unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/leaky_server.py");
-    let mut cmd = Command::new(&python);
-    cmd.arg(&script)
-        .args(["--leak-bytes", "20000", "--port", &port, "--metrics-port", &mport]);
-    let again = Leaky::spawn(&mut cmd);
+    let again = leaky.restart("20000");
     join(again.pid);
     let (status, stderr) = wait_with_timeout(child, 60);
     assert_eq!(status.code(), Some(3), "the leak fails slope(rss): {stderr}");

@@ -519,24 +519,34 @@ fn slope(metric: &str, unit: &str, xs: &[f64], ys: &[f64], why: Option<String>, 
         out.not_judged = Some(why);
         return out;
     }
-    match theil_sen(xs, ys) {
-        Some(f) => {
-            out.slope = Some(f.slope);
-            out.low = Some(f.low);
-            out.high = Some(f.high);
-            out.p_value = Some(f.p);
-            out.variance_inflation = Some(f.inflation);
-            out.rise_to_scatter = Some(f.rise_to_scatter).filter(|r| r.is_finite());
-            out.significant = f.significant(s.significance);
-        }
-        None => {
-            out.not_judged = Some(format!(
-                "too few points after the ramp and the warmup ({}; need {MIN_POINTS})",
-                xs.len()
-            ));
+    out.fill(
+        theil_sen(xs, ys),
+        s,
+        format!(
+            "too few points after the ramp and the warmup ({}; need {MIN_POINTS})",
+            xs.len()
+        ),
+    );
+    out
+}
+
+impl Slope {
+    /// Its figures from `fit`, judged at `s`'s significance level; `why`
+    /// when there is no fit.
+    pub fn fill(&mut self, fit: Option<super::trend::Fit>, s: &Settings, why: String) {
+        match fit {
+            Some(f) => {
+                self.slope = Some(f.slope);
+                self.low = Some(f.low);
+                self.high = Some(f.high);
+                self.p_value = Some(f.p);
+                self.variance_inflation = Some(f.inflation);
+                self.rise_to_scatter = Some(f.rise_to_scatter).filter(|r| r.is_finite());
+                self.significant = f.significant(s.significance);
+            }
+            None => self.not_judged = Some(why),
         }
     }
-    out
 }
 
 /// How a window's value is taken.

@@ -109,24 +109,15 @@ fn slope_of(metric: &str, unit: &str, xs: &[f64], ys: &[f64], seg: &[u32], s: &S
         to_seconds: xs.last().copied().unwrap_or(s.steady_from),
         ..Slope::default()
     };
-    match theil_sen_segments(xs, ys, seg) {
-        Some(f) => {
-            out.slope = Some(f.slope);
-            out.low = Some(f.low);
-            out.high = Some(f.high);
-            out.p_value = Some(f.p);
-            out.variance_inflation = Some(f.inflation);
-            out.rise_to_scatter = Some(f.rise_to_scatter).filter(|r| r.is_finite());
-            out.significant = f.significant(s.significance);
-        }
-        None => {
-            out.not_judged = Some(format!(
-                "too few values after the ramp and the warmup ({}; need {} within the spans between restarts)",
-                xs.len(),
-                super::trend::MIN_POINTS
-            ));
-        }
-    }
+    out.fill(
+        theil_sen_segments(xs, ys, seg),
+        s,
+        format!(
+            "too few values after the ramp and the warmup ({}; need {} within the spans between restarts)",
+            xs.len(),
+            super::trend::MIN_POINTS
+        ),
+    );
     out
 }
 

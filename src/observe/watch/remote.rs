@@ -52,14 +52,18 @@ pub(super) fn fetcher(e: &Endpoint, timeout: std::time::Duration) -> Fetcher {
     f
 }
 
-/// The `Authorization` header of a bearer file, read now (tokens rotate).
-fn bearer(e: &Endpoint) -> Result<Option<(String, String)>, ReadError> {
-    let Some(path) = &e.bearer_file else { return Ok(None) };
-    let token = read_token(path).map_err(|why| ReadError {
-        reason: "token",
-        detail: format!("--target-metrics-bearer-file {}: {why}", path.display()),
-    })?;
-    Ok(Some(("Authorization".into(), format!("Bearer {token}"))))
+/// `fetcher` for one request to `e`: with the `Authorization` header of
+/// its bearer file, read now (tokens rotate).
+fn for_request(e: &Endpoint, fetcher: &Fetcher) -> Result<Fetcher, ReadError> {
+    let mut f = fetcher.clone();
+    if let Some(path) = &e.bearer_file {
+        let token = read_token(path).map_err(|why| ReadError {
+            reason: "token",
+            detail: format!("--target-metrics-bearer-file {}: {why}", path.display()),
+        })?;
+        f.headers.push(("Authorization".into(), format!("Bearer {token}")));
+    }
+    Ok(f)
 }
 
 /// A counter's last value and when it was read, for its rate.
@@ -110,11 +114,7 @@ impl Scrape {
         out: &mut Reading,
         source: usize,
     ) -> Result<Vec<usize>, ReadError> {
-        let mut f = self.fetcher.clone();
-        if let Some(h) = bearer(&self.endpoint)? {
-            f.headers.push(h);
-        }
-        let got = f.get_into("text/plain;version=0.0.4", &mut self.body);
+        let got = for_request(&self.endpoint, &self.fetcher)?.get_into("text/plain;version=0.0.4", &mut self.body);
         // A runaway answer's room is not kept.
         if self.body.capacity() > 4 << 20 && got.is_err() {
             self.body = Vec::new();
@@ -311,10 +311,7 @@ impl Query {
     /// One instant query: its series (labels without `__name__`) and
     /// values.
     fn ask(&mut self, query: &str) -> Result<Vec<Labelled>, ReadError> {
-        let mut f = self.fetcher.clone();
-        if let Some(h) = bearer(&self.endpoint)? {
-            f.headers.push(h);
-        }
+        let mut f = for_request(&self.endpoint, &self.fetcher)?;
         let time = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
