@@ -110,7 +110,9 @@ start_target() {
     TARGET_PID=$!
     PIDS+=("$TARGET_PID")
     for _ in $(seq 50); do
-        ADDR=$(sed -n 's/^listening on //p' "$WORK/$name.out")
+        # The file may not be there yet (the shell that starts the target
+        # opens it): not found is not started yet.
+        ADDR=$(sed -n 's/^listening on //p' "$WORK/$name.out" 2>/dev/null || true)
         [ -n "$ADDR" ] && return 0
         sleep 0.1
     done

@@ -47,7 +47,7 @@ use crate::stats::{self, CloseReason, ErrorKind};
 const MAX_REFUSED_PER_PUMP: usize = 64;
 
 impl Worker {
-    pub(super) fn on_event(&mut self, ev: &mio::event::Event) {
+    pub(super) fn on_event(&mut self, ev: &crate::netio::Ready) {
         let (key, generation) = crate::netio::split(ev.token());
         if key == super::linger::LINGER_KEY {
             let registry = self.poll.registry();
@@ -118,7 +118,7 @@ impl Worker {
     /// An event that opened the connection may already carry the server's
     /// close (a server that accepts and closes at once): read it now, no
     /// later edge would report it.
-    fn read_close_now(&mut self, key: usize, generation: u32, ev: &mio::event::Event) {
+    fn read_close_now(&mut self, key: usize, generation: u32, ev: &crate::netio::Ready) {
         if (ev.is_read_closed() || ev.is_error())
             && self
                 .conns
