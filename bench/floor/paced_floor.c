@@ -18,37 +18,15 @@
  *          back within the same wake-up, which a loopback server does not
  *          do).
  *
- *   cc -O2 -o paced_floor bench/floor/paced_floor.c
+ *   cc -O2 -o paced_floor bench/floor/paced_floor.c   (with floor.h beside it)
  *   paced_floor timer|http HOST PORT CONNECTIONS INTERVAL_S SECONDS
  *
  * Prints one line: "<mode> <requests> <user s> <sys s>". Loopback targets
  * only (HOST in 127.0.0.0/8); it runs for SECONDS and stops.
  */
-#define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/epoll.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
+#include "floor.h"
+
 #include <sys/timerfd.h>
-#include <time.h>
-#include <unistd.h>
-
-static void die(const char *what) {
-    perror(what);
-    exit(1);
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 #define TIMER_TOKEN 0xffffffffu
 
@@ -62,11 +40,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "mode must be timer or http\n");
         return 2;
     }
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[3]))};
-    if (inet_pton(AF_INET, argv[2], &sa.sin_addr) != 1 || (ntohl(sa.sin_addr.s_addr) >> 24) != 127) {
-        fprintf(stderr, "HOST must be a 127.0.0.0/8 address\n");
-        return 2;
-    }
+    struct sockaddr_in sa;
+    loopback(argv[2], argv[3], &sa);
     int conns = atoi(argv[4]);
     double interval = atof(argv[5]), secs = atof(argv[6]);
     if (conns < 1 || conns > 100000 || interval <= 0 || secs <= 0 || secs > 3600) {
@@ -81,11 +56,7 @@ int main(int argc, char **argv) {
     static const char get[] = "GET / HTTP/1.1\r\nHost: floor\r\n\r\n";
     if (http) {
         for (int i = 0; i < conns; i++) {
-            int fd = socket(AF_INET, SOCK_STREAM, 0);
-            if (fd < 0) die("socket");
-            int one = 1;
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-            if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) die("connect");
+            int fd = connect_nodelay(&sa);
             fds[i] = fd;
             struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u32 = (uint32_t)i};
             if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0) die("epoll_ctl");
@@ -105,7 +76,7 @@ int main(int argc, char **argv) {
     struct epoll_event tev = {.events = EPOLLIN | EPOLLET, .data.u32 = TIMER_TOKEN};
     if (epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &tev) < 0) die("epoll_ctl timer");
 
-    struct rusage r0, r1;
+    struct rusage r0;
     getrusage(RUSAGE_SELF, &r0);
     double start = now(), end = start + secs;
     unsigned long long sent = 0, next = 0;
@@ -139,9 +110,8 @@ int main(int argc, char **argv) {
             }
         }
     }
-    getrusage(RUSAGE_SELF, &r1);
-    double user = (r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) + (r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) / 1e6;
-    double sys = (r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) + (r1.ru_stime.tv_usec - r0.ru_stime.tv_usec) / 1e6;
+    double user, sys;
+    cpu_since(&r0, &user, &sys);
     printf("%s %llu %.3f %.3f\n", argv[1], sent, user, sys);
     return 0;
 }
