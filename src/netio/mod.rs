@@ -20,7 +20,7 @@
 //! Files: `pool.rs` (the per-thread buffer pool); `stream.rs` (the plain/TLS enum) over `tls_client.rs` and
 //! `tls_server.rs`, which share only `tls.rs`; `tls_errors.rs` (certificate failures in words); `write.rs` (the write loop
 //! and pending output); `server.rs` (the HTTP/1 servers' core); `wait.rs`
-//! (the engine's wait, to the microsecond without a timer descriptor).
+//! (the engine's wait, finer than a millisecond, without a timer descriptor).
 
 pub mod pool;
 mod server;

@@ -68,9 +68,9 @@ pub const PHASE_EXIT: u8 = 2;
 pub use crate::netio::WAKER;
 
 /// The timer wheel's tick. Fine enough that a paced request waits at most
-/// this long for its tick; the wait (`netio::Waiter`, to the microsecond)
-/// ends at that tick, and every request due by then goes out in that one
-/// wake-up.
+/// this long for its tick; the wait (`netio::Waiter`: a timeout in
+/// nanoseconds, within the kernel's 50 us slack) ends at that tick, and
+/// every request due by then goes out in that one wake-up.
 const TICK_NS: u64 = 100_000;
 const FLUSH_EVERY_NS: u64 = 250_000_000;
 /// The interval of a protocol's per-interval figures (WebSocket subscribe
@@ -460,8 +460,8 @@ impl Worker {
         let mut waiter = crate::netio::Waiter::new(1024);
         loop {
             let now = self.now();
-            // The wait itself ends at the next deadline, to the
-            // microsecond: no timer descriptor to re-arm per paced
+            // The wait itself ends at the next deadline (within the
+            // kernel's slack): no timer descriptor to re-arm per paced
             // request, and everything due by then is served in the one
             // wake-up (`expire_timers` below).
             let timeout = Duration::from_nanos(self.next_wakeup().saturating_sub(now)).min(BACKSTOP);
