@@ -19,10 +19,13 @@
 //!
 //! Files: `pool.rs` (the per-thread buffer pool); `stream.rs` (the plain/TLS enum) over `tls_client.rs` and
 //! `tls_server.rs`, which share only `tls.rs`; `tls_errors.rs` (certificate failures in words); `write.rs` (the write loop
-//! and pending output); `server.rs` (the HTTP/1 servers' core); `wait.rs`
-//! (the engine's wait, finer than a millisecond, without a timer descriptor).
+//! and pending output); `read.rs` (the one read step of every
+//! read-until-drained loop); `server.rs` (the HTTP/1 servers' core);
+//! `wait.rs` (the engine's wait, finer than a millisecond, without a timer
+//! descriptor).
 
 pub mod pool;
+mod read;
 mod server;
 mod stream;
 #[cfg(test)]
@@ -37,6 +40,7 @@ mod write;
 use std::io;
 use std::time::{Duration, Instant};
 
+pub use read::{Got, Source, read_some};
 pub use server::{Accepted, Acceptor, ConnTable, Slot};
 pub use stream::Stream;
 pub use tls::{Session, tls_error};

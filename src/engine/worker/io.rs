@@ -40,6 +40,7 @@ use super::conn::{Inflight, State, tick_ceil};
 use super::exchange::Ending;
 use super::protocol::{AtClose, Cx, Issued, Output, Protocol, Response, Tally};
 use super::{HEALTHY_NS, PHASE_RUN, Worker, socket};
+use crate::netio::Got;
 use crate::stats::{self, CloseReason, ErrorKind};
 
 /// Refused requests (never sent, see [`Issued::Refused`]) one closed-loop
@@ -363,17 +364,15 @@ impl Worker {
         loop {
             let c = &mut self.conns[key];
             let Some(stream) = c.stream.as_mut() else { return };
-            match stream.read(rbuf) {
-                Ok(0) => {
+            // `drained` is known before the bytes are handled (which may
+            // close the stream): the next arrival raises a new edge, and
+            // another read would only return WouldBlock.
+            match crate::netio::read_some(stream, rbuf, to_the_end) {
+                Ok(Got::Eof) => {
                     let now = self.now();
                     return self.on_eof(key, now);
                 }
-                Ok(n) => {
-                    // Asked before the bytes are handled (which may close
-                    // the stream): did this read leave the socket drained?
-                    // Then the next arrival raises a new edge, and another
-                    // read would only return WouldBlock.
-                    let drained = stream.drained(n, rbuf.len()) && !to_the_end;
+                Ok(Got::Data { n, drained }) => {
                     self.local[c.workload as usize].counters.bytes_received += n as u64;
                     let now = self.now();
                     // Everything the read made owed (the requests its
@@ -386,8 +385,7 @@ impl Worker {
                         return;
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(Got::Empty) => return,
                 Err(e) => {
                     let kind = read_failure(&e, self.conns[key].answered);
                     let now = self.now();
