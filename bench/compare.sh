@@ -19,6 +19,7 @@
 #   MODE=h2 bench/compare.sh                # HTTP/2 beside h2load: nginx h2c (TLS=1: h2 by ALPN); bench/mode_h2.sh
 #   TLS=1 bench/compare.sh                  # any mode over HTTPS (nginx with ssl; wrk and soakd speak TLS)
 #   SOAKD=/path/to/soakd bench/compare.sh   # use that binary, skip the build
+#   BENCH_HOST=127.0.40.1 bench/compare.sh  # nginx on that loopback address (default 127.0.0.1)
 #   MODE=ws bench/compare.sh                # WebSocket: 15,000 held sockets (memory, CPU vs HTTP/1.1),
 #                                           #   echo CPU per message vs per request (bench/ws.sh)
 #
@@ -69,11 +70,11 @@ fi
 section "nginx"
 start_nginx
 if [ "${TLS:-0}" = 1 ]; then
-    URL=https://127.0.0.1:$PORT/
+    URL=https://$BENCH_HOST:$PORT/
     # soakd verifies nginx's certificate (wrk does not verify at all).
     SOAKD_TLS=(--cacert "$WORK/nginx/cert.pem")
 else
-    URL=http://127.0.0.1:$PORT/
+    URL=http://$BENCH_HOST:$PORT/
     SOAKD_TLS=()
 fi
 echo "nginx pid $NGINX_PID on $URL (CPU 0); load generators on CPU 1; open-file limit $NOFILE"
@@ -632,7 +633,7 @@ mode_scrape() {
     local n metrics pid line first_n="" first_median="" median
     for n in ${SCRAPE_CONNS:-100 10000}; do
         section "scrape: soakd -c $n --ramp 10000 -t 1 (CPU 1), ${SCRAPES:-50} scrapes once all are open"
-        metrics=127.0.0.1:$(free_port)
+        metrics=$BENCH_HOST:$(free_port)
         wait_timewait
         # shellcheck disable=SC2086 # SOAKD_ARGS is a list of flags
         taskset -c 1 "$SOAKD" run "$URL" -c "$n" --ramp 10000 -t 1 -d 120s "${SOAKD_TLS[@]}" $SOAKD_ARGS \

@@ -110,7 +110,9 @@ start_target() {
     TARGET_PID=$!
     PIDS+=("$TARGET_PID")
     for _ in $(seq 50); do
-        ADDR=$(sed -n 's/^listening on //p' "$WORK/$name.out")
+        # The file may not be there yet (the shell that starts the target
+        # opens it): not found is not started yet.
+        ADDR=$(sed -n 's/^listening on //p' "$WORK/$name.out" 2>/dev/null || true)
         [ -n "$ADDR" ] && return 0
         sleep 0.1
     done
@@ -172,12 +174,17 @@ build_soakd() {
 # nginx
 # ---------------------------------------------------------------------------
 
+# The loopback address nginx listens on (BENCH_HOST, default 127.0.0.1):
+# engineers sharing a machine each bench on their own 127.x.y.z, so one's
+# TIME_WAIT ports never slow the other's connects.
+BENCH_HOST=${BENCH_HOST:-127.0.0.1}
+
 free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+    python3 -c 'import socket, sys; s = socket.socket(); s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "$BENCH_HOST"
 }
 
 port_open() {
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+    (exec 3<>"/dev/tcp/$BENCH_HOST/$1") 2>/dev/null
 }
 
 # The same config as the tests' nginx (tests/util/mod.rs): everything,
@@ -198,8 +205,8 @@ write_nginx_conf() {
     # a server's, which is what `req -x509` makes by default.
     if [ "${TLS:-0}" = 1 ]; then
         openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-            -keyout "$dir/key.pem" -out "$dir/cert.pem" -days 2 -subj /CN=127.0.0.1 \
-            -addext subjectAltName=IP:127.0.0.1 -addext basicConstraints=critical,CA:FALSE \
+            -keyout "$dir/key.pem" -out "$dir/cert.pem" -days 2 -subj "/CN=$BENCH_HOST" \
+            -addext "subjectAltName=IP:$BENCH_HOST" -addext basicConstraints=critical,CA:FALSE \
             -addext keyUsage=critical,digitalSignature -addext extendedKeyUsage=serverAuth 2>/dev/null
         listen_ssl=" ssl"
         ssl="ssl_certificate $dir/cert.pem; ssl_certificate_key $dir/key.pem;
@@ -226,7 +233,7 @@ http {
     uwsgi_temp_path $dir/uwsgi;
     scgi_temp_path $dir/scgi;
     server {
-        listen 127.0.0.1:$port$listen_ssl$http2 backlog=4096${reuseport};
+        listen $BENCH_HOST:$port$listen_ssl$http2 backlog=4096${reuseport};
         $ssl
         location / { return 200 "pong"; }
     }

@@ -255,6 +255,13 @@ fn demo_grpc_soaks_the_service() {
         let w = &r.report["workloads"][0];
         let ok = w["http"]["grpc"]["calls"]["ok"].as_u64().unwrap();
         assert!(ok >= 500, "5 connections × 10 streams × 10/s × 2 s: {ok}");
+        // The banner says that rate, streams included.
+        assert!(
+            r.stderr
+                .contains("one call every 100ms on each of its 10 streams: 500 calls/s"),
+            "{}",
+            r.stderr
+        );
         assert_eq!(util::total_errors(&r.report), 0, "{}", r.report["errors"]);
         assert_eq!(
             w["url"]

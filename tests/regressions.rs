@@ -177,6 +177,16 @@ fn scrape_workload(addr: &str, name: &str, target: &str) -> Option<f64> {
     Some(m.iter().filter(|(k, _)| k.starts_with(&prefix)).map(|(_, v)| v).sum())
 }
 
+/// One workload's open connections (`soakd_connections`'s `open` series),
+/// in a scrape of `addr`.
+fn open_connections(addr: &str, target: &str) -> Option<f64> {
+    let m = util::scrape(addr)?;
+    let prefix = format!("soakd_connections{{target=\"{target}\"");
+    m.iter()
+        .find(|(k, _)| k.starts_with(&prefix) && k.contains("state=\"open\""))
+        .map(|(_, v)| *v)
+}
+
 /// The sum of every series of metric `name` in a scrape of `addr`, or
 /// `None` when the endpoint does not answer.
 fn scrape_sum(addr: &str, name: &str) -> Option<f64> {
@@ -558,9 +568,11 @@ fn int_then_term_still_reports_open_at_end() {
         ]);
         soakd.wait_established(200, 10);
         // An aggregation tick has seen them all open (peak_open): the
-        // metrics come from the same tick.
+        // metrics come from the same tick. The open state's series only:
+        // the states together always add up to the 200 slots, so waiting
+        // for their sum raced the workers' first flush after the ramp.
         wait_until(
-            || scrape_workload(&metrics, "soakd_connections", &target.addr) == Some(200.0),
+            || open_connections(&metrics, &target.addr) == Some(200.0),
             Duration::from_secs(10),
             "soakd's metrics to show 200 connections open",
         );

@@ -24,7 +24,7 @@ fn established(pid: u32) -> usize {
     socket_states(pid).get("ESTABLISHED").copied().unwrap_or(0)
 }
 
-/// Worker 1 or 2 of 4 cannot get its epoll, eventfd or timerfd (EMFILE)
+/// A worker after the first of 4 cannot get its epoll or eventfd (EMFILE)
 /// after worker 0 was started. `run` returns the error; worker 0 must not
 /// go on connecting and holding connections to the target afterwards.
 #[test]
@@ -41,8 +41,8 @@ fn setup_error_stops_the_workers_already_started() {
     // Preflight asks for connections + 64 + 4 × threads descriptors: give
     // exactly that, then fill every free descriptor below the limit and
     // hand back 8: the control poll and the signal pipe take 3, worker 0
-    // its epoll, eventfd and timerfd (plus a short-lived file read), which
-    // leaves part of worker 1 at most — not four workers.
+    // its epoll and eventfd (plus a short-lived file read), which leaves
+    // workers 1 and 2 at most — not four workers.
     let (soft0, hard0) = rlimit::Resource::NOFILE.get().expect("read RLIMIT_NOFILE");
     let limit = CONNECTIONS + 64 + 4 * THREADS;
     rlimit::Resource::NOFILE.set(limit, limit).expect("lower RLIMIT_NOFILE");

@@ -304,6 +304,13 @@ fn demo_soaks_the_echo_over_plain_and_tls() {
         );
         assert_eq!(errors(&r.report), Default::default(), "{}", r.stderr);
         assert!(r.stderr.contains("one message every 100ms"), "{}", r.stderr);
+        // The summary shows the echoes as the ws line's replies, not as
+        // HTTP responses (`2xx`).
+        assert!(
+            r.stderr.contains("  replies ") && !r.stderr.contains("  responses "),
+            "{}",
+            r.stderr
+        );
     }
 }
 

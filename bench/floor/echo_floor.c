@@ -12,36 +12,13 @@
  * WebSocket to HTTP/1.1 CPU is the floor no client on this kernel goes
  * below; soakd's own ratio is read against it in the same run.
  *
- *   cc -O2 -o echo_floor bench/floor/echo_floor.c
+ *   cc -O2 -o echo_floor bench/floor/echo_floor.c   (with floor.h beside it)
  *   echo_floor ws|http HOST PORT CONNECTIONS SECONDS
  *
  * Prints one line: "<mode> <exchanges> <user s> <sys s> <us per exchange>".
  * Loopback targets only; it runs for SECONDS and stops.
  */
-#define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/epoll.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
-
-static void die(const char *what) {
-    perror(what);
-    exit(1);
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+#include "floor.h"
 
 /* Reads until the end of a response head; returns its length. */
 static size_t read_head(int fd, char *buf, size_t cap) {
@@ -70,11 +47,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "mode must be ws or http\n");
         return 2;
     }
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[3]))};
-    if (inet_pton(AF_INET, argv[2], &sa.sin_addr) != 1 || (ntohl(sa.sin_addr.s_addr) >> 24) != 127) {
-        fprintf(stderr, "HOST must be a 127.0.0.0/8 address\n");
-        return 2;
-    }
+    struct sockaddr_in sa;
+    loopback(argv[2], argv[3], &sa);
     int conns = atoi(argv[4]);
     double secs = atof(argv[5]);
     if (conns < 1 || conns > 10000 || secs <= 0 || secs > 600) {
@@ -98,11 +72,7 @@ int main(int argc, char **argv) {
     if (!fds || !have || !bufs) die("calloc");
 
     for (int i = 0; i < conns; i++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        if (fd < 0) die("socket");
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) die("connect");
+        int fd = connect_nodelay(&sa);
         if (ws) {
             char up[256];
             int n = snprintf(up, sizeof up,
@@ -126,7 +96,7 @@ int main(int argc, char **argv) {
         if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0) die("epoll_ctl");
     }
 
-    struct rusage r0, r1;
+    struct rusage r0;
     getrusage(RUSAGE_SELF, &r0);
     double start = now(), end = start + secs;
     unsigned long long done = 0;
@@ -168,9 +138,8 @@ int main(int argc, char **argv) {
             if (send(fds[i], msg, msg_len, 0) != (ssize_t)msg_len) die("send");
         }
     }
-    getrusage(RUSAGE_SELF, &r1);
-    double user = (r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) + (r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) / 1e6;
-    double sys = (r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) + (r1.ru_stime.tv_usec - r0.ru_stime.tv_usec) / 1e6;
+    double user, sys;
+    cpu_since(&r0, &user, &sys);
     printf("%s %llu %.3f %.3f %.3f\n", argv[1], done, user, sys, done ? (user + sys) * 1e6 / (double)done : 0.0);
     return 0;
 }

@@ -10,6 +10,25 @@ use super::{Cli, Command, DemoArgs, target_tls};
 use crate::plan::{ReportDest, defaults};
 use crate::{Error, target};
 
+/// Streams per connection of the HTTP/2 and gRPC demos.
+const DEMO_STREAMS: u32 = 10;
+
+/// A rate as the banner says it: `10,000` or `0.5`.
+fn format_rate(rate: f64) -> String {
+    if rate < 10.0 {
+        return format!("{rate:.1}");
+    }
+    let digits = format!("{:.0}", rate);
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 pub(super) fn demo(args: DemoArgs) -> Result<(), Error> {
     let tls = target_tls(args.tls, None, None, None)?;
     let handle = target::spawn(&target::TargetConfig {
@@ -36,20 +55,30 @@ pub(super) fn demo(args: DemoArgs) -> Result<(), Error> {
         (true, true, _) => ("wss", "/ws"),
     };
     let url = format!("{scheme}://{}{path}", handle.local_addr());
+    // HTTP/2 and gRPC pace each of a connection's streams as a connection
+    // is paced (`--streams`, `-i`): the banner says the rate that makes.
+    let streams: u32 = if args.h2 || args.grpc { DEMO_STREAMS } else { 1 };
+    let what = match (args.ws, args.grpc) {
+        (true, _) => "message",
+        (_, true) => "call",
+        _ => "request",
+    };
+    let rate = f64::from(args.connections) * f64::from(streams) / args.interval.as_secs_f64();
     eprintln!(
-        "soakd demo: built-in target on {url}{}; holding {} connections, one {} every {} on each{}",
+        "soakd demo: built-in target on {url}{}; holding {} connections, one {what} every {} on each{}: {} {what}s/s{}",
         match (args.h2, args.grpc) {
-            (_, true) => ", gRPC calls of soakd.test.v1.Echo/Unary, 10 streams per connection",
-            (true, _) => " over HTTP/2, 10 streams per connection",
+            (_, true) => ", gRPC calls of soakd.test.v1.Echo/Unary",
+            (true, _) => " over HTTP/2",
             _ => "",
         },
         args.connections,
-        match (args.ws, args.grpc) {
-            (true, _) => "message",
-            (_, true) => "call",
-            _ => "request",
-        },
         humantime::format_duration(args.interval),
+        if streams > 1 {
+            format!(" of its {streams} streams")
+        } else {
+            String::new()
+        },
+        format_rate(rate),
         match args.duration {
             Some(d) => format!(", for {}", humantime::format_duration(d)),
             None => "; Ctrl-C to stop and see the report".into(),
@@ -84,7 +113,12 @@ pub(super) fn demo(args: DemoArgs) -> Result<(), Error> {
     if args.h2 {
         // HTTP/2 required (h2c with prior knowledge, or ALPN h2), ten
         // streams on each connection.
-        argv.extend(["--http".into(), "2".into(), "--streams".into(), "10".into()]);
+        argv.extend([
+            "--http".into(),
+            "2".into(),
+            "--streams".into(),
+            DEMO_STREAMS.to_string(),
+        ]);
     }
     // Kept until the run ends (the schema is compiled when the plan is).
     let _schema = if args.grpc {
@@ -97,7 +131,7 @@ pub(super) fn demo(args: DemoArgs) -> Result<(), Error> {
             "--data".into(),
             r#"{"text": "soakd demo"}"#.into(),
             "--streams".into(),
-            "10".into(),
+            DEMO_STREAMS.to_string(),
         ]);
         Some(dir)
     } else {
@@ -148,5 +182,19 @@ impl SchemaDir {
 impl Drop for SchemaDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_rate;
+
+    #[test]
+    fn banner_rates_read_as_numbers() {
+        assert_eq!(format_rate(0.5), "0.5");
+        assert_eq!(format_rate(1000.0), "1,000");
+        assert_eq!(format_rate(10_000.0), "10,000");
+        assert_eq!(format_rate(123_456.4), "123,456");
+        assert_eq!(format_rate(12.0), "12");
     }
 }

@@ -25,7 +25,7 @@ use crate::{Error, target};
 mod demo;
 
 /// soakd: hold thousands of keep-alive connections (HTTP/1.1, HTTP/2,
-/// WebSocket) against a target for hours or days, measure latency
+/// gRPC, WebSocket) against a target for hours or days, measure latency
 /// truthfully, classify every failure.
 #[derive(Debug, Parser)]
 #[command(name = "soakd", version, propagate_version = true, after_help = EXIT_CODES)]
@@ -45,10 +45,12 @@ pub enum Command {
     #[command(after_help = EXIT_CODES)]
     Run(Box<RunArgs>),
     /// Run the built-in target: keep-alive HTTP/1.1 (answers `pong`),
-    /// HTTP/2 with `--h2`, WebSocket on `/ws`.
+    /// HTTP/2 with `--h2`, gRPC with `--grpc` (soakd.test.v1.Echo: Unary,
+    /// Subscribe, Chat), WebSocket on `/ws`.
     Target(TargetArgs),
     /// Soak an embedded target: 1000 connections, one request per second
-    /// each, until Ctrl-C.
+    /// each (with --h2 or --grpc, one per second on each of 10 streams),
+    /// until Ctrl-C.
     Demo(DemoArgs),
     /// Summarise a running soakd from its metrics endpoint.
     Status(StatusArgs),
@@ -504,9 +506,12 @@ pub struct TargetArgs {
     /// before. Needed by the HTTP/2 faults.
     #[arg(long)]
     pub h2: bool,
-    /// Serve the test gRPC service (soakd.test.v1.Echo/Unary of
-    /// tests/proto/echo.proto, the request echoed; other methods answer
-    /// UNIMPLEMENTED) on HTTP/2 (implies --h2).
+    /// Serve the test gRPC service soakd.test.v1.Echo of
+    /// tests/proto/echo.proto on HTTP/2 (implies --h2): Unary echoes the
+    /// request; Subscribe (server streaming) sends `count` replies (0:
+    /// until the client ends the call) every `interval_ms`; Chat
+    /// (bidirectional) echoes each message as it arrives. Other methods
+    /// answer UNIMPLEMENTED.
     #[arg(long)]
     pub grpc: bool,
     /// gRPC: every N-th call ends with CODE (a label such as unavailable,
@@ -587,12 +592,13 @@ pub struct DemoArgs {
     #[arg(long, conflicts_with = "h2")]
     pub ws: bool,
     /// Soak the target over HTTP/2 (h2c with prior knowledge; h2 by ALPN
-    /// with --tls), ten streams per connection.
+    /// with --tls), ten streams per connection, each stream paced by
+    /// --interval (ten requests per interval on each connection).
     #[arg(long)]
     pub h2: bool,
     /// Soak the target's gRPC service instead: unary calls of
-    /// soakd.test.v1.Echo/Unary, 10 streams per connection (h2c; h2 by
-    /// ALPN with --tls).
+    /// soakd.test.v1.Echo/Unary, 10 streams per connection, each paced by
+    /// --interval (h2c; h2 by ALPN with --tls).
     #[arg(long, conflicts_with_all = ["ws", "h2"])]
     pub grpc: bool,
 }

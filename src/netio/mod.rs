@@ -11,8 +11,7 @@
 //! longer matches. The two tokens at the very top (every key bit set, or
 //! all but the lowest) are left for the event loop's own sources: the
 //! [`WAKER`] every loop has, and [`LISTENER`] (a server's listening
-//! socket, or another source of a loop that has none, such as the
-//! engine's timerfd).
+//! socket, or another source of a loop that has none).
 //!
 //! An `accept` that fails for lack of descriptors fails again at once, so
 //! retrying would spin; [`AcceptPause`] holds accepts off for a moment and
@@ -21,10 +20,14 @@
 //! Files: `fetch.rs` (one blocking GET, plain or TLS, with a deadline and a body cap: `soakd
 //! status` and the server watch); `pool.rs` (the per-thread buffer pool); `stream.rs` (the plain/TLS enum) over `tls_client.rs` and
 //! `tls_server.rs`, which share only `tls.rs`; `tls_errors.rs` (certificate failures in words); `write.rs` (the write loop
-//! and pending output); `server.rs` (the HTTP/1 servers' core).
+//! and pending output); `read.rs` (the one read step of every
+//! read-until-drained loop); `server.rs` (the HTTP/1 servers' core);
+//! `wait.rs` (the engine's wait, finer than a millisecond, without a timer
+//! descriptor).
 
 pub mod fetch;
 pub mod pool;
+mod read;
 mod server;
 mod stream;
 #[cfg(test)]
@@ -33,17 +36,20 @@ mod tls;
 mod tls_client;
 mod tls_errors;
 mod tls_server;
+mod wait;
 mod write;
 
 use std::io;
 use std::time::{Duration, Instant};
 
+pub use read::{Got, Source, read_some};
 pub use server::{Accepted, Acceptor, ConnTable, Slot};
 pub use stream::Stream;
 pub use tls::{Session, tls_error};
 pub use tls_client::ClientTls;
 pub use tls_errors::{certificate_words, log_once};
 pub use tls_server::TlsStream;
+pub use wait::{Ready, Waiter};
 pub use write::{Pending, until_blocked};
 
 use mio::Token;

@@ -85,13 +85,6 @@ impl Stream {
         }
     }
 
-    /// True when a read shorter than the buffer proves the socket drained
-    /// (plain TCP); a TLS stream must be read until `WouldBlock`.
-    #[inline]
-    pub fn short_read_drains(&self) -> bool {
-        matches!(self, Stream::Plain(_))
-    }
-
     /// True when bytes already written wait to go out (TLS records the
     /// socket did not take yet).
     #[inline]

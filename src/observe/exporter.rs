@@ -29,7 +29,7 @@
 //! constants) are checked on every loop turn; with at most
 //! [`MAX_CONNECTIONS`] connections a linear sweep is cheap.
 
-use std::io::{self, Read};
+use std::io;
 use std::net::{Shutdown, SocketAddr};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -484,19 +484,23 @@ impl Conn {
             }
             let start = self.input.len();
             self.input.resize(MAX_HEAD, 0);
-            let result = self.stream.read(&mut self.input[start..]);
-            let got = *result.as_ref().unwrap_or(&0);
+            // Read until WouldBlock (`to_end`): the exporter reads no
+            // event's FIN flag, so a short read proves nothing here.
+            let result = crate::netio::read_some(&mut self.stream, &mut self.input[start..], true);
+            let got = match result {
+                Ok(crate::netio::Got::Data { n, .. }) => n,
+                _ => 0,
+            };
             self.input.truncate(start + got);
             match result {
-                Ok(0) => self.peer_closed = true,
-                Ok(_) => {
+                Ok(crate::netio::Got::Eof) => self.peer_closed = true,
+                Ok(crate::netio::Got::Data { .. }) => {
                     if self.phase == Phase::Idle {
                         self.phase = Phase::Head;
                         self.since = now;
                     }
                 }
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => self.readable = false,
-                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Ok(crate::netio::Got::Empty) => self.readable = false,
                 Err(_) => return false,
             }
         }
@@ -542,17 +546,15 @@ impl Conn {
         }
         let mut scratch = [0u8; 4096];
         while self.readable {
-            match self.stream.read(&mut scratch) {
-                Ok(0) => return false,
-                Ok(n) => {
+            match crate::netio::read_some(&mut self.stream, &mut scratch, true) {
+                Ok(crate::netio::Got::Eof) | Err(_) => return false,
+                Ok(crate::netio::Got::Data { n, .. }) => {
                     self.discarded += n;
                     if self.discarded > LINGER_MAX_BYTES {
                         return false;
                     }
                 }
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => self.readable = false,
-                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return false,
+                Ok(crate::netio::Got::Empty) => self.readable = false,
             }
         }
         true
@@ -667,7 +669,7 @@ fn parse(input: &[u8]) -> Parsed {
 mod tests {
     use super::*;
     use crate::netio::testing::{Client, PORT_WAIT, Response, connect, with_port};
-    use std::io::Write;
+    use std::io::{Read, Write};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     const METRICS: &[u8] =

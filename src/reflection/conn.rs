@@ -5,10 +5,14 @@
 //! it is simple where the engine is frugal: it allocates freely, reads
 //! with socket timeouts, and keeps one stream open at a time.
 //!
-//! Flow control is honoured both ways: this side announces a 16 MiB
-//! window (a schema's descriptors come in one message of a few hundred
-//! KiB) and returns every DATA byte it reads at once; what it sends waits
-//! for the server's windows.
+//! The connection's frame-level rules (SETTINGS, PING, the connection's
+//! windows, header blocks, what the server's first frame must be) are
+//! `wire::h2::Core`'s, as for the engine's client and the built-in
+//! target's server; this file keeps its one call's stream. Flow control is
+//! honoured both ways: this side announces a 16 MiB window (a schema's
+//! descriptors come in one message of a few hundred KiB) and returns every
+//! DATA byte it reads at once; what it sends waits for the server's
+//! windows.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -22,8 +26,9 @@ use crate::wire::grpc::{
     Block, BlockFields, CONTENT_TYPE, CallStatus, MessageDecoder, ResponseHeads, decode_message, render_timeout,
 };
 use crate::wire::h2::{
-    DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, Frame, FrameDecoder, HeaderDecoder, PREFACE, encode_block,
-    encode_data, encode_headers, encode_ping, encode_rst_stream, encode_settings, encode_window_update, setting,
+    Core, DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, Event, HeaderDecoder, PREFACE, RecvWindow, Role,
+    SendWindow, encode_block, encode_data, encode_headers, encode_rst_stream, encode_settings, encode_window_update,
+    setting,
 };
 
 /// The window this side announces for each stream and the connection.
@@ -117,7 +122,9 @@ impl Io {
 /// The stream of the call in progress.
 struct Call {
     id: u32,
-    send_window: i64,
+    /// The server's credit for this stream, and ours for it.
+    send: SendWindow,
+    recv: RecvWindow,
     heads: ResponseHeads,
     decoder: MessageDecoder,
     carry: Vec<u8>,
@@ -134,14 +141,9 @@ pub struct Conn {
     authority: String,
     deadline: Instant,
     input: Vec<u8>,
-    frames: FrameDecoder,
+    core: Core,
     hpack: HeaderDecoder,
-    block: Vec<u8>,
-    block_end_stream: bool,
     next_id: u32,
-    peer_max_frame: u32,
-    peer_initial_window: i64,
-    send_window: i64,
     call: Option<Call>,
 }
 
@@ -200,14 +202,9 @@ impl Conn {
             authority: ep.authority.clone(),
             deadline,
             input: Vec::new(),
-            frames: FrameDecoder::new(DEFAULT_MAX_FRAME_SIZE, MAX_HEADER_BLOCK),
+            core: Core::new(Role::Client, DEFAULT_MAX_FRAME_SIZE, MAX_HEADER_BLOCK, WINDOW),
             hpack: HeaderDecoder::new(4096, MAX_HEADER_BLOCK as usize),
-            block: Vec::new(),
-            block_end_stream: false,
             next_id: 1,
-            peer_max_frame: DEFAULT_MAX_FRAME_SIZE,
-            peer_initial_window: i64::from(DEFAULT_WINDOW),
-            send_window: i64::from(DEFAULT_WINDOW),
             call: None,
         };
         let mut out = PREFACE.to_vec();
@@ -252,11 +249,12 @@ impl Conn {
         ]);
         fields.extend(metadata.iter().map(|m| (m.name.as_bytes(), m.wire_value.as_bytes())));
         let mut out = Vec::new();
-        encode_headers(&mut out, id, &encode_block(&fields), false, self.peer_max_frame);
+        encode_headers(&mut out, id, &encode_block(&fields), false, self.core.peer.max_frame);
         self.write(&out)?;
         self.call = Some(Call {
             id,
-            send_window: self.peer_initial_window,
+            send: SendWindow::new(self.core.peer.initial_window),
+            recv: RecvWindow::new(WINDOW),
             heads: ResponseHeads::default(),
             decoder: MessageDecoder::new(MAX_MESSAGE),
             carry: Vec::new(),
@@ -278,14 +276,20 @@ impl Conn {
                 // The server ended the call: what was not sent is moot.
                 return Ok(());
             }
-            let room = self.send_window.min(call.send_window).max(0) as usize;
+            let room = self.core.send.room().min(call.send.room()) as usize;
             let n = rest.len().min(room);
             if n > 0 || rest.is_empty() {
                 let last = n == rest.len();
                 let mut out = Vec::new();
-                encode_data(&mut out, call.id, &rest[..n], last && end_stream, self.peer_max_frame);
-                self.send_window -= n as i64;
-                self.call.as_mut().expect("a call").send_window -= n as i64;
+                encode_data(
+                    &mut out,
+                    call.id,
+                    &rest[..n],
+                    last && end_stream,
+                    self.core.peer.max_frame,
+                );
+                self.core.send.spend(n as u32);
+                self.call.as_mut().expect("a call").send.spend(n as u32);
                 self.write(&out)?;
                 rest = &rest[n..];
                 if last {
@@ -333,52 +337,45 @@ impl Conn {
         let mut at = 0;
         let mut out = Vec::new();
         let result = loop {
-            match self.frames.decode(&input[at..]) {
+            match self.core.next(&input[at..], &mut out) {
                 Err(e) => break Err(ConnError::Protocol(e.to_string())),
                 Ok(None) => break Ok(()),
-                Ok(Some((frame, used))) => {
+                Ok(Some((used, event))) => {
                     at += used;
-                    if let Err(e) = self.frame(frame, &mut out) {
+                    if let Some(event) = event
+                        && let Err(e) = self.event(event, &mut out)
+                    {
                         break Err(e);
                     }
                 }
             }
         };
         self.input = input[at..].to_vec();
+        // Every DATA byte read goes back at once.
+        self.core.credit(1, &mut out);
         if !out.is_empty() {
             self.write(&out)?;
         }
         result
     }
 
-    /// Handles one frame; replies (acks, window updates) go to `out`.
-    fn frame(&mut self, frame: Frame<'_>, out: &mut Vec<u8>) -> Result<(), ConnError> {
+    /// Acts on what a frame meant for the call; replies (window updates)
+    /// go to `out`.
+    fn event(&mut self, event: Event<'_>, out: &mut Vec<u8>) -> Result<(), ConnError> {
+        let overflow = || ConnError::Protocol("flow-control window overflowed".into());
         let current = self.call.as_ref().map(|c| c.id);
-        match frame {
-            Frame::Settings { ack: false, params } => {
-                for (id, value) in params.iter() {
-                    match id {
-                        setting::MAX_FRAME_SIZE => self.peer_max_frame = value,
-                        setting::INITIAL_WINDOW_SIZE => {
-                            let delta = i64::from(value) - self.peer_initial_window;
-                            self.peer_initial_window = i64::from(value);
-                            if let Some(c) = self.call.as_mut() {
-                                c.send_window += delta;
-                            }
-                        }
-                        _ => {}
-                    }
+        match event {
+            Event::Settings { shift, .. } => {
+                if let Some(c) = self.call.as_mut() {
+                    c.send.shift(shift);
                 }
-                encode_settings(out, true, &[]);
             }
-            Frame::Ping { ack: false, data } => encode_ping(out, true, data),
-            Frame::WindowUpdate { stream: 0, increment } => self.send_window += i64::from(increment),
-            Frame::WindowUpdate { stream, increment } => {
+            Event::StreamWindow { stream, increment } => {
                 if let Some(c) = self.call.as_mut().filter(|c| c.id == stream) {
-                    c.send_window += i64::from(increment);
+                    c.send.grow(increment).map_err(|_| overflow())?;
                 }
             }
-            Frame::GoAway {
+            Event::GoAway {
                 last_stream,
                 code,
                 debug,
@@ -390,81 +387,60 @@ impl Conn {
                     });
                 }
             }
-            Frame::RstStream { stream, code } => {
+            Event::Reset { stream, code } => {
                 if let Some(c) = self.call.as_mut().filter(|c| c.id == stream && c.end.is_none()) {
                     c.end = Some(CallEnd::Reset(code));
                 }
             }
-            Frame::Data {
+            Event::Data {
                 stream,
                 end_stream,
                 data,
                 flow_len,
             } => {
-                if flow_len > 0 {
-                    encode_window_update(out, 0, flow_len);
-                    if !end_stream {
-                        encode_window_update(out, stream, flow_len);
-                    }
+                let Some(c) = self.call.as_mut().filter(|c| c.id == stream && c.end.is_none()) else {
+                    return Ok(());
+                };
+                c.recv.take(flow_len).map_err(|_| overflow())?;
+                if !end_stream && let Some(n) = c.recv.credit(1) {
+                    encode_window_update(out, stream, n);
                 }
-                if let Some(c) = self.call.as_mut().filter(|c| c.id == stream && c.end.is_none()) {
-                    let Call {
-                        decoder,
-                        carry,
-                        messages,
-                        ..
-                    } = c;
-                    decoder
-                        .for_each_message(data, carry, |_, m| messages.push_back(m.to_vec()))
-                        .map_err(|e| ConnError::Protocol(e.to_string()))?;
-                    if end_stream {
-                        c.decoder.finish().map_err(|e| ConnError::Protocol(e.to_string()))?;
-                        if let Some(status) = c.heads.on_end_without_trailers() {
-                            c.end = Some(CallEnd::Status {
-                                status,
-                                message: String::new(),
-                            });
-                        }
+                let Call {
+                    decoder,
+                    carry,
+                    messages,
+                    ..
+                } = c;
+                decoder
+                    .for_each_message(data, carry, |_, m| messages.push_back(m.to_vec()))
+                    .map_err(|e| ConnError::Protocol(e.to_string()))?;
+                if end_stream {
+                    c.decoder.finish().map_err(|e| ConnError::Protocol(e.to_string()))?;
+                    if let Some(status) = c.heads.on_end_without_trailers() {
+                        c.end = Some(CallEnd::Status {
+                            status,
+                            message: String::new(),
+                        });
                     }
                 }
             }
-            Frame::Headers {
+            Event::Headers {
                 stream,
                 end_stream,
-                end_headers,
-                fragment,
-            } => {
-                self.block.clear();
-                self.block.extend_from_slice(fragment);
-                self.block_end_stream = end_stream;
-                if end_headers {
-                    self.header_block(stream)?;
-                }
-            }
-            Frame::Continuation {
-                stream,
-                end_headers,
-                fragment,
-            } => {
-                self.block.extend_from_slice(fragment);
-                if end_headers {
-                    self.header_block(stream)?;
-                }
-            }
-            Frame::PushPromise { .. } => return Err(ConnError::Protocol("PUSH_PROMISE with push disabled".into())),
-            Frame::Settings { ack: true, .. } | Frame::Ping { ack: true, .. } | Frame::Ignored { .. } => {}
+                block,
+            } => self.header_block(stream, end_stream, &block)?,
+            Event::Pinged | Event::PingAck(_) | Event::Window => {}
         }
         Ok(())
     }
 
     /// A whole header block of `stream`.
-    fn header_block(&mut self, stream: u32) -> Result<(), ConnError> {
+    fn header_block(&mut self, stream: u32, end_stream: bool, block: &[u8]) -> Result<(), ConnError> {
         let mut fields = BlockFields::default();
         let mut raw_message = Vec::new();
         self.hpack
-            .decode(&self.block, |n, v| fields.field_keeping_message(n, v, &mut raw_message))
+            .decode(block, |n, v| fields.field_keeping_message(n, v, &mut raw_message))
             .map_err(|e| ConnError::Protocol(e.to_string()))?;
-        let end_stream = self.block_end_stream;
         let Some(c) = self.call.as_mut().filter(|c| c.id == stream && c.end.is_none()) else {
             return Ok(());
         };

@@ -45,8 +45,12 @@ impl Report {
             "  requests      sent {}  completed {}  failed {}  missed {}  in flight {}  {:.1}/s  {:.1} per connection",
             r.sent, r.completed, r.failed, r.missed, r.in_flight_at_end, r.per_second, f.requests_per_connection
         );
-        let classes: Vec<String> = f.responses.iter().map(|(k, n)| format!("{k} {n}")).collect();
-        let _ = writeln!(s, "  responses     {}", classes.join("  "));
+        // WebSocket replies are not HTTP responses: a run of WebSocket
+        // workloads only shows them on its `ws` line, not as `2xx`.
+        if !self.workloads.iter().all(|w| w.ws.is_some()) {
+            let classes: Vec<String> = f.responses.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            let _ = writeln!(s, "  responses     {}", classes.join("  "));
+        }
         for w in &self.workloads {
             let h = &w.http;
             if h.requested.as_deref() == Some("2") || h.version.as_deref() == Some("2") {

@@ -4,8 +4,10 @@
 //!
 //! It serves `soakd.test.v1.Echo` of `tests/proto/echo.proto`, whose
 //! replies are `EchoReply { echo = 1: a request, seq = 2: a number }`,
-//! framed by hand (a length-delimited field and a varint), so the target
-//! needs no schema and decodes no message it echoes:
+//! written field by field with prost's encoding primitives (a
+//! length-delimited field and a varint) and framed by `wire::grpc`'s
+//! message prefix, as the client's are, so the target needs no schema and
+//! decodes no message it echoes:
 //! * `Unary`: the request echoed, `seq` the thread's call count;
 //! * `Subscribe` (server streaming): `SubscribeRequest { count,
 //!   interval_ms, template }` (three fields read by hand) asks for `count`
@@ -30,7 +32,10 @@
 
 use std::time::Duration;
 
-use crate::wire::grpc::Code;
+use prost::encoding::{DecodeContext, WireType, decode_key, decode_varint, encode_key, encode_varint, key_len};
+use prost::encoding::{encoded_len_varint, skip_field};
+
+use crate::wire::grpc::{Code, PREFIX_LEN, parse_prefix, prefix};
 use crate::wire::h2::encode_block;
 
 /// The methods served, by `StreamState::grpc` code (0: not a call).
@@ -189,19 +194,14 @@ impl GrpcServing {
 
 /// `EchoReply { echo = msg, seq }`, framed, appended to `out`.
 pub(super) fn frame_reply(msg: &[u8], seq: u64, out: &mut Vec<u8>) {
-    let inner = 1 + varint_len(msg.len() as u64) + msg.len() + 1 + varint_len(seq);
-    out.push(0);
-    out.extend_from_slice(&(inner as u32).to_be_bytes());
-    out.push(0x0a);
-    varint(out, msg.len() as u64);
+    let len = msg.len() as u64;
+    let inner = key_len(1) + encoded_len_varint(len) + msg.len() + key_len(2) + encoded_len_varint(seq);
+    out.extend_from_slice(&prefix(false, inner as u32));
+    encode_key(1, WireType::LengthDelimited, out);
+    encode_varint(len, out);
     out.extend_from_slice(msg);
-    out.push(0x10);
-    varint(out, seq);
-}
-
-/// Bytes [`varint`] writes for `v`.
-fn varint_len(v: u64) -> usize {
-    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+    encode_key(2, WireType::Varint, out);
+    encode_varint(seq, out);
 }
 
 /// The method of a call to `path` (see [`UNARY`] and the others).
@@ -217,52 +217,34 @@ pub(super) fn method_of(path: &[u8]) -> u8 {
 /// The first whole message framed in `buf`: its bytes' range, the frame
 /// ending at its end; `Err` for a compressed one (nothing offered it).
 pub(super) fn next_message(buf: &[u8]) -> Option<Result<std::ops::Range<usize>, ()>> {
-    let (prefix, rest) = buf.split_first_chunk::<5>()?;
-    let len = u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize;
-    if prefix[0] != 0 {
-        return Some(Err(()));
+    let (head, rest) = buf.split_first_chunk::<PREFIX_LEN>()?;
+    match parse_prefix(head) {
+        Ok(h) if !h.compressed => {
+            let end = PREFIX_LEN + h.len as usize;
+            (rest.len() >= h.len as usize).then_some(Ok(PREFIX_LEN..end))
+        }
+        _ => Some(Err(())),
     }
-    (rest.len() >= len).then_some(Ok(5..5 + len))
 }
 
-/// `SubscribeRequest { count = 1, interval_ms = 2, template = 3 }` read
-/// by hand (other fields skipped); `None` when it is not one.
+/// `SubscribeRequest { count = 1, interval_ms = 2, template = 3 }`, its
+/// three fields read with prost's primitives (others skipped); `None`
+/// when it is not one.
 pub(super) fn subscribe_of(mut m: &[u8]) -> Option<(u32, u32, &[u8])> {
     let (mut count, mut ms, mut template) = (0u32, 0u32, &[][..]);
     while !m.is_empty() {
-        let key = read_varint(&mut m)?;
-        match (key >> 3, key & 7) {
-            (1, 0) => count = read_varint(&mut m)? as u32,
-            (2, 0) => ms = read_varint(&mut m)? as u32,
-            (field, 2) => {
-                let len = read_varint(&mut m)? as usize;
-                let (v, rest) = (m.get(..len)?, m.get(len..)?);
-                if field == 3 {
-                    template = v;
-                }
-                m = rest;
+        match decode_key(&mut m).ok()? {
+            (1, WireType::Varint) => count = decode_varint(&mut m).ok()? as u32,
+            (2, WireType::Varint) => ms = decode_varint(&mut m).ok()? as u32,
+            (3, WireType::LengthDelimited) => {
+                let len = decode_varint(&mut m).ok()? as usize;
+                template = m.get(..len)?;
+                m = &m[len..];
             }
-            (_, 0) => {
-                read_varint(&mut m)?;
-            }
-            (_, 1) => m = m.get(8..)?,
-            (_, 5) => m = m.get(4..)?,
-            _ => return None,
+            (tag, wire) => skip_field(wire, tag, &mut m, DecodeContext::default()).ok()?,
         }
     }
     Some((count, ms, template))
-}
-
-fn read_varint(m: &mut &[u8]) -> Option<u64> {
-    let mut v = 0u64;
-    for (i, b) in m.iter().enumerate().take(10) {
-        v |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            *m = &m[i + 1..];
-            return Some(v);
-        }
-    }
-    None
 }
 
 /// The message of a unary request's framed body (one uncompressed
@@ -271,17 +253,9 @@ pub(super) fn request_message(body: &[u8]) -> Option<&[u8]> {
     if body.is_empty() {
         return Some(&[]);
     }
-    let (prefix, rest) = body.split_first_chunk::<5>()?;
-    let len = u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize;
-    (prefix[0] == 0 && len == rest.len()).then_some(rest)
-}
-
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
+    let (head, rest) = body.split_first_chunk::<PREFIX_LEN>()?;
+    let h = parse_prefix(head).ok()?;
+    (!h.compressed && h.len as usize == rest.len()).then_some(rest)
 }
 
 #[cfg(test)]

@@ -20,9 +20,9 @@ use super::ticks::Ticks;
 use super::{Degrade, Fault, FaultMode, MAX_HEAD};
 use crate::netio::pool;
 use crate::wire::h2::{
-    DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, Frame, FrameDecoder, HeaderDecoder, HpackError, PeerSettings,
-    RecvWindow, SendWindow, encode_data, encode_goaway, encode_headers, encode_ping, encode_rst_stream,
-    encode_settings, encode_window_update, setting,
+    Core, DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, Event, HeaderDecoder, HpackError, RecvWindow, Role,
+    SendWindow, encode_data, encode_goaway, encode_headers, encode_rst_stream, encode_settings, encode_window_update,
+    setting,
 };
 
 #[path = "h2_grpc.rs"]
@@ -133,23 +133,15 @@ pub(super) struct Cx<'a> {
 
 /// One HTTP/2 connection's state.
 pub(super) struct H2Conn {
-    frames: FrameDecoder,
+    /// The connection's frame-level rules, in the server role
+    /// (`wire::h2::Core`): the client's SETTINGS, the connection's windows
+    /// (its receive window credited back after each read, unless
+    /// `window-stall`), header blocks.
+    core: Core,
     hpack: HeaderDecoder,
     /// A frame not yet whole (empty, and unallocated, between frames).
     input: Vec<u8>,
-    /// A header block waiting for its CONTINUATION frames, its stream and
-    /// whether it ends the stream.
-    block: Vec<u8>,
-    block_stream: u32,
-    block_end_stream: bool,
     streams: Vec<StreamState>,
-    /// What the client lets us send on the connection.
-    send: SendWindow,
-    /// The client's SETTINGS (its initial window, its frame size).
-    peer: PeerSettings,
-    /// What we let the client send on the connection (credited back after
-    /// each read, unless `window-stall`).
-    recv: RecvWindow,
     /// The stream window we advertised.
     our_window: u32,
     /// The highest stream the client opened, and the highest answered.
@@ -188,16 +180,10 @@ impl H2Conn {
         let stall = mode == Some(FaultMode::WindowStall);
         let our_window = if stall { STALL_WINDOW } else { DEFAULT_WINDOW };
         H2Conn {
-            frames: FrameDecoder::new(DEFAULT_MAX_FRAME_SIZE, MAX_HEADER_BLOCK),
+            core: Core::new(Role::Server, DEFAULT_MAX_FRAME_SIZE, MAX_HEADER_BLOCK, DEFAULT_WINDOW),
             hpack: HeaderDecoder::new(HPACK_TABLE, MAX_HEAD),
             input: Vec::new(),
-            block: Vec::new(),
-            block_stream: 0,
-            block_end_stream: false,
             streams: Vec::new(),
-            send: SendWindow::new(i64::from(DEFAULT_WINDOW)),
-            peer: PeerSettings::default(),
-            recv: RecvWindow::new(DEFAULT_WINDOW),
             our_window,
             last_stream: 0,
             last_answered: 0,
@@ -272,11 +258,8 @@ impl H2Conn {
                 self.input = buf;
             }
         }
-        if !self.stall
-            && !self.done
-            && let Some(n) = self.recv.credit(1)
-        {
-            encode_window_update(cx.out, 0, n);
+        if !self.stall && !self.done {
+            self.core.credit(1, cx.out);
         }
     }
 
@@ -284,11 +267,13 @@ impl H2Conn {
     fn frames_in(&mut self, cx: &mut Cx<'_>, buf: &[u8]) -> usize {
         let mut pos = 0;
         while !self.done {
-            match self.frames.decode(&buf[pos..]) {
+            match self.core.next(&buf[pos..], cx.out) {
                 Ok(None) => break,
-                Ok(Some((frame, n))) => {
+                Ok(Some((n, event))) => {
                     pos += n;
-                    self.frame(cx, frame);
+                    if let Some(event) = event {
+                        self.event(cx, event);
+                    }
                 }
                 Err(e) => {
                     self.fail(cx, e.code());
@@ -311,7 +296,6 @@ impl H2Conn {
         self.flooding = false;
         self.streams = Vec::new();
         self.input = Vec::new();
-        self.block = Vec::new();
         self.grpc_in = Vec::new();
         self.grpc_out = Vec::new();
         self.subs = Vec::new();
@@ -331,65 +315,39 @@ impl H2Conn {
         }
     }
 
-    fn frame(&mut self, cx: &mut Cx<'_>, frame: Frame<'_>) {
-        match frame {
-            Frame::Data {
+    /// What a frame meant for the streams (the connection's part is the
+    /// core's).
+    fn event(&mut self, cx: &mut Cx<'_>, event: Event<'_>) {
+        match event {
+            Event::Data {
                 stream,
                 end_stream,
                 flow_len,
                 data,
             } => self.data(cx, stream, end_stream, data, flow_len),
-            Frame::Headers {
+            Event::Headers {
                 stream,
                 end_stream,
-                end_headers,
-                fragment,
-            } => {
-                if end_headers {
-                    self.header_block(cx, stream, end_stream, fragment);
-                } else {
-                    self.block.clear();
-                    self.block.extend_from_slice(fragment);
-                    self.block_stream = stream;
-                    self.block_end_stream = end_stream;
-                }
-            }
-            Frame::Continuation {
-                end_headers, fragment, ..
-            } => {
-                self.block.extend_from_slice(fragment);
-                if end_headers {
-                    let block = std::mem::take(&mut self.block);
-                    self.header_block(cx, self.block_stream, self.block_end_stream, &block);
-                }
-            }
-            Frame::Settings { ack: true, .. } | Frame::Ping { ack: true, .. } | Frame::Ignored { .. } => {}
-            Frame::Settings { ack: false, params } => {
-                let shift = self.peer.apply(&params);
+                block,
+            } => self.header_block(cx, stream, end_stream, &block),
+            Event::Settings { shift, .. } => {
                 for s in &mut self.streams {
                     s.send.shift(shift);
                 }
-                encode_settings(cx.out, true, &[]);
                 self.pump_all(cx);
             }
-            Frame::Ping { ack: false, data } => encode_ping(cx.out, true, data),
             // The client is leaving: it opens nothing more and closes when
             // it is done, which ends the connection.
-            Frame::GoAway { .. } => {}
-            Frame::RstStream { stream, .. } => {
+            Event::GoAway { .. } | Event::Pinged | Event::PingAck(_) => {}
+            Event::Reset { stream, .. } => {
                 if let Some(i) = self.find(stream) {
                     self.streams.swap_remove(i);
                     self.forget_call(stream);
                     self.after_stream(cx);
                 }
             }
-            Frame::WindowUpdate { stream: 0, increment } => {
-                if let Err(code) = self.send.grow(increment) {
-                    return self.fail(cx, code);
-                }
-                self.pump_all(cx);
-            }
-            Frame::WindowUpdate { stream, increment } => {
+            Event::Window => self.pump_all(cx),
+            Event::StreamWindow { stream, increment } => {
                 if let Some(i) = self.find(stream) {
                     if self.streams[i].send.grow(increment).is_err() {
                         encode_rst_stream(cx.out, stream, ErrorCode::FlowControlError);
@@ -400,17 +358,13 @@ impl H2Conn {
                     }
                 }
             }
-            // We never enable push: a client has no business promising.
-            Frame::PushPromise { .. } => self.fail(cx, ErrorCode::ProtocolError),
         }
     }
 
-    /// A DATA frame: counted against our windows (and credited back,
-    /// unless `window-stall`); END_STREAM completes the request.
+    /// A DATA frame (already counted against the connection's window):
+    /// counted against its stream's (and credited back, unless
+    /// `window-stall`); END_STREAM completes the request.
     fn data(&mut self, cx: &mut Cx<'_>, stream: u32, end_stream: bool, data: &[u8], flow_len: u32) {
-        if let Err(code) = self.recv.take(flow_len) {
-            return self.fail(cx, code);
-        }
         let Some(i) = self.find(stream).filter(|&i| self.streams[i].phase == Phase::Receiving) else {
             if stream > self.last_stream {
                 return self.fail(cx, ErrorCode::ProtocolError);
@@ -521,7 +475,7 @@ impl H2Conn {
             opened: false,
             response: response as u16,
             phase: Phase::Receiving,
-            send: SendWindow::new(self.peer.initial_window),
+            send: SendWindow::new(self.core.peer.initial_window),
             recv: RecvWindow::new(self.our_window),
         });
         if end_stream {
@@ -559,10 +513,10 @@ impl H2Conn {
         let s = &mut self.streams[i];
         let r = &cx.th.table[usize::from(s.response)];
         if let Some(info) = &r.info {
-            encode_headers(cx.out, s.id, info, false, self.peer.max_frame);
+            encode_headers(cx.out, s.id, info, false, self.core.peer.max_frame);
         }
         let ends = r.body.is_empty() && r.trailers.is_none();
-        encode_headers(cx.out, s.id, &r.head, ends, self.peer.max_frame);
+        encode_headers(cx.out, s.id, &r.head, ends, self.core.peer.max_frame);
         s.phase = Phase::Sending(0);
         if ends {
             self.finish(cx, i);
@@ -592,16 +546,22 @@ impl H2Conn {
         };
         let mut sent = sent as usize;
         while sent < body.len() {
-            let room = s.send.room().min(self.send.room()) as usize;
+            let room = s.send.room().min(self.core.send.room()) as usize;
             let n = (body.len() - sent).min(room);
             if n == 0 {
                 break;
             }
             let last = sent + n == body.len();
             let chunk = &body[sent..sent + n];
-            encode_data(cx.out, s.id, chunk, last && trailers.is_none(), self.peer.max_frame);
+            encode_data(
+                cx.out,
+                s.id,
+                chunk,
+                last && trailers.is_none(),
+                self.core.peer.max_frame,
+            );
             s.send.spend(n as u32);
-            self.send.spend(n as u32);
+            self.core.send.spend(n as u32);
             sent += n;
         }
         s.phase = Phase::Sending(sent as u32);
@@ -609,7 +569,7 @@ impl H2Conn {
             return;
         }
         if let Some(t) = trailers {
-            encode_headers(cx.out, s.id, t, true, self.peer.max_frame);
+            encode_headers(cx.out, s.id, t, true, self.core.peer.max_frame);
         }
         self.finish(cx, i);
     }
@@ -617,7 +577,7 @@ impl H2Conn {
     /// Every stream with body left, after a window grew.
     fn pump_all(&mut self, cx: &mut Cx<'_>) {
         let mut i = 0;
-        while i < self.streams.len() && self.send.room() > 0 {
+        while i < self.streams.len() && self.core.send.room() > 0 {
             let before = self.streams.len();
             if matches!(self.streams[i].phase, Phase::Sending(_)) {
                 self.pump(cx, i);
@@ -652,7 +612,9 @@ impl H2Conn {
 mod tests {
     use super::super::responses::BIG_BODY;
     use super::*;
-    use crate::wire::h2::{FrameDecoder, encode_block, encode_data, encode_headers, flag, kind, write_header};
+    use crate::wire::h2::{
+        Frame, FrameDecoder, encode_block, encode_data, encode_headers, encode_ping, flag, kind, write_header,
+    };
 
     /// What the target sent, frame by frame, with header blocks decoded.
     #[derive(Debug, PartialEq)]
@@ -997,6 +959,6 @@ mod tests {
         assert!(c.h.input.capacity() > 0, "a partial frame is kept");
         c.send(&bytes[5..]);
         assert_eq!(c.h.input.capacity(), 0);
-        assert_eq!(c.h.block.capacity(), 0);
+        assert_eq!(c.h.core.kept(), 0);
     }
 }

@@ -48,11 +48,11 @@ impl H2Conn {
         let Some(g) = cx.th.grpc.as_mut() else { return };
         match g.answer(s.grpc, body) {
             Answer::Status(code) => {
-                encode_headers(cx.out, s.id, g.trailers_only(code), true, self.peer.max_frame);
+                encode_headers(cx.out, s.id, g.trailers_only(code), true, self.core.peer.max_frame);
                 self.finish(cx, i);
             }
             Answer::Echo => {
-                encode_headers(cx.out, s.id, &g.head, false, self.peer.max_frame);
+                encode_headers(cx.out, s.id, &g.head, false, self.core.peer.max_frame);
                 let mut reply = pool::take();
                 g.reply(body, &mut reply);
                 self.grpc_out.push((s.id, reply));
@@ -62,10 +62,10 @@ impl H2Conn {
             Answer::Subscribe(count, every) => {
                 if !cx.th.pushes.has_room(every) {
                     let only = g.trailers_only(Code::ResourceExhausted);
-                    encode_headers(cx.out, s.id, only, true, self.peer.max_frame);
+                    encode_headers(cx.out, s.id, only, true, self.core.peer.max_frame);
                     return self.finish(cx, i);
                 }
-                encode_headers(cx.out, s.id, &g.head, false, self.peer.max_frame);
+                encode_headers(cx.out, s.id, &g.head, false, self.core.peer.max_frame);
                 let template = grpc::request_message(body)
                     .and_then(grpc::subscribe_of)
                     .map_or_else(Vec::new, |(_, _, t)| t.to_vec());
@@ -120,7 +120,7 @@ impl H2Conn {
             };
             let Some(g) = cx.th.grpc.as_mut() else { return };
             if !self.streams[i].opened {
-                encode_headers(cx.out, id, &g.head, false, self.peer.max_frame);
+                encode_headers(cx.out, id, &g.head, false, self.core.peer.max_frame);
                 self.streams[i].opened = true;
             }
             let seq = g.next_seq();
@@ -150,7 +150,7 @@ impl H2Conn {
             (true, Code::Ok) => &g.ok_trailers[..],
             _ => g.trailers_only(code),
         };
-        encode_headers(cx.out, s.id, block, true, self.peer.max_frame);
+        encode_headers(cx.out, s.id, block, true, self.core.peer.max_frame);
         self.finish(cx, i);
     }
 
@@ -160,12 +160,12 @@ impl H2Conn {
     fn send_message(&mut self, cx: &mut Cx<'_>, i: usize, message: &[u8]) {
         let s = &mut self.streams[i];
         let n = message.len() as u32;
-        if s.send.room() < n || self.send.room() < n {
+        if s.send.room() < n || self.core.send.room() < n {
             return;
         }
-        encode_data(cx.out, s.id, message, false, self.peer.max_frame);
+        encode_data(cx.out, s.id, message, false, self.core.peer.max_frame);
         s.send.spend(n);
-        self.send.spend(n);
+        self.core.send.spend(n);
     }
 
     /// Drops what a gRPC call on `stream` kept.

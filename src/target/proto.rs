@@ -33,6 +33,7 @@ use super::conn::{Conn, ConnFault, Proto, Stop};
 use super::h2::H2Thread;
 use super::responder::Responder;
 use super::ws::Tick;
+use crate::netio::{Got, read_some};
 use crate::timer::Deadlines;
 use crate::wire::request_head::MAX_HEAD;
 
@@ -142,16 +143,14 @@ impl Responder {
             return Ok(());
         }
         while !conn.eof {
-            let n = match conn.stream.read(buf) {
-                Ok(0) => {
+            let (n, drained) = match read_some(&mut conn.stream, buf, to_would_block)? {
+                Got::Eof => {
                     conn.eof = true;
                     conn.input = Vec::new();
                     return Ok(());
                 }
-                Ok(n) => n,
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-                Err(err) => return Err(err),
+                Got::Data { n, drained } => (n, drained),
+                Got::Empty => return Ok(()),
             };
             self.feed(conn, &buf[..n], Instant::now())?;
             self.flush(conn)?;
@@ -159,10 +158,9 @@ impl Responder {
                 conn.paused = true;
                 return Ok(());
             }
-            // A short read emptied the socket; asking again would only
-            // return WouldBlock, and new data brings a new edge. (Not so for
-            // TLS, whose records may still be inside rustls.)
-            if conn.stream.short_read_drains() && n < buf.len() && !to_would_block {
+            // Asking again would only return WouldBlock; new data brings a
+            // new edge.
+            if drained {
                 return Ok(());
             }
         }
@@ -192,10 +190,7 @@ impl Responder {
         if let (Some(h2), Proto::Sniff | Proto::H2(_)) = (&mut self.h2, &conn.proto)
             && h2.feed(conn, data, now, &mut self.batch)?
         {
-            let sent = conn.send(&self.batch);
-            self.batch.clear();
-            sent?;
-            return h2.settle(conn);
+            return self.send_h2(conn);
         }
         self.feed_carried(conn, data, now)
     }
@@ -305,10 +300,7 @@ impl Responder {
             Due::Stream(stream) => {
                 let Some(h2) = self.h2.as_mut() else { return Ok(()) };
                 h2.deliver(conn, stream, now, &mut self.batch);
-                let sent = conn.send(&self.batch);
-                self.batch.clear();
-                sent?;
-                h2.settle(conn)
+                self.send_h2(conn)
             }
             Due::Flood => match self.h2.as_mut() {
                 Some(h2) => h2.flood(conn),
@@ -317,22 +309,30 @@ impl Responder {
             Due::Push(stream, born, every, due) => {
                 let Some(h2) = self.h2.as_mut() else { return Ok(()) };
                 h2.push(conn, (stream, born), (every, due), now, &mut self.batch);
-                let sent = conn.send(&self.batch);
-                self.batch.clear();
-                sent?;
-                h2.settle(conn)
+                self.send_h2(conn)
             }
             Due::Age(born, closing) => {
                 let Some(h2) = self.h2.as_mut() else { return Ok(()) };
                 let close = h2.age(conn, born, closing, now, &mut self.batch);
-                let sent = conn.send(&self.batch);
-                self.batch.clear();
-                sent?;
+                self.send_h2(conn)?;
                 if close {
                     return Err(io::ErrorKind::ConnectionAborted.into());
                 }
-                h2.settle(conn)
+                Ok(())
             }
+        }
+    }
+
+    /// Sends what HTTP/2 wrote into the thread's batch for `conn` (in one
+    /// write), then lets it settle: a connection that is done ends once
+    /// its output is out, a flood queues its next turn.
+    fn send_h2(&mut self, conn: &mut Conn) -> io::Result<()> {
+        let sent = conn.send(&self.batch);
+        self.batch.clear();
+        sent?;
+        match self.h2.as_mut() {
+            Some(h2) => h2.settle(conn),
+            None => Ok(()),
         }
     }
 }

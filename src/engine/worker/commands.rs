@@ -138,9 +138,7 @@ impl Worker {
                 if let Some(step) = c.proto.step(&self.wl[wi]) {
                     c.next_due = grid_due(c.slot, cmd.connections, step, now);
                 }
-                if self.pump(key, now) {
-                    self.arm(key);
-                }
+                self.serve(key, now);
             }
         }
         for slot in old..cmd.connections {

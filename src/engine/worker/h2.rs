@@ -2,8 +2,11 @@
 //! responses completing out of order, GOAWAY that loses nothing.
 //!
 //! The frames are `wire::h2`'s (the codec the built-in target's server
-//! shares), and so are the flow-control windows and the peer's SETTINGS
-//! (`wire::h2::flow`); this file is the client's state machine over them.
+//! shares), and so are the connection's frame-level rules (`wire::h2::Core`
+//! in the client role: SETTINGS and PING answered, the connection's
+//! windows, header blocks assembled, the server's first frame checked) and
+//! the streams' windows (`wire::h2::flow`); this file is the client's
+//! state machine over what the core hands it.
 //! It is fed and drained by the loop like HTTP/1.1 (see `protocol.rs`):
 //!
 //! - **issue** takes a free stream slot (an in-flight entry, from a free
@@ -53,8 +56,8 @@ use super::h2_streams::{St, Streams};
 use crate::netio::pool;
 use crate::stats::ErrorKind;
 use crate::wire::h2::{
-    DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, Frame, FrameDecoder, H2Request, HeaderDecoder, PREFACE,
-    PeerSettings, RecvWindow, SendWindow, encode_ping, encode_settings, encode_window_update, setting, write_header,
+    Core, CoreError, DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, Event, H2Request, HeaderDecoder, PREFACE,
+    Replies, Role, encode_ping, encode_settings, encode_window_update, setting, write_header,
 };
 use hold::{Hold, put_headers};
 
@@ -106,7 +109,8 @@ pub struct H2Rt {
 /// One connection's HTTP/2 state.
 pub(super) struct H2 {
     rt: Arc<H2Rt>,
-    dec: FrameDecoder,
+    /// The connection's frame-level rules, in the client role.
+    core: Core,
     hpack: HeaderDecoder,
     /// An incomplete frame carried to the next read (pooled; none between
     /// frames).
@@ -115,11 +119,6 @@ pub(super) struct H2 {
     /// is written).
     out: Option<pool::Buf>,
     out_off: usize,
-    /// A header block assembled from CONTINUATION frames (rare; pooled).
-    block: Option<pool::Buf>,
-    /// The stream and END_STREAM flag of the block being assembled.
-    block_stream: u32,
-    block_end: bool,
     /// The streams: by entry, by id, oldest first (`h2_streams.rs`).
     streams: Streams,
     /// Entries with bytes owed, in issue order, with their `seq` (entries
@@ -127,11 +126,6 @@ pub(super) struct H2 {
     order: VecDeque<(u16, u32)>,
     /// Entries to hand back after a GOAWAY.
     handback: Vec<u16>,
-    /// The server's SETTINGS arrived (requests may go out).
-    settings_seen: bool,
-    peer: PeerSettings,
-    send: SendWindow,
-    recv: RecvWindow,
     /// GOAWAY received: its last stream and code.
     goaway: Option<(u32, ErrorCode)>,
     /// Input changed what may go out (see [`Output::Ready`]).
@@ -165,25 +159,29 @@ impl std::fmt::Debug for H2 {
     }
 }
 
+/// The connection's output as the core's [`Replies`]: a pooled buffer
+/// taken only when a reply is written, so a connection that owes nothing
+/// holds none.
+struct Owed<'a>(&'a mut Option<pool::Buf>);
+
+impl Replies for Owed<'_> {
+    fn buf(&mut self) -> &mut Vec<u8> {
+        pool::get(self.0)
+    }
+}
+
 impl H2 {
     /// The state of a new connection with `depth` entries.
     pub(super) fn new(rt: Arc<H2Rt>, depth: usize) -> H2 {
         let mut h = H2 {
-            dec: FrameDecoder::new(DEFAULT_MAX_FRAME_SIZE, MAX_HEADER_BLOCK),
+            core: Core::new(Role::Client, DEFAULT_MAX_FRAME_SIZE, MAX_HEADER_BLOCK, rt.window),
             hpack: HeaderDecoder::new(0, MAX_HEADER_LIST as usize),
             carry: None,
             out: None,
             out_off: 0,
-            block: None,
-            block_stream: 0,
-            block_end: false,
             streams: Streams::new(depth),
             order: VecDeque::with_capacity(depth),
             handback: Vec::new(),
-            settings_seen: false,
-            peer: PeerSettings::default(),
-            send: SendWindow::new(i64::from(DEFAULT_WINDOW)),
-            recv: RecvWindow::new(rt.window),
             goaway: None,
             ready: false,
             last_rx: 0,
@@ -201,19 +199,14 @@ impl H2 {
 
     /// Forgets the connection: nothing in flight, nothing owed or carried.
     pub(super) fn reset(&mut self) {
-        self.dec.reset();
+        self.core.reset();
         self.hpack = HeaderDecoder::new(0, MAX_HEADER_LIST as usize);
         pool::release(&mut self.carry);
         pool::release(&mut self.out);
-        pool::release(&mut self.block);
         self.out_off = 0;
         self.streams.reset();
         self.order.clear();
         self.handback.clear();
-        self.settings_seen = false;
-        self.peer = PeerSettings::default();
-        self.send = SendWindow::new(i64::from(DEFAULT_WINDOW));
-        self.recv = RecvWindow::new(self.rt.window);
         self.goaway = None;
         self.ready = false;
         self.replies.reset();
@@ -267,11 +260,11 @@ impl H2 {
         if self.hold.is_some() {
             return self.held_capacity(paced);
         }
-        if !self.settings_seen || self.goaway.is_some() || self.streams.exhausted() {
+        if !self.core.settings_seen() || self.goaway.is_some() || self.streams.exhausted() {
             return 0;
         }
         (self.rt.streams as u32)
-            .min(self.peer.max_streams)
+            .min(self.core.peer.max_streams)
             .min(self.streams.len() as u32) as u16
     }
 
@@ -294,10 +287,10 @@ impl H2 {
         if self.hold.is_some() {
             return self.held_issue(t);
         }
-        if self.rt.requests[req as usize].list_size > self.peer.max_header_list {
+        if self.rt.requests[req as usize].list_size > self.core.peer.max_header_list {
             return Issued::Refused(ErrorKind::H2HeaderListTooLarge);
         }
-        let e = self.streams.open(self.peer.initial_window, self.rt.window);
+        let e = self.streams.open(self.core.peer.initial_window, self.rt.window);
         self.replies.clear(e as usize);
         self.order.push_back((e, self.streams[e as usize].seq));
         Issued::Entry(e)
@@ -319,7 +312,7 @@ impl H2 {
     /// True when the owed entry `e` can make progress now.
     fn can_send(&self, e: usize) -> bool {
         let s = &self.streams[e];
-        !s.rendered || (self.send.room() > 0 && s.send.room() > 0)
+        !s.rendered || (self.core.send.room() > 0 && s.send.room() > 0)
     }
 
     /// Renders what the owed streams may send now into the output.
@@ -339,7 +332,7 @@ impl H2 {
                 put_headers(out, &r.frames, s.id);
             }
             while s.body_left > 0 {
-                let room = self.send.room().min(s.send.room()).min(self.peer.max_frame);
+                let room = self.core.send.room().min(s.send.room()).min(self.core.peer.max_frame);
                 if room == 0 {
                     return;
                 }
@@ -351,7 +344,7 @@ impl H2 {
                 out.extend_from_slice(&bytes[from..from + n as usize]);
                 s.body_left -= n;
                 s.send.spend(n);
-                self.send.spend(n);
+                self.core.send.spend(n);
             }
             s.st = St::Open;
             self.order.pop_front();
@@ -428,17 +421,17 @@ impl H2 {
         let Some(mut carry) = self.carry.take() else {
             let mut pos = 0;
             loop {
-                match self.dec.decode(&fresh[pos..]) {
-                    Err(_) => return (fresh.len(), Output::Error(self.broken())),
+                match self.core.next(&fresh[pos..], &mut Owed(&mut self.out)) {
+                    Err(e) => return (fresh.len(), Output::Error(self.broken(e))),
                     Ok(None) => {
                         if pos < fresh.len() {
                             pool::get(&mut self.carry).extend_from_slice(&fresh[pos..]);
                         }
                         return (fresh.len(), self.settled());
                     }
-                    Ok(Some((f, n))) => {
+                    Ok(Some((n, event))) => {
                         pos += n;
-                        if let Some(out) = self.on_frame(cx, t, f) {
+                        if let Some(out) = event.and_then(|ev| self.on_event(cx, t, ev)) {
                             return (pos, out);
                         }
                     }
@@ -451,12 +444,12 @@ impl H2 {
         carry.extend_from_slice(fresh);
         let mut pos = 0;
         let out = loop {
-            match self.dec.decode(&carry[pos..]) {
-                Err(_) => break Output::Error(self.broken()),
+            match self.core.next(&carry[pos..], &mut Owed(&mut self.out)) {
+                Err(e) => break Output::Error(self.broken(e)),
                 Ok(None) => break self.settled(),
-                Ok(Some((f, n))) => {
+                Ok(Some((n, event))) => {
                     pos += n;
-                    if let Some(out) = self.on_frame(cx, t, f) {
+                    if let Some(out) = event.and_then(|ev| self.on_event(cx, t, ev)) {
                         break out;
                     }
                 }
@@ -482,60 +475,51 @@ impl H2 {
     }
 
     /// The kind of a connection that broke HTTP/2's rules: before the
-    /// server's first SETTINGS, it never spoke HTTP/2 at all.
-    fn broken(&self) -> ErrorKind {
-        if self.settings_seen {
+    /// server's first SETTINGS (or instead of them), it never spoke HTTP/2
+    /// at all.
+    fn broken(&self, e: CoreError) -> ErrorKind {
+        if self.core.settings_seen() && e != CoreError::NotSettings {
             ErrorKind::H2Protocol
         } else {
             ErrorKind::H2NotNegotiated
         }
     }
 
-    fn on_frame(&mut self, cx: &Cx<'_>, t: &mut Tally<'_>, f: Frame<'_>) -> Option<Output> {
-        if !self.settings_seen && !matches!(f, Frame::Settings { ack: false, .. }) {
-            // The server's first frame must be its SETTINGS (RFC 9113
-            // §3.4): anything else is not an HTTP/2 server.
-            return Some(Output::Error(ErrorKind::H2NotNegotiated));
-        }
-        match f {
-            Frame::Settings { ack: true, .. } => None,
-            Frame::Settings { ack: false, params } => {
-                let shift = self.peer.apply(&params);
+    /// Acts on what a frame meant for the streams (the connection's part
+    /// is the core's).
+    fn on_event(&mut self, cx: &Cx<'_>, t: &mut Tally<'_>, event: Event<'_>) -> Option<Output> {
+        match event {
+            Event::Settings { shift, first } => {
                 if shift != 0 {
                     for (_, s) in self.streams.iter_mut().filter(|(_, s)| s.st != St::Free) {
                         s.send.shift(shift);
                     }
                 }
-                let limit = self.peer.streams_limit();
+                let limit = self.core.peer.streams_limit();
                 if limit != 0 {
                     let g = &mut t.g.h2_streams_limit;
                     *g = if *g == 0 { limit } else { (*g).min(limit) };
                 }
-                if !self.settings_seen && self.rt.ping > 0 {
+                if first && self.rt.ping > 0 {
                     // The first PING at a random point of the first
                     // interval, so connections opened together do not
                     // ping in step.
                     self.ping_at = t.now + self.rt.ping.saturating_mul(fastrand::u64(50..=100)) / 100;
                 }
-                self.settings_seen = true;
-                let out = self.control(|out| encode_settings(out, true, &[]));
+                let out = self.replied();
                 self.open_held(t);
                 out
             }
-            Frame::Ping { ack: false, data } => self.control(|out| encode_ping(out, true, data)),
-            Frame::Ping { ack: true, data } => {
+            Event::Pinged => self.replied(),
+            Event::PingAck(data) => {
                 self.on_ping_ack(t, data);
                 None
             }
-            Frame::Ignored { .. } => None,
-            Frame::WindowUpdate { stream: 0, increment } => {
+            Event::Window => {
                 self.ready = true;
-                self.send
-                    .grow(increment)
-                    .err()
-                    .map(|_| Output::Error(ErrorKind::H2Protocol))
+                None
             }
-            Frame::WindowUpdate { stream, increment } => {
+            Event::StreamWindow { stream, increment } => {
                 let e = self.streams.entry_of(stream)?;
                 self.ready = true;
                 self.streams[e]
@@ -544,41 +528,18 @@ impl H2 {
                     .err()
                     .map(|_| Output::Error(ErrorKind::H2Protocol))
             }
-            Frame::Headers {
+            Event::Headers {
                 stream,
                 end_stream,
-                end_headers,
-                fragment,
-            } => {
-                if end_headers {
-                    return self.on_block(cx, t, stream, end_stream, fragment);
-                }
-                let block = pool::get(&mut self.block);
-                block.clear();
-                block.extend_from_slice(fragment);
-                self.block_stream = stream;
-                self.block_end = end_stream;
-                None
-            }
-            Frame::Continuation {
-                end_headers, fragment, ..
-            } => {
-                pool::get(&mut self.block).extend_from_slice(fragment);
-                if !end_headers {
-                    return None;
-                }
-                let block = self.block.take().expect("the block was just added to");
-                let out = self.on_block(cx, t, self.block_stream, self.block_end, &block);
-                pool::give(block);
-                out
-            }
-            Frame::Data {
+                block,
+            } => self.on_block(cx, t, stream, end_stream, &block),
+            Event::Data {
                 stream,
                 end_stream,
                 data,
                 flow_len,
             } => self.on_data(cx, t, stream, end_stream, data, flow_len),
-            Frame::RstStream { stream, code } => {
+            Event::Reset { stream, code } => {
                 let e = self.streams.entry_of(stream)?;
                 t.st.h2_mut().resets[code as usize] += 1;
                 if self.held(e) {
@@ -593,7 +554,7 @@ impl H2 {
                     kind: ErrorKind::StreamReset,
                 })
             }
-            Frame::GoAway {
+            Event::GoAway {
                 last_stream,
                 code,
                 debug,
@@ -617,18 +578,22 @@ impl H2 {
                 // The handbacks (or the end) follow on the next calls.
                 Some(Output::Ready)
             }
-            // Push was disabled in soakd's SETTINGS.
-            Frame::PushPromise { .. } => Some(Output::Error(ErrorKind::H2Protocol)),
         }
     }
 
-    /// Queues a control frame the server asked for; a server that keeps
-    /// asking without reading is a flood.
-    fn control(&mut self, write: impl FnOnce(&mut Vec<u8>)) -> Option<Output> {
-        let out = pool::get(&mut self.out);
-        write(out);
+    /// The core wrote a reply (a SETTINGS or PING acknowledgement): it is
+    /// owed; a server that keeps asking without reading is a flood.
+    fn replied(&mut self) -> Option<Output> {
         self.ready = true;
-        (out.len() - self.out_off > MAX_CONTROL_OWED).then_some(Output::Error(ErrorKind::H2Protocol))
+        let owed = self.out.as_ref().map_or(0, |o| o.len() - self.out_off);
+        (owed > MAX_CONTROL_OWED).then_some(Output::Error(ErrorKind::H2Protocol))
+    }
+
+    /// Queues a control frame of soakd's own (a PING), under the same
+    /// bound.
+    fn control(&mut self, write: impl FnOnce(&mut Vec<u8>)) -> Option<Output> {
+        write(pool::get(&mut self.out));
+        self.replied()
     }
 
     /// A whole header block on `stream`.
@@ -690,13 +655,9 @@ impl H2 {
         data: &[u8],
         flow_len: u32,
     ) -> Option<Output> {
-        // The connection's window counts every DATA frame, ours or not.
-        if self.recv.take(flow_len).is_err() {
-            return Some(Output::Error(ErrorKind::H2Protocol));
-        }
+        // The core counted it against the connection's window.
         let half = self.rt.window / 2;
-        if let Some(n) = self.recv.credit(half) {
-            encode_window_update(pool::get(&mut self.out), 0, n);
+        if self.core.credit(half, &mut Owed(&mut self.out)) {
             self.ready = true;
         }
         let e = self.streams.entry_of(stream)?;
@@ -756,7 +717,7 @@ impl H2 {
     }
 
     pub(super) fn at_close(&mut self) -> AtClose {
-        if !self.settings_seen {
+        if !self.core.settings_seen() {
             // Closed before its SETTINGS: not an HTTP/2 server (an
             // HTTP/1.1-only one closes on the h2c preface).
             return AtClose::Failed(ErrorKind::H2NotNegotiated);
@@ -786,7 +747,7 @@ mod tests {
     use super::*;
     use crate::engine::worker::{ProtoRt, WorkloadRt};
     use crate::stats::{Gauges, WorkloadStats};
-    use crate::wire::h2::{self, encode_data, encode_goaway, encode_headers, encode_rst_stream};
+    use crate::wire::h2::{self, Frame, FrameDecoder, encode_data, encode_goaway, encode_headers, encode_rst_stream};
 
     const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
 

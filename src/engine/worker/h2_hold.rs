@@ -448,12 +448,12 @@ impl H2 {
     /// client or bidirectional stream's HEADERS go out at once, without
     /// END_STREAM, so its messages can follow them.
     pub(super) fn open_held(&mut self, t: &mut Tally<'_>) {
-        let may = self.settings_seen && self.goaway.is_none() && !self.streams.exhausted();
+        let may = self.core.settings_seen() && self.goaway.is_none() && !self.streams.exhausted();
         let Some(hold) = self.hold.as_deref_mut() else { return };
         let may = may && !hold.stopping;
         if may {
             let room = (self.rt.streams as u32)
-                .min(self.peer.max_streams)
+                .min(self.core.peer.max_streams)
                 .min(self.streams.len() as u32) as u16;
             for lane in 0..hold.lanes.len() {
                 if self.streams.in_flight() >= room || self.streams.exhausted() {
@@ -462,7 +462,7 @@ impl H2 {
                 if !hold.is_due(lane, t.now) {
                     continue;
                 }
-                let e = self.streams.open(self.peer.initial_window, self.rt.window);
+                let e = self.streams.open(self.core.peer.initial_window, self.rt.window);
                 if hold.message.is_some() {
                     let s = &mut self.streams[e as usize];
                     s.rendered = true;
@@ -485,7 +485,7 @@ impl H2 {
     /// streams below its last id only await their replies and its end.
     pub(super) fn held_capacity(&self, paced: bool) -> u16 {
         match self.hold.as_deref() {
-            Some(h) if self.settings_seen && self.goaway.is_none() => h.capacity(paced),
+            Some(h) if self.core.settings_seen() && self.goaway.is_none() => h.capacity(paced),
             _ => 0,
         }
     }
@@ -503,7 +503,7 @@ impl H2 {
     /// ([`Issued::Entry`]: the loop times it from its due time); a client
     /// stream's is untimed.
     pub(super) fn held_issue(&mut self, t: &mut Tally<'_>) -> Issued {
-        let max_frame = self.peer.max_frame;
+        let max_frame = self.core.peer.max_frame;
         let Some(h) = self.hold.as_deref_mut() else {
             return Issued::Refused(ErrorKind::SendStalled);
         };
@@ -513,7 +513,7 @@ impl H2 {
         let e = h.lanes[lane].entry as usize;
         let s = &mut self.streams[e];
         let n = msg.len() as u32;
-        if self.send.room() < n || s.send.room() < n {
+        if self.core.send.room() < n || s.send.room() < n {
             // The server does not take it now: missed, the lane keeps its turn.
             h.lanes[lane].queued = true;
             h.turn.push_front(lane as u16);
@@ -525,7 +525,7 @@ impl H2 {
             out.extend_from_slice(chunk);
         }
         s.send.spend(n);
-        self.send.spend(n);
+        self.core.send.spend(n);
         t.st.grpc_mut().sent += 1;
         if h.replies {
             h.lanes[lane].awaiting = true;

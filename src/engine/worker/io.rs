@@ -2,8 +2,8 @@
 //! counted.
 //!
 //! Everything a request costs happens here or in the connection's protocol
-//! (`protocol.rs`, the seam): issuing due requests and writing the bytes
-//! owed (`pump`, `write_out`), reading until the socket is drained
+//! (`protocol.rs`, the seam): issuing due requests (`pump`) and writing the
+//! bytes owed (`write_out`), reading until the socket is drained
 //! (`on_readable`), handing the bytes to the protocol (`on_bytes`) and
 //! acting on what it answers (`settle`): accounting each response
 //! (`on_response`), failing one request or the connection, sending a
@@ -17,9 +17,15 @@
 //! (that time ends its latency and starts the next request's timeout). A
 //! read stops at the first one that leaves the socket drained, TLS
 //! included (`Transport::drained`), so a response costs one read, not a
-//! second that only says `WouldBlock`. What a read made owed (an
-//! acknowledgement, a pong, a window) is written once the read is handled,
-//! not once per frame.
+//! second that only says `WouldBlock`.
+//!
+//! One write per wakeup: issuing a request only makes its bytes owed;
+//! everything a read made owed (the requests its responses freed room for,
+//! an acknowledgement, a pong, a window) leaves in one write once the read
+//! is handled, and everything a timer or a schedule slot made owed once
+//! that connection's handling ends (`serve`). A write per request would
+//! cost a system call per request (at 100 connections x 10 streams, ten
+//! times what the reads cost) where h2load gathers a wakeup's frames.
 //!
 //! A workload of one request pays nothing for mixes and checks beyond a
 //! branch on `cycle` and one on the request's `checks`. A mix picks its
@@ -34,6 +40,7 @@ use super::conn::{Inflight, State, tick_ceil};
 use super::exchange::Ending;
 use super::protocol::{AtClose, Cx, Issued, Output, Protocol, Response, Tally};
 use super::{HEALTHY_NS, PHASE_RUN, Worker, socket};
+use crate::netio::Got;
 use crate::stats::{self, CloseReason, ErrorKind};
 
 /// Refused requests (never sent, see [`Issued::Refused`]) one closed-loop
@@ -41,7 +48,7 @@ use crate::stats::{self, CloseReason, ErrorKind};
 const MAX_REFUSED_PER_PUMP: usize = 64;
 
 impl Worker {
-    pub(super) fn on_event(&mut self, ev: &mio::event::Event) {
+    pub(super) fn on_event(&mut self, ev: &crate::netio::Ready) {
         let (key, generation) = crate::netio::split(ev.token());
         if key == super::linger::LINGER_KEY {
             let registry = self.poll.registry();
@@ -112,7 +119,7 @@ impl Worker {
     /// An event that opened the connection may already carry the server's
     /// close (a server that accepts and closes at once): read it now, no
     /// later edge would report it.
-    fn read_close_now(&mut self, key: usize, generation: u32, ev: &mio::event::Event) {
+    fn read_close_now(&mut self, key: usize, generation: u32, ev: &crate::netio::Ready) {
         if (ev.is_read_closed() || ev.is_error())
             && self
                 .conns
@@ -125,9 +132,24 @@ impl Worker {
         }
     }
 
-    /// Issues every request the load model allows now and writes what is
-    /// owed. A request the protocol refuses is counted missed instead.
-    /// Returns false when the connection failed while writing.
+    /// Ends a connection's handling outside a read (a timer, its opening,
+    /// a stage change): issues what is due, writes everything owed in one
+    /// go, and arms its timer. Returns false when the connection is gone.
+    pub(super) fn serve(&mut self, key: usize, now: u64) -> bool {
+        if self.pump(key, now) && self.write_owed(key) {
+            self.arm(key);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Issues every request the load model allows now, without writing
+    /// them: what a read, a timer or a schedule slot makes owed leaves in
+    /// one write when the connection's handling ends (`serve`, or the end
+    /// of a read in `on_readable`), not one write per request. A request
+    /// the protocol refuses is counted missed instead. Returns false when
+    /// the connection failed (refused so often that the slot backs off).
     pub(super) fn pump(&mut self, key: usize, now: u64) -> bool {
         let Worker {
             conns,
@@ -248,7 +270,6 @@ impl Worker {
         }
         t.st.counters.sent += timed;
         t.g.in_flight += timed;
-        let owed = c.proto.has_output();
         // A handed-back request never left the in-flight gauge (see
         // `hand_back`).
         self.inflight_total += timed + reissued;
@@ -259,7 +280,14 @@ impl Worker {
             self.fail(key, kind, now);
             return false;
         }
-        !owed || self.write_out(key)
+        true
+    }
+
+    /// Writes what the connection owes, if anything (see `write_out`).
+    /// Returns false when the connection failed.
+    #[inline]
+    pub(super) fn write_owed(&mut self, key: usize) -> bool {
+        !self.conns[key].proto.has_output() || self.write_out(key)
     }
 
     /// Writes the bytes the connection owes until done or the socket is
@@ -336,25 +364,28 @@ impl Worker {
         loop {
             let c = &mut self.conns[key];
             let Some(stream) = c.stream.as_mut() else { return };
-            match stream.read(rbuf) {
-                Ok(0) => {
+            // `drained` is known before the bytes are handled (which may
+            // close the stream): the next arrival raises a new edge, and
+            // another read would only return WouldBlock.
+            match crate::netio::read_some(stream, rbuf, to_the_end) {
+                Ok(Got::Eof) => {
                     let now = self.now();
                     return self.on_eof(key, now);
                 }
-                Ok(n) => {
-                    // Asked before the bytes are handled (which may close
-                    // the stream): did this read leave the socket drained?
-                    // Then the next arrival raises a new edge, and another
-                    // read would only return WouldBlock.
-                    let drained = stream.drained(n, rbuf.len()) && !to_the_end;
+                Ok(Got::Data { n, drained }) => {
                     self.local[c.workload as usize].counters.bytes_received += n as u64;
                     let now = self.now();
-                    if !self.on_bytes(key, &rbuf[..n], now) || drained {
+                    // Everything the read made owed (the requests its
+                    // responses freed room for, acknowledgements, pongs)
+                    // leaves in one write once it is handled: one write
+                    // per read, not per response. A read that did not
+                    // drain the socket writes before the next, so what is
+                    // owed stays within the protocols' bounds.
+                    if !self.on_bytes(key, &rbuf[..n], now) || !self.write_owed(key) || drained {
                         return;
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(Got::Empty) => return,
                 Err(e) => {
                     let kind = read_failure(&e, self.conns[key].answered);
                     let now = self.now();

@@ -166,10 +166,8 @@ impl Worker {
             self.full_at[wi] = Some(Duration::from_nanos(now));
         }
         // What the protocol says first (a preface, an upgrade) is owed even
-        // when no request is: `pump` writes it.
-        if self.pump(key, now) {
-            self.arm(key);
-        }
+        // when no request is: `serve` writes it, with the first requests.
+        self.serve(key, now);
     }
 
     /// Closes an established connection. Requests still in flight cannot be
@@ -393,7 +391,8 @@ impl Worker {
             }
             State::Open => {
                 if c.proto.deadline().is_some_and(|d| now >= d) {
-                    // Bytes it made owed (a ping) go out with the pump below.
+                    // Bytes it made owed (a ping) go out with the requests
+                    // due, in the one write of `serve` below.
                     match self.with_proto(key, now, |p, _, t| p.on_time(t)) {
                         Output::Taken | Output::Ready => {}
                         out => {
@@ -434,9 +433,7 @@ impl Worker {
                         return self.reconnect(key, now);
                     }
                 }
-                if self.pump(key, now) {
-                    self.arm(key);
-                }
+                self.serve(key, now);
             }
             State::Waiting | State::Idle => {}
         }
@@ -494,9 +491,7 @@ impl Worker {
         for key in keys {
             if self.conns[key].proto.start_close(now, deadline) {
                 self.closing += 1;
-                if self.pump(key, now) {
-                    self.arm(key);
-                }
+                self.serve(key, now);
             }
         }
     }

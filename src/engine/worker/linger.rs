@@ -19,12 +19,11 @@
 //! reconnects need), each for at most [`LINGER_NS`], nothing kept of what
 //! is read.
 
-use std::io::Read;
-
 use mio::Registry;
 use slab::Slab;
 
 use super::transport::Transport;
+use crate::netio::Got;
 
 /// How long a failed socket waits for the server's close.
 const LINGER_NS: u64 = 2_000_000_000;
@@ -65,12 +64,12 @@ impl Lingering {
             return;
         };
         loop {
-            match stream.tcp().read(rbuf) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
-                Err(_) => break,
+            // To the end (`WouldBlock` or the close): the server's FIN may
+            // come with its last bytes, in the same edge.
+            match crate::netio::read_some(&mut stream.tcp(), rbuf, true) {
+                Ok(Got::Eof) | Err(_) => break,
+                Ok(Got::Data { .. }) => {}
+                Ok(Got::Empty) => return,
             }
         }
         let (mut stream, _) = self.socks.remove(at);

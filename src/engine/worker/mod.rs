@@ -46,7 +46,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use mio::{Events, Interest, Poll, Token};
+use mio::Poll;
 use slab::Slab;
 
 use crate::stats::{CloseReason, Delta, Gauges, Mailbox, WorkloadStats};
@@ -66,11 +66,11 @@ pub const PHASE_EXIT: u8 = 2;
 
 /// The waker's token; connection tokens never reach it (keys are < 2^32).
 pub use crate::netio::WAKER;
-/// The timerfd's token.
-const TIMER: Token = Token(usize::MAX - 1);
 
 /// The timer wheel's tick. Fine enough that a paced request waits at most
-/// this long for its tick; the timerfd wakes the loop at that tick.
+/// this long for its tick; the wait (`netio::Waiter`: a timeout in
+/// nanoseconds, within the kernel's 50 us slack) ends at that tick, and
+/// every request due by then goes out in that one wake-up.
 const TICK_NS: u64 = 100_000;
 const FLUSH_EVERY_NS: u64 = 250_000_000;
 /// The interval of a protocol's per-interval figures (WebSocket subscribe
@@ -368,12 +368,6 @@ pub struct Worker {
     heartbeat: u64,
     /// This worker has told the control thread it is idle in the drain.
     told_idle: bool,
-    /// epoll_wait's timeout is whole milliseconds (rounded up), which would
-    /// add up to a millisecond of schedule lag to paced requests. A timerfd
-    /// armed for the next deadline wakes the loop on time instead.
-    timerfd: timerfd::TimerFd,
-    /// The deadline the timerfd is armed for (ns), `u64::MAX` when not armed.
-    timer_armed: u64,
     ports: Option<PortPicker>,
     /// Requests a server handed back unprocessed (an HTTP/2 GOAWAY or
     /// REFUSED_STREAM), by slot key, waiting for the slot's next connection
@@ -396,15 +390,6 @@ pub struct Worker {
 impl Worker {
     /// Builds a worker; nothing is opened until [`Worker::run`].
     pub fn new(spec: WorkerSpec, shared: Arc<Shared>, wl: Vec<WorkloadRt>) -> std::io::Result<Worker> {
-        let timerfd = timerfd::TimerFd::new_custom(timerfd::ClockId::Monotonic, true, true)?;
-        {
-            use std::os::fd::AsRawFd;
-            spec.poll.registry().register(
-                &mut mio::unix::SourceFd(&timerfd.as_raw_fd()),
-                TIMER,
-                Interest::READABLE,
-            )?;
-        }
         let n = wl.len();
         let max_pipeline = wl.iter().map(WorkloadRt::depth).max().unwrap_or(1);
         let mut conns = Slab::with_capacity(spec.slots.len());
@@ -432,8 +417,6 @@ impl Worker {
             commands_seen: 0,
             ports: spec.ports,
             handed_back: Vec::new(),
-            timerfd,
-            timer_armed: u64::MAX,
             index: spec.index,
             poll: spec.poll,
             inflight: vec![Inflight::default(); conns.capacity().max(1) * max_pipeline],
@@ -474,36 +457,20 @@ impl Worker {
 
     /// The event loop; returns when the control thread says exit.
     pub fn run(mut self) -> std::io::Result<()> {
-        let mut events = Events::with_capacity(1024);
+        let mut waiter = crate::netio::Waiter::new(1024);
         loop {
             let now = self.now();
-            let next = self.next_wakeup();
-            // Re-arm only for an earlier deadline: a timerfd left armed for
-            // a deadline that moved later costs one early wake-up, while
-            // re-arming on every change costs a syscall (and on a VM a timer
-            // reprogramming) per loop iteration.
-            if next > now && next < self.timer_armed {
-                let wait = Duration::from_nanos(next - now);
-                self.timerfd
-                    .set_state(timerfd::TimerState::Oneshot(wait), timerfd::SetTimeFlags::Default);
-                self.timer_armed = next;
-            }
-            // The timerfd is the precise wake-up; epoll's own timeout is only
-            // a backstop, kept long so it does not program a second timer.
-            let timeout = if next <= now { Duration::ZERO } else { BACKSTOP };
-            match self.poll.poll(&mut events, Some(timeout)) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
+            // The wait itself ends at the next deadline (within the
+            // kernel's slack): no timer descriptor to re-arm per paced
+            // request, and everything due by then is served in the one
+            // wake-up (`expire_timers` below).
+            let timeout = Duration::from_nanos(self.next_wakeup().saturating_sub(now)).min(BACKSTOP);
+            waiter.wait(&self.poll, Some(timeout))?;
             self.heartbeat += 1;
-            for ev in events.iter() {
+            for ev in waiter.iter() {
                 match ev.token() {
                     WAKER => {}
-                    // No read: re-arming the timerfd resets its count, and
-                    // every expiry raises a new edge.
-                    TIMER => self.timer_armed = u64::MAX,
-                    _ => self.on_event(ev),
+                    _ => self.on_event(&ev),
                 }
             }
             let now = self.now();

@@ -14,7 +14,7 @@ use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
 
 use super::socket;
-use crate::netio::{ClientTls, Session, Stream, certificate_words, log_once, tls_error};
+use crate::netio::{ClientTls, Session, Source, Stream, certificate_words, log_once, tls_error};
 use crate::stats::ErrorKind;
 
 /// What a TLS workload connects with: the shared client configuration and
@@ -87,31 +87,10 @@ impl Transport {
         t.handshake().map_err(|e| classify_handshake(&e))
     }
 
-    /// Reads what has arrived (`Ok(0)` is the peer's close).
-    #[inline]
-    pub(super) fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.read(buf)
-    }
-
     /// Writes as much of `bytes` as the connection takes.
     #[inline]
     pub(super) fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
         self.0.write(bytes)
-    }
-
-    /// True when the read that just returned `n` bytes into a buffer of
-    /// `room` left the socket drained, so another read would only say
-    /// `WouldBlock` until a new edge. Plain TCP: the read came back short.
-    /// TLS: the last socket read came back short and no decrypted bytes
-    /// wait (a short plaintext read alone proves nothing: rustls may hold
-    /// records it has not handed out).
-    #[inline]
-    pub(super) fn drained(&self, n: usize, room: usize) -> bool {
-        match &self.0 {
-            Stream::Plain(_) => n < room,
-            Stream::Client(t) => t.drained(),
-            Stream::Tls(_) => false,
-        }
     }
 
     /// True when written bytes still wait for the socket (TLS records).
@@ -136,6 +115,20 @@ impl Transport {
         if let Stream::Client(t) = &mut self.0 {
             t.close_notify();
         }
+    }
+}
+
+/// Reads as every read-until-drained loop does (`netio::read_some`): the
+/// stream's own rule says when a short read left the socket drained.
+impl Source for Transport {
+    #[inline]
+    fn read_bytes(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf)
+    }
+
+    #[inline]
+    fn drained(&self, n: usize, room: usize) -> bool {
+        self.0.drained(n, room)
     }
 }
 

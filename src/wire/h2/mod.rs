@@ -5,7 +5,9 @@
 //! bytes into [`Frame`]s and frames into bytes, and knows nothing of
 //! sockets, streams' state or timers (see `frame.rs` for the limits it
 //! enforces while decoding, `hpack.rs` for how header blocks are coded,
-//! `flow.rs` for the flow-control windows and SETTINGS both sides keep).
+//! `flow.rs` for the flow-control windows and SETTINGS both sides keep,
+//! `conn.rs` for the connection's frame-level rules, written once for the
+//! client and the server roles).
 //!
 //! Why a codec in the tree and not the `h2` crate: `h2` is driven through
 //! its async I/O traits and a waker, owns its buffers per connection and
@@ -24,11 +26,15 @@
 //! building a `HashMap` per string, which cost tens of microseconds per
 //! response from a server that Huffman-codes its headers (docs/http2.md).
 
+mod conn;
 mod flow;
 mod frame;
 mod hpack;
 mod request;
 
+#[doc(hidden)]
+pub use conn::drive as fuzz_core;
+pub use conn::{Core, CoreError, Event, Replies, Role};
 pub use flow::{PeerSettings, RecvWindow, SendWindow};
 pub use frame::{
     DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, Frame, FrameDecoder, FrameError, FrameHeader, HEADER_LEN,
