@@ -1,7 +1,7 @@
 //! soakd: a C10K soak-testing daemon.
 //!
 //! soakd opens and holds thousands to tens of thousands of keep-alive
-//! connections (HTTP/1.1, HTTP/2, WebSocket) against a target, keeps
+//! connections (HTTP/1.1, HTTP/2, WebSocket, gRPC) against a target, keeps
 //! sending requests on them for hours or days, and measures latency truthfully (from the time a
 //! request was *due*, not when it happened to be written) while classifying
 //! every failure.
@@ -16,7 +16,7 @@
 //! | 1 plan | [`plan`] |
 //! | 2 | [`config`], `preflight`, [`reflection`] |
 //! | 3 | `engine`, [`report`], `observe` |
-//! | 4 | `target`, [`statuscmd`], `merge`, [`html`], [`verdict`] |
+//! | 4 | `server` (the built-in target), [`statuscmd`], `merge`, `html`, `verdict` |
 //! | 5 | `daemon`, [`cli`] |
 //!
 //! Only what the binary, the tests and the fuzzers need is public.
@@ -32,7 +32,7 @@ mod engine;
 mod error;
 mod fsio;
 mod heap;
-pub mod html;
+mod html;
 mod merge;
 mod netio;
 mod observe;
@@ -40,14 +40,14 @@ pub mod plan;
 mod preflight;
 pub mod reflection;
 pub mod report;
+mod server;
 mod state;
 mod stats;
 pub mod statuscmd;
-mod target;
 #[cfg(test)]
 mod test_alloc;
 mod timer;
-pub mod verdict;
+mod verdict;
 pub mod wire;
 
 /// Sizes of the per-connection types, for `tests/size.rs` only.
@@ -59,7 +59,7 @@ pub use error::Error;
 pub use plan::Plan;
 pub use report::Report;
 #[doc(hidden)]
-pub use target::fuzzing::drive as fuzz_target_h2;
+pub use server::fuzzing::drive as fuzz_target_h2;
 
 /// Runs the soak described by `plan` until it stops (duration, request
 /// count, stages, or SIGINT/SIGTERM) and returns the final report.

@@ -39,7 +39,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("report", 3),
     ("observe", 3),
     ("state", 3),
-    ("target", 4),
+    ("server", 4),
     ("statuscmd", 4),
     ("verdict", 4),
     ("merge", 4),

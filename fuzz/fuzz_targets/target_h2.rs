@@ -2,7 +2,7 @@
 //! anything, in any pieces, while delayed responses come due. The script's
 //! layout and the invariants checked (every byte written is well-formed
 //! HTTP/2, streams stay within the announced limit, output is bounded) are
-//! in `src/target/fuzzing.rs`.
+//! in `src/server/fuzzing.rs`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -8,7 +8,7 @@ use clap::Parser;
 
 use super::{Cli, Command, DemoArgs, target_tls};
 use crate::plan::{ReportDest, defaults};
-use crate::{Error, target};
+use crate::{Error, server};
 
 /// Streams per connection of the HTTP/2 and gRPC demos.
 const DEMO_STREAMS: u32 = 10;
@@ -31,20 +31,20 @@ fn format_rate(rate: f64) -> String {
 
 pub(super) fn demo(args: DemoArgs) -> Result<(), Error> {
     let tls = target_tls(args.tls, None, None, None)?;
-    let handle = target::spawn(&target::TargetConfig {
+    let handle = server::spawn(&server::TargetConfig {
         listen: ([127, 0, 0, 1], 0).into(),
         threads: 1,
         delay: Duration::ZERO,
         fault: None,
         tls: tls.as_ref().map(|t| t.config.clone()),
         h2: args.h2,
-        grpc: args.grpc.then_some(target::GrpcService {
+        grpc: args.grpc.then_some(server::GrpcService {
             status: None,
             max_age: None,
             grace: Duration::ZERO,
         }),
-        degrade: target::Degrade::default(),
-        outage: target::OutageSchedule::default(),
+        degrade: server::Degrade::default(),
+        outage: server::OutageSchedule::default(),
     })?;
     let (scheme, path) = match (tls.is_some(), args.ws, args.grpc) {
         (false, _, true) => ("grpc", ""),

@@ -20,7 +20,7 @@ use crate::config::settings::WorkloadSettings;
 use crate::engine::Reload;
 use crate::plan::{self, Baseline, Plan, ReportDest, Threshold, WorkloadSpec, defaults};
 use crate::verdict::{Options, Run, compare};
-use crate::{Error, target};
+use crate::{Error, server};
 
 mod demo;
 
@@ -474,18 +474,18 @@ pub struct TargetArgs {
     #[arg(long, value_name = "DUR", default_value = "0s", value_parser = duration, allow_hyphen_values = true)]
     pub delay: Duration,
     /// Misbehave on purpose (the help text lists the modes).
-    #[arg(long, value_name = "MODE[@N]", help = target::fault_help())]
-    pub fault: Option<target::Fault>,
+    #[arg(long, value_name = "MODE[@N]", help = server::fault_help())]
+    pub fault: Option<server::Fault>,
     /// Grow resident memory at RATE (e.g. 1MiB/min): pages touched and
     /// kept, as a leaking server would (for trend verdicts and demos).
-    #[arg(long, value_name = "RATE", value_parser = target::parse_leak)]
+    #[arg(long, value_name = "RATE", value_parser = server::parse_leak)]
     pub leak: Option<f64>,
     /// Open and keep descriptors at RATE (e.g. 60/min).
-    #[arg(long, value_name = "RATE", value_parser = target::parse_fd_leak)]
+    #[arg(long, value_name = "RATE", value_parser = server::parse_fd_leak)]
     pub fd_leak: Option<f64>,
     /// Grow the response delay by RATE of its starting value (e.g. 5%/min;
     /// needs --delay).
-    #[arg(long, value_name = "RATE", value_parser = target::parse_slowdown)]
+    #[arg(long, value_name = "RATE", value_parser = server::parse_slowdown)]
     pub slowdown: Option<f64>,
     /// Serve HTTPS with a certificate made at start (its PEM path and
     /// SHA-256 fingerprint are printed before `listening on`).
@@ -516,7 +516,7 @@ pub struct TargetArgs {
     pub grpc: bool,
     /// gRPC: every N-th call ends with CODE (a label such as unavailable,
     /// or its number) as a trailers-only response.
-    #[arg(long, value_name = "CODE[@N]", value_parser = target::parse_grpc_status, requires = "grpc")]
+    #[arg(long, value_name = "CODE[@N]", value_parser = server::parse_grpc_status, requires = "grpc")]
     pub grpc_status: Option<(crate::wire::grpc::Code, u32)>,
     /// gRPC: age each connection out after DUR, as gRPC servers do
     /// (GOAWAY, then the close after --max-connection-age-grace).
@@ -530,7 +530,7 @@ pub struct TargetArgs {
     pub outage: TargetOutageArgs,
 }
 
-/// `soakd target`'s scheduled disruptions (see `target::OutageSchedule`).
+/// `soakd target`'s scheduled disruptions (see `server::OutageSchedule`).
 #[derive(Debug, Args)]
 pub struct TargetOutageArgs {
     /// Every DUR (first after DUR), close the listener and every
@@ -553,8 +553,8 @@ pub struct TargetOutageArgs {
 }
 
 impl TargetOutageArgs {
-    fn schedule(&self) -> target::OutageSchedule {
-        target::OutageSchedule {
+    fn schedule(&self) -> server::OutageSchedule {
+        server::OutageSchedule {
             restart_every: self.restart_every,
             down_for: self.down_for,
             brownout_every: self.brownout_every,
@@ -731,12 +731,12 @@ pub(super) fn target_tls(
     cert: Option<&PathBuf>,
     key: Option<&PathBuf>,
     client_ca: Option<&PathBuf>,
-) -> Result<Option<target::tls::ServerTls>, Error> {
+) -> Result<Option<server::tls::ServerTls>, Error> {
     let client_ca = client_ca.map(PathBuf::as_path);
     match (tls || cert.is_some() || key.is_some() || client_ca.is_some(), cert, key) {
         (false, _, _) => Ok(None),
-        (true, Some(c), Some(k)) => target::tls::from_files(c, k, client_ca).map(Some),
-        (true, None, None) => target::tls::self_signed(&std::env::temp_dir(), client_ca).map(Some),
+        (true, Some(c), Some(k)) => server::tls::from_files(c, k, client_ca).map(Some),
+        (true, None, None) => server::tls::self_signed(&std::env::temp_dir(), client_ca).map(Some),
         (true, _, _) => Err(Error::Usage("--tls-cert and --tls-key go together".into())),
     }
 }
@@ -748,20 +748,20 @@ fn serve_target(args: TargetArgs) -> Result<(), Error> {
         args.tls_key.as_ref(),
         args.tls_client_ca.as_ref(),
     )?;
-    let handle = target::spawn(&target::TargetConfig {
+    let handle = server::spawn(&server::TargetConfig {
         listen: args.listen,
         threads: args.threads as usize,
         delay: args.delay,
         fault: args.fault,
         tls: tls.as_ref().map(|t| t.config.clone()),
         h2: args.h2,
-        grpc: args.grpc.then_some(target::GrpcService {
+        grpc: args.grpc.then_some(server::GrpcService {
             status: args.grpc_status,
             max_age: args.max_connection_age,
             grace: args.max_connection_age_grace,
         }),
         outage: args.outage.schedule(),
-        degrade: target::Degrade {
+        degrade: server::Degrade {
             leak_bytes_per_s: args.leak.unwrap_or(0.0),
             fds_per_s: args.fd_leak.unwrap_or(0.0),
             slowdown_per_s: args.slowdown.unwrap_or(0.0),

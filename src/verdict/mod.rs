@@ -45,7 +45,7 @@ use crate::report::{Counted, Figures, Percentiles, Report, human};
 use samples::{Samples, read_log, tag_of};
 
 use crate::stats::judge::{Evidence, Kind, judge};
-pub use crate::stats::judge::{MIN_SAMPLES, MIN_TAIL, Method, Options, Verdict};
+pub use crate::stats::judge::{Method, Options, Verdict};
 
 /// One run to compare: its report and, when there is one, its interval log.
 #[derive(Clone, Debug)]

@@ -19,7 +19,6 @@ use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 
 use crate::Error;
 pub(crate) use crate::observe::tag_of;
-pub use crate::stats::rank::{mann_whitney, median};
 
 /// What one interval of one workload measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -34,9 +33,6 @@ pub struct Interval {
     /// Responses per second.
     pub rps: f64,
 }
-
-/// The quantiles [`Interval::quantiles`] holds.
-pub const QUANTILES: [f64; 4] = [0.5, 0.9, 0.99, 0.999];
 
 /// Samples per log tag (the workload name, with `,` and spaces as `_`).
 pub type Samples = BTreeMap<String, Vec<Interval>>;

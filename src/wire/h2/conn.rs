@@ -1,6 +1,6 @@
 //! One HTTP/2 connection's frame-level rules, written once for both roles
 //! (RFC 9113), sans I/O: the engine's client (`engine/worker/h2.rs`), the
-//! built-in target's server (`target/h2_conn.rs`) and the reflection
+//! built-in target's server (`server/h2_conn.rs`) and the reflection
 //! client (`reflection/conn.rs`) each feed their bytes to a [`Core`] and
 //! act only on what concerns their streams.
 //!

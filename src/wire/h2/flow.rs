@@ -1,7 +1,7 @@
 //! HTTP/2 flow control and the peer's SETTINGS, for both sides.
 //!
 //! The client (`engine/worker/h2.rs`) and the built-in target's server
-//! (`target/h2_conn.rs`) each once kept their own windows and applied
+//! (`server/h2_conn.rs`) each once kept their own windows and applied
 //! SETTINGS their own way; these are the rules written once (RFC 9113
 //! §5.2, §6.5, §6.9):
 //!

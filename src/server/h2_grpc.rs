@@ -82,7 +82,7 @@ impl H2Conn {
     /// `Subscribe` stream `stream`'s push is due (the connection born at
     /// `born`): one reply, or the last one and OK. True while it goes on
     /// (the caller schedules the next).
-    pub(in crate::target) fn push(&mut self, cx: &mut Cx<'_>, stream: u32, born: Instant) -> bool {
+    pub(in crate::server) fn push(&mut self, cx: &mut Cx<'_>, stream: u32, born: Instant) -> bool {
         if born != self.born || self.done {
             return false;
         }

@@ -31,11 +31,37 @@ use mio::event::Event;
 use super::TargetConfig;
 use super::conn::{Conn, ConnFault, Proto, Stop};
 use super::h2::H2Thread;
+use super::h2_conn::H2Conn;
 use super::responder::Responder;
 use super::ws::Tick;
+use super::ws_socket::WsConn;
 use crate::netio::{Got, read_some};
 use crate::timer::Deadlines;
 use crate::wire::request_head::MAX_HEAD;
+
+impl Proto {
+    /// True while the first bytes are still compared with the HTTP/2
+    /// preface.
+    pub(super) fn sniffing(&self) -> bool {
+        matches!(self, Proto::Sniff)
+    }
+
+    /// The HTTP/2 state, if the connection speaks HTTP/2.
+    pub(super) fn h2_mut(&mut self) -> Option<&mut H2Conn> {
+        match self {
+            Proto::H2(h) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// The WebSocket state, if the connection was upgraded.
+    pub(super) fn ws_mut(&mut self) -> Option<&mut WsConn> {
+        match self {
+            Proto::Ws(ws) => Some(ws),
+            _ => None,
+        }
+    }
+}
 
 /// The deadline ids of the thread's queues (connections have none of
 /// their own: everything timed is in a queue). Small: ids index the

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use mio::Token;
 
-use super::fault::Every;
+use super::fault::{Every, FaultLayer};
 use super::grpc::{self, GrpcServing};
 use super::h2_responses::{BAD_REQUEST, Response, TOO_LARGE, render_table};
 use super::outage::Schedule;
@@ -106,7 +106,7 @@ impl Serving {
             delay,
             degrade,
             started: Instant::now(),
-            fault: fault.filter(|f| f.mode.is_h2()),
+            fault: fault.filter(|f| f.mode.layer() == FaultLayer::H2),
             fault_count: Every::default(),
             queue: VecDeque::new(),
             brownouts: Schedule::default(),

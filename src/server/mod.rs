@@ -70,6 +70,7 @@ mod ws;
 mod ws_socket;
 
 pub use degrade::{Degrade, parse_fd_leak, parse_leak, parse_slowdown};
+use fault::FaultLayer;
 pub use fault::{Fault, FaultMode, fault_help};
 pub use grpc::{GrpcService, parse_status as parse_grpc_status};
 pub use outage::Schedule as OutageSchedule;
@@ -185,13 +186,14 @@ pub fn spawn(cfg: &TargetConfig) -> Result<TargetHandle, Error> {
         if matches!(fault.mode, FaultMode::HandshakeStall | FaultMode::CloseNoNotify) && cfg.tls.is_none() {
             return Err(Error::Usage(format!("the {} fault needs --tls", fault.mode.name())));
         }
-        if fault.mode.is_h2() && !(cfg.h2 || cfg.grpc.is_some()) {
+        let h2 = cfg.h2 || cfg.grpc.is_some();
+        if fault.mode.layer() == FaultLayer::H2 && !h2 {
             return Err(Error::Usage(format!(
                 "the {} fault acts on HTTP/2 connections: add --h2",
                 fault.mode.name()
             )));
         }
-        if (cfg.h2 || cfg.grpc.is_some()) && !fault.mode.is_h2() && !fault.mode.before_protocol() {
+        if h2 && matches!(fault.mode.layer(), FaultLayer::Http1 | FaultLayer::Ws) {
             return Err(Error::Usage(format!(
                 "the {} fault acts on HTTP/1 responses; with --h2 use an HTTP/2 fault (goaway, goaway-error, rst-stream, max-streams=K, window-stall, settings-flood) or one that acts before the protocol (close-after-accept, stop-accepting, handshake-stall)",
                 fault.mode.name()

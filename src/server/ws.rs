@@ -24,7 +24,7 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use super::conn::{Conn, Proto, Stop};
-use super::fault::Every;
+use super::fault::{Every, FaultLayer};
 use super::ticks::Ticks;
 use super::ws_socket::WsConn;
 pub(super) use super::ws_socket::WsRoute;
@@ -102,7 +102,7 @@ pub(super) struct WsThread {
 
 impl WsThread {
     pub(super) fn new(fault: Option<Fault>) -> WsThread {
-        let fault = fault.filter(|f| f.mode.is_ws());
+        let fault = fault.filter(|f| f.mode.layer() == FaultLayer::Ws);
         let mut oversize = Vec::new();
         if fault.is_some_and(|f| f.mode == FaultMode::WsOversize) {
             codec::encode_frame(&mut oversize, true, Opcode::Binary, &vec![b'x'; OVERSIZE], None);
@@ -202,7 +202,7 @@ impl WsThread {
             if conn.blocked() {
                 return Ok((pos, Stop::Blocked));
             }
-            let Proto::Ws(ws) = &mut conn.proto else {
+            let Some(ws) = conn.proto.ws_mut() else {
                 unreachable!("frames are consumed on an upgraded connection")
             };
             let (used, event) = match ws.decoder.decode_mut(&mut self.scratch[pos..]) {
@@ -295,7 +295,7 @@ impl WsThread {
         batch: &mut Vec<u8>,
     ) -> io::Result<()> {
         let output_blocked = conn.blocked();
-        let Proto::Ws(ws) = &mut conn.proto else {
+        let Some(ws) = conn.proto.ws_mut() else {
             return Ok(());
         };
         if conn.closing || ws.close_sent {

@@ -130,7 +130,7 @@ impl H2Thread {
     /// HTTP/1. Answers false when it turns out to be HTTP/1: its bytes are
     /// then the HTTP/1 path's (what was held back is in `conn.input`).
     pub(super) fn feed(&mut self, conn: &mut Conn, data: &[u8], now: Instant, out: &mut Vec<u8>) -> io::Result<bool> {
-        if matches!(conn.proto, Proto::Sniff) {
+        if conn.proto.sniffing() {
             let have = conn.input.len();
             let n = (PREFACE.len() - have).min(data.len());
             if data[..n] != PREFACE[have..have + n] {
@@ -167,7 +167,7 @@ impl H2Thread {
     /// that is done, or queues more of a flood.
     pub(super) fn settle(&mut self, conn: &mut Conn) -> io::Result<()> {
         let waiting = conn.has_output() || conn.stream.wants_write();
-        let Proto::H2(h) = &mut conn.proto else {
+        let Some(h) = conn.proto.h2_mut() else {
             return Ok(());
         };
         if waiting {
@@ -210,7 +210,7 @@ impl H2Thread {
         out: &mut Vec<u8>,
         f: impl FnOnce(&mut H2Conn, &mut Cx<'_>) -> R,
     ) -> Option<R> {
-        let Proto::H2(h) = &mut conn.proto else { return None };
+        let h = conn.proto.h2_mut()?;
         let mut cx = Cx {
             th: &mut self.serving,
             token: conn.token,
@@ -282,7 +282,7 @@ impl H2Thread {
         now: Instant,
         out: &mut Vec<u8>,
     ) -> bool {
-        let Proto::H2(h) = &mut conn.proto else { return false };
+        let Some(h) = conn.proto.h2_mut() else { return false };
         if h.born != born {
             return false;
         }

@@ -215,7 +215,7 @@ pub(super) fn render_fault(mode: FaultMode) -> Response {
         | FaultMode::WsBadFrame
         | FaultMode::WsOversize
         | FaultMode::WsPingFlood
-        // HTTP/2 faults act in target/h2.rs; HTTP/1 connections of an
+        // HTTP/2 faults act in server/h2.rs; HTTP/1 connections of an
         // `--h2` target are answered as usual.
         | FaultMode::Goaway
         | FaultMode::GoawayError

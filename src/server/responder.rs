@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use mio::Token;
 
 use super::conn::{Conn, ConnFault, Stop};
-use super::fault::Every;
+use super::fault::{Every, FaultLayer};
 use super::h2::H2Thread;
 use super::responses::*;
 use super::ws::{self, WsThread};
@@ -168,7 +168,7 @@ impl Responder {
     /// applied when this request is hit.
     fn faulty(&mut self, id: u16) -> u16 {
         let Some(fault) = self.fault else { return id };
-        if fault.mode.before_protocol() || fault.mode.is_h2() || fault.mode.is_ws() || !self.fault_hits(fault.mode) {
+        if fault.mode.layer() != FaultLayer::Http1 || !self.fault_hits(fault.mode) {
             return id;
         }
         // The route's rendering for the same method and persistence.

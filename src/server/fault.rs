@@ -216,18 +216,18 @@ impl std::str::FromStr for Fault {
     }
 }
 
-impl FaultMode {
-    /// True for the WebSocket faults, which leave HTTP requests alone.
-    pub fn is_ws(self) -> bool {
-        matches!(
-            self,
-            FaultMode::WsNoPong
-                | FaultMode::WsClose
-                | FaultMode::WsBadFrame
-                | FaultMode::WsOversize
-                | FaultMode::WsPingFlood
-        )
-    }
+/// Where a fault mode acts: see [`FaultMode::layer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FaultLayer {
+    /// Before any protocol is spoken (accepting, the TLS handshake): on
+    /// every connection alike.
+    Socket,
+    /// HTTP/1 responses.
+    Http1,
+    /// Upgraded WebSocket connections (HTTP requests are left alone).
+    Ws,
+    /// HTTP/2 connections (`--h2`, `--grpc`).
+    H2,
 }
 
 impl Fault {
@@ -258,26 +258,38 @@ impl FaultMode {
         }
     }
 
-    /// True for the modes that act on HTTP/2 connections (`--h2`).
-    pub fn is_h2(self) -> bool {
-        matches!(
-            self,
+    /// Where the mode acts. The one place that sorts the modes by
+    /// protocol: each protocol's state keeps only the faults of its layer
+    /// (`fault.filter(|f| f.mode.layer() == ...)`), and `spawn` checks a
+    /// fault against the protocols the target serves. Exhaustive on
+    /// purpose: a new mode must say where it acts.
+    pub(super) fn layer(self) -> FaultLayer {
+        match self {
+            FaultMode::CloseAfterAccept | FaultMode::StopAccepting | FaultMode::HandshakeStall => FaultLayer::Socket,
+            FaultMode::CloseMidHead
+            | FaultMode::CloseMidBody
+            | FaultMode::Reset
+            | FaultMode::NeverAnswer
+            | FaultMode::Trickle
+            | FaultMode::HugeHead
+            | FaultMode::BadStatus
+            | FaultMode::BadChunk
+            | FaultMode::ShortBody
+            | FaultMode::ExtraBytes
+            | FaultMode::Continue
+            | FaultMode::Http10NoLength
+            | FaultMode::CloseNoNotify => FaultLayer::Http1,
+            FaultMode::WsNoPong
+            | FaultMode::WsClose
+            | FaultMode::WsBadFrame
+            | FaultMode::WsOversize
+            | FaultMode::WsPingFlood => FaultLayer::Ws,
             FaultMode::Goaway
-                | FaultMode::GoawayError
-                | FaultMode::RstStream
-                | FaultMode::MaxStreams
-                | FaultMode::WindowStall
-                | FaultMode::SettingsFlood
-        )
-    }
-
-    /// True for the modes that act on a connection before any protocol is
-    /// spoken (accepting, the TLS handshake): they act on HTTP/2
-    /// connections as on HTTP/1 ones.
-    pub fn before_protocol(self) -> bool {
-        matches!(
-            self,
-            FaultMode::CloseAfterAccept | FaultMode::StopAccepting | FaultMode::HandshakeStall
-        )
+            | FaultMode::GoawayError
+            | FaultMode::RstStream
+            | FaultMode::MaxStreams
+            | FaultMode::WindowStall
+            | FaultMode::SettingsFlood => FaultLayer::H2,
+        }
     }
 }
