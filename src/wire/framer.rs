@@ -243,45 +243,34 @@ impl Framer {
     fn parse_head(&mut self, buf: &[u8], inspect: &mut impl Inspect) -> Result<Option<usize>, ProtocolError> {
         let mut pos = 0;
         loop {
-            // Uninitialised header slots: initialising 100 of them for every
-            // response was the framer's largest cost.
-            let mut headers = [std::mem::MaybeUninit::<httparse::Header<'_>>::uninit(); MAX_HEADERS];
-            let mut resp = httparse::Response::new(&mut []);
-            let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
-                &mut resp,
-                &buf[pos..],
-                &mut headers,
-            );
-            let used = match parsed {
-                Ok(httparse::Status::Complete(n)) => n,
-                Ok(httparse::Status::Partial) => {
-                    // Interim heads count too: the caller keeps them.
-                    if buf.len() > MAX_HEAD_BYTES {
-                        return Err(ProtocolError::HeadTooLarge);
-                    }
-                    // The interim heads already seen are re-parsed with the
-                    // rest: they are tiny and this keeps the caller's buffer
-                    // handling to one rule.
-                    return Ok(None);
+            let head = response_head(&buf[pos..], MAX_HEAD_BYTES.saturating_sub(pos), |resp, used| {
+                let status = resp.code.unwrap_or(0);
+                if status == 101 {
+                    return Err(ProtocolError::UnexpectedUpgrade);
                 }
-                Err(e) => return Err(ProtocolError::BadHead(e)),
+                if (100..200).contains(&status) {
+                    return Ok(Err(used)); // interim: the next head follows
+                }
+                let http10 = resp.version == Some(0);
+                let f = super::headers::scan(resp.headers).map_err(|_| ProtocolError::BadContentLength)?;
+                inspect.head(resp.headers);
+                Ok(Ok((
+                    status,
+                    used,
+                    f.persist(http10).keeps(),
+                    f.content_length,
+                    f.chunked,
+                    f.other_coding,
+                )))
+            })?;
+            let Some(head) = head else { return Ok(None) };
+            let (status, used, keep_alive, length, chunked, other_coding) = match head? {
+                Ok(head) => head,
+                Err(used) => {
+                    pos += used;
+                    continue;
+                }
             };
-            if pos + used > MAX_HEAD_BYTES {
-                return Err(ProtocolError::HeadTooLarge);
-            }
-            let status = resp.code.unwrap_or(0);
-            if status == 101 {
-                return Err(ProtocolError::UnexpectedUpgrade);
-            }
-            if (100..200).contains(&status) {
-                pos += used;
-                continue;
-            }
-            let http10 = resp.version == Some(0);
-            let f = super::headers::scan(resp.headers).map_err(|_| ProtocolError::BadContentLength)?;
-            inspect.head(resp.headers);
-            let keep_alive = f.persist(http10).keeps();
-            let (length, chunked, other_coding) = (f.content_length, f.chunked, f.other_coding);
             self.status = status;
             self.keep_alive = keep_alive;
             self.state = if self.head_request || status == 204 || status == 304 {
@@ -402,6 +391,29 @@ fn walk_chunks(
         };
     }
     Ok((pos, Some(state)))
+}
+
+/// The one response-head parser: parses the head at the start of `buf`
+/// and hands it, with its length, to `on_head`. `Ok(None)` while it is
+/// incomplete and within `budget` bytes; a head that does not end within
+/// `budget` is [`ProtocolError::HeadTooLarge`], one httparse rejects
+/// [`ProtocolError::BadHead`]. The framer (with interim heads counted
+/// against one budget) and the WebSocket handshake both read heads here.
+pub(crate) fn response_head<R>(
+    buf: &[u8],
+    budget: usize,
+    on_head: impl FnOnce(&httparse::Response<'_, '_>, usize) -> R,
+) -> Result<Option<R>, ProtocolError> {
+    // Uninitialised header slots: initialising 100 of them for every
+    // response was the framer's largest cost.
+    let mut headers = [std::mem::MaybeUninit::<httparse::Header<'_>>::uninit(); MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut []);
+    match httparse::ParserConfig::default().parse_response_with_uninit_headers(&mut resp, buf, &mut headers) {
+        Ok(httparse::Status::Complete(n)) if n <= budget => Ok(Some(on_head(&resp, n))),
+        Ok(httparse::Status::Partial) if buf.len() <= budget => Ok(None),
+        Ok(_) => Err(ProtocolError::HeadTooLarge),
+        Err(e) => Err(ProtocolError::BadHead(e)),
+    }
 }
 
 #[cfg(test)]

@@ -6,10 +6,8 @@
 //! request's upgrade fields and renders the 101.
 
 use super::{ACCEPT_LEN, KEY_LEN, accept_key};
+use crate::wire::framer::response_head;
 use crate::wire::{MAX_HEAD_BYTES, RequestSpec, render_request};
-
-/// Header fields a handshake answer may have at most.
-const MAX_HEADERS: usize = 64;
 
 /// Why a server's answer to the upgrade is not a WebSocket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -111,32 +109,33 @@ pub fn check_response(
     accept: &[u8; ACCEPT_LEN],
     subprotocol: Option<&str>,
 ) -> Result<Option<usize>, HandshakeError> {
-    let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut resp = httparse::Response::new(&mut hs);
-    let n = match resp.parse(buf) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) if buf.len() <= MAX_HEAD_BYTES => return Ok(None),
-        _ => return Err(HandshakeError::Malformed),
-    };
-    let code = resp.code.unwrap_or(0);
-    if code != 101 {
-        return Err(HandshakeError::Status(code));
+    let checked = response_head(buf, MAX_HEAD_BYTES, |resp, n| {
+        let code = resp.code.unwrap_or(0);
+        if code != 101 {
+            return Err(HandshakeError::Status(code));
+        }
+        let hs = &*resp.headers;
+        if !has_token(field(hs, "upgrade"), "websocket") || !has_token(field(hs, "connection"), "upgrade") {
+            return Err(HandshakeError::NotUpgraded);
+        }
+        if field(hs, "sec-websocket-accept").map(|v| v.trim_ascii()) != Some(&accept[..]) {
+            return Err(HandshakeError::BadAccept);
+        }
+        if field(hs, "sec-websocket-extensions").is_some_and(|v| !v.trim_ascii().is_empty()) {
+            return Err(HandshakeError::Extension);
+        }
+        let chosen = field(hs, "sec-websocket-protocol").map(|v| v.trim_ascii());
+        if chosen != subprotocol.map(str::as_bytes) {
+            return Err(HandshakeError::Subprotocol);
+        }
+        Ok(n)
+    });
+    match checked {
+        Ok(Some(Ok(n))) => Ok(Some(n)),
+        Ok(Some(Err(e))) => Err(e),
+        Ok(None) => Ok(None),
+        Err(_) => Err(HandshakeError::Malformed),
     }
-    let hs = resp.headers;
-    if !has_token(field(hs, "upgrade"), "websocket") || !has_token(field(hs, "connection"), "upgrade") {
-        return Err(HandshakeError::NotUpgraded);
-    }
-    if field(hs, "sec-websocket-accept").map(|v| v.trim_ascii()) != Some(&accept[..]) {
-        return Err(HandshakeError::BadAccept);
-    }
-    if field(hs, "sec-websocket-extensions").is_some_and(|v| !v.trim_ascii().is_empty()) {
-        return Err(HandshakeError::Extension);
-    }
-    let chosen = field(hs, "sec-websocket-protocol").map(|v| v.trim_ascii());
-    if chosen != subprotocol.map(str::as_bytes) {
-        return Err(HandshakeError::Subprotocol);
-    }
-    Ok(Some(n))
 }
 
 /// Why a server refuses an upgrade request (answer 400, or 426 with
