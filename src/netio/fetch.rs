@@ -423,7 +423,9 @@ fn read_framed(stream: &mut impl Read, max_body: usize, body: &mut Vec<u8>) -> R
             })
             .map_err(protocol_fail)?;
         if too_large {
-            body.clear();
+            // Its memory goes back too: a runaway answer is not kept as
+            // the next read's buffer.
+            *body = Vec::new();
             return Err(fail(
                 Failure::TooLarge,
                 format!("response body larger than {}", size_words(max_body)),

@@ -1,6 +1,6 @@
 //! Reading a non-blocking socket until it is drained: the one read step
 //! every loop in soakd takes (the engine's connections, the built-in
-//! target's, the metrics exporter's).
+//! target's, the metrics exporter's, the event socket's).
 //!
 //! Edge-triggered readiness says "something arrived" once; a loop must
 //! read until the socket is empty or no new edge will come (GUIDE habit
@@ -40,6 +40,18 @@ impl Source for mio::net::TcpStream {
 
 /// The raw socket under a stream (a lingering close reads past TLS).
 impl Source for &mio::net::TcpStream {
+    fn read_bytes(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read(buf)
+    }
+
+    #[inline]
+    fn drained(&self, n: usize, room: usize) -> bool {
+        n < room
+    }
+}
+
+/// The event socket's clients (`observe/event_socket.rs`).
+impl Source for mio::net::UnixStream {
     fn read_bytes(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.read(buf)
     }

@@ -27,6 +27,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
 use crate::Error;
+use crate::netio::{Got, read_some};
 
 /// Longest line kept (the rest of it is dropped).
 const MAX_LINE: usize = 256;
@@ -225,13 +226,13 @@ impl Reader {
             return;
         };
         let mut buf = [0u8; 4096];
+        // To the end (`to_end`): a client that writes its lines and closes
+        // raises no edge after its close, so a short read proves nothing.
         let done = loop {
-            match c.stream.read(&mut buf) {
-                Ok(0) => break true,
-                Ok(n) => self.lines(&mut c.line, &buf[..n]),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break false,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => break true,
+            match read_some(&mut c.stream, &mut buf, true) {
+                Ok(Got::Data { n, .. }) => self.lines(&mut c.line, &buf[..n]),
+                Ok(Got::Empty) => break false,
+                Ok(Got::Eof) | Err(_) => break true,
             }
         };
         if done {
