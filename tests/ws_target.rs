@@ -347,8 +347,13 @@ fn message_faults_are_classified_exactly_and_slots_reconnect() {
         let rep = &r.report;
         let opened = field(rep, "/connections/opened");
         let failed = field(rep, "/requests/failed");
-        // Sockets that saw their fault: all but those still open at the end.
-        let ended = opened - field(rep, "/connections/open_at_end");
+        let open_at_end = field(rep, "/connections/open_at_end");
+        // Sockets that saw their fault before the stop: all but those open
+        // at it. A message in flight at the stop may be a socket's N-th:
+        // that socket, counted open at the stop, ends by its fault during
+        // the drain. So the faulted sockets are `ended` plus at most those
+        // open at the end, and each of them ends exactly one way.
+        let ended = opened - open_at_end;
         assert!(
             opened > 10,
             "{fault}: the slots reconnect ({opened} opened)\n{}",
@@ -360,15 +365,15 @@ fn message_faults_are_classified_exactly_and_slots_reconnect() {
             "{fault}: {}",
             rep["errors"]
         );
-        assert_eq!(
-            field(rep, &format!("/errors/{kind}")),
-            ended,
-            "{fault}: one error per socket ended"
+        let faulted = field(rep, &format!("/errors/{kind}"));
+        assert!(
+            (ended..=ended + open_at_end).contains(&faulted),
+            "{fault}: one error per socket ended ({faulted} errors, {ended} ended before the stop, {open_at_end} open at it)"
         );
-        assert_eq!(failed, ended, "{fault}: the faulted message is the one lost");
+        assert_eq!(failed, faulted, "{fault}: the faulted message is the one lost");
         assert_eq!(
             field(rep, "/connections/closed_by_reason/error"),
-            ended,
+            faulted,
             "{fault}: {}",
             rep["connections"]
         );
@@ -376,7 +381,7 @@ fn message_faults_are_classified_exactly_and_slots_reconnect() {
             // Each counted by its code: 1011 is internal_error.
             assert_eq!(
                 field(rep, "/workloads/0/ws/closes/internal_error"),
-                ended,
+                faulted,
                 "{fault}: {}",
                 rep["workloads"][0]["ws"]["closes"]
             );
