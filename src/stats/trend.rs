@@ -12,9 +12,10 @@
 //! on the points' own times, so any spacing (points merged when the
 //! timeline coarsened, a missing sample) is fine.
 //!
-//! The pairs make it O(n²): a full timeline (1,000 points) is half a
-//! million pairs, a few milliseconds. The median and the confidence bounds
-//! are selections (`select_nth_unstable_by`), not a sort.
+//! The pairs make it O(n²) in time: a full timeline (1,000 points) is half
+//! a million pairs, a few milliseconds. Not in memory: the median and the
+//! confidence bounds are ranks found by sampling and one pass over the
+//! pairs each, keeping a few thousand of them (`pairs.rs`).
 //!
 //! Memory and descriptor counts are not independent from point to point:
 //! RSS sampled once a second moves in runs (an allocator holding on to
@@ -61,15 +62,19 @@ use std::cell::Cell;
 
 use super::rank::{normal_upper_tail, ranks_into};
 
+mod pairs;
+
 /// [`theil_sen`]'s working vectors, kept on each thread from call to call:
-/// the pairwise slopes are half a million for a full timeline (4 MB), and
-/// the others a few KB each. Made and freed every 10 s by the live trend
-/// thresholds, they grew soakd's heap with the timeline (the allocator
-/// keeps what it once gave; issue 29). `trends::reserve` gives them their
-/// size for a full timeline at start.
+/// the sampled slopes and the window of a rank (`pairs.rs`: ~0.3 MB for a
+/// full timeline, where the half million pairwise slopes once took 4 MB)
+/// and a few KB for the others. Made and freed every 10 s by the live
+/// trend thresholds, they grew soakd's heap with the timeline (the
+/// allocator keeps what it once gave; issue 29). `trends::reserve` gives
+/// them their size for a full timeline at start.
 #[derive(Default)]
 struct FitRoom {
-    slopes: Vec<f64>,
+    sample: Vec<f64>,
+    window: Vec<f64>,
     x: Vec<f64>,
     y: Vec<f64>,
     residuals: Vec<f64>,
@@ -82,7 +87,8 @@ struct FitRoom {
 
 impl FitRoom {
     const EMPTY: FitRoom = FitRoom {
-        slopes: Vec::new(),
+        sample: Vec::new(),
+        window: Vec::new(),
         x: Vec::new(),
         y: Vec::new(),
         residuals: Vec::new(),
@@ -344,7 +350,8 @@ pub fn theil_sen_segments(x: &[f64], y: &[f64], seg: &[u32]) -> Option<Fit> {
 pub fn reserve(points: usize) {
     let pairs = points * points.saturating_sub(1) / 2;
     let mut room = ROOM.take();
-    touch(&mut room.slopes, pairs);
+    touch(&mut room.sample, pairs::SAMPLE);
+    touch(&mut room.window, pairs::window_cap(pairs));
     for v in [
         &mut room.x,
         &mut room.y,
@@ -395,27 +402,13 @@ fn fit_in(x: &[f64], y: &[f64], seg: Option<&[u32]>, room: &mut FitRoom) -> Opti
     if n < MIN_POINTS {
         return None;
     }
-    let (x, y) = (&room.x, &room.y);
-    let slopes = &mut room.slopes;
-    slopes.clear();
-    for &(a, b) in &room.spans {
-        for i in a..b {
-            for j in i + 1..b {
-                let dx = x[j] - x[i];
-                if dx != 0.0 {
-                    slopes.push((y[j] - y[i]) / dx);
-                }
-            }
-        }
-    }
-    if slopes.is_empty() {
+    let (x, y, spans) = (&room.x, &room.y, &room.spans);
+    let m = pairs::count(x, spans, &mut room.sorted);
+    if m == 0 {
         return None;
     }
-    let m = slopes.len();
-    let mut nth = |k: usize| -> f64 {
-        let k = k.min(m - 1);
-        *slopes.select_nth_unstable_by(k, f64::total_cmp).1
-    };
+    let (sample, window) = (&mut room.sample, &mut room.window);
+    let mut nth = |k: usize| pairs::kth(x, y, spans, m, k.min(m - 1), sample, window);
     let slope = if m % 2 == 1 {
         nth(m / 2)
     } else {
