@@ -866,31 +866,7 @@ fn the_server_watch_scrapes_over_verified_tls() {
     let metrics = exporter.https_url("/metrics");
     let target = BuiltinTarget::start(&[]);
     let url = target.url("/");
-    let soak = |extra: &[&str]| {
-        let mut args = vec![
-            "run",
-            &url,
-            "-c",
-            "2",
-            "-d",
-            "3s",
-            "--metrics-listen",
-            "off",
-            "--target-metrics",
-            &metrics,
-            "--target-metrics-interval",
-            "1s",
-        ];
-        args.extend(extra);
-        soakd_report(&args, 30)
-    };
-    let ca = pki.ca();
-    let r = soak(&["--target-metrics-cacert", &ca]);
-    assert!(r.status.success(), "{}", r.stderr);
-    let series = r.report["server"]["series"].as_array().unwrap();
-    assert_eq!(series.len(), 2, "{}", r.report["server"]);
-    assert_eq!(series[0]["last"], 1.5e8);
-    let out = soakd(&[
+    let base = [
         "run",
         &url,
         "-c",
@@ -901,7 +877,17 @@ fn the_server_watch_scrapes_over_verified_tls() {
         "off",
         "--target-metrics",
         &metrics,
-    ]);
+        "--target-metrics-interval",
+        "1s",
+    ];
+    let soak = |extra: &[&str]| soakd_report(&[&base[..], extra].concat(), 30);
+    let ca = pki.ca();
+    let r = soak(&["--target-metrics-cacert", &ca]);
+    assert!(r.status.success(), "{}", r.stderr);
+    let series = r.report["server"]["series"].as_array().unwrap();
+    assert_eq!(series.len(), 2, "{}", r.report["server"]);
+    assert_eq!(series[0]["last"], 1.5e8);
+    let out = soakd(&base);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--target-metrics") && err.contains("certificate"), "{err}");

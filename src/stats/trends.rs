@@ -507,14 +507,7 @@ fn drifts(pts: &[Own], s: &Settings, room: &mut DriftRoom) -> Vec<Drift> {
 
 /// The slope of `ys` over `xs` (the points' ends), or why there is none.
 fn slope(metric: &str, unit: &str, xs: &[f64], ys: &[f64], why: Option<String>, s: &Settings) -> Slope {
-    let mut out = Slope {
-        metric: metric.into(),
-        unit: unit.into(),
-        points: xs.len(),
-        from_seconds: xs.first().copied().unwrap_or(s.steady_from),
-        to_seconds: xs.last().copied().unwrap_or(s.steady_from),
-        ..Slope::default()
-    };
+    let mut out = Slope::over(metric, unit, xs, s);
     if let Some(why) = why {
         out.not_judged = Some(why);
         return out;
@@ -531,6 +524,19 @@ fn slope(metric: &str, unit: &str, xs: &[f64], ys: &[f64], why: Option<String>, 
 }
 
 impl Slope {
+    /// A slope of `metric` over the points at `xs`, its figures not yet
+    /// filled.
+    pub fn over(metric: &str, unit: &str, xs: &[f64], s: &Settings) -> Slope {
+        Slope {
+            metric: metric.into(),
+            unit: unit.into(),
+            points: xs.len(),
+            from_seconds: xs.first().copied().unwrap_or(s.steady_from),
+            to_seconds: xs.last().copied().unwrap_or(s.steady_from),
+            ..Slope::default()
+        }
+    }
+
     /// Its figures from `fit`, judged at `s`'s significance level; `why`
     /// when there is no fit.
     pub fn fill(&mut self, fit: Option<super::trend::Fit>, s: &Settings, why: String) {

@@ -101,14 +101,7 @@ pub fn analyze(t: &TrendInput, table: &SeriesTable, s: &Settings) -> Vec<SeriesT
 /// The slope of `ys` over `xs` within their segments, or why there is
 /// none.
 fn slope_of(metric: &str, unit: &str, xs: &[f64], ys: &[f64], seg: &[u32], s: &Settings) -> Slope {
-    let mut out = Slope {
-        metric: metric.into(),
-        unit: unit.into(),
-        points: xs.len(),
-        from_seconds: xs.first().copied().unwrap_or(s.steady_from),
-        to_seconds: xs.last().copied().unwrap_or(s.steady_from),
-        ..Slope::default()
-    };
+    let mut out = Slope::over(metric, unit, xs, s);
     out.fill(
         theil_sen_segments(xs, ys, seg),
         s,
