@@ -69,8 +69,9 @@ def query(q):
     return float(res[0]["value"][1]) if res else float("nan")
 buckets = query('count(count by (le) (soakd_request_duration_seconds_bucket{job="shards"}))')
 total = query('sum(soakd_request_duration_seconds_count{job="shards"})')
-print("%s: %d responses in the merged report, %d in Prometheus, %d bounds" % (
-    build, r["requests"]["completed"], total, buckets))
+shards = query('count(soakd_request_duration_seconds_count{job="shards"})')
+print("%s: %d responses in the merged report, %d in Prometheus (%d shards' series), %d bounds" % (
+    build, r["requests"]["completed"], total, shards, buckets))
 print("  q       exact (merge)   histogram_quantile   error")
 for q, key in [(0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p999")]:
     exact = lat[key]
