@@ -52,11 +52,16 @@ run_build() {
             --report "$dir/shard$i.json" >"$dir/shard$i.log" 2>&1 &
         shards+=("$!")
     done
-    # Every shard's final counters scraped while they linger.
-    sleep 3
-    local rc=0
-    for p in "${shards[@]}"; do wait "$p" || rc=$?; done
-    [ "$rc" = 0 ] || echo "a shard exited $rc"
+    # Queried while the shards linger on their final counters: once a
+    # shard is gone, its failed scrape makes its series stale and the
+    # instant queries would leave it out.
+    for _ in $(seq 600); do
+        local all=yes
+        for i in $(seq 0 $((N - 1))); do [ -s "$dir/shard$i.json" ] || all=no; done
+        [ "$all" = yes ] && break
+        sleep 0.2
+    done
+    sleep 2.5
     "$build" merge --out "$dir/merged.json" "$dir"/shard*.json
     python3 - "$dir/merged.json" "http://127.0.0.1:$pport" "$build" <<'PY'
 import json, sys, urllib.parse, urllib.request
@@ -78,6 +83,9 @@ for q, key in [(0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p999")]:
     est = query('histogram_quantile(%g, sum by (le) (soakd_request_duration_seconds_bucket{job="shards"}))' % q)
     print("  %-6g %10.1f us %14.1f us %+9.1f%%" % (q, exact * 1e6, est * 1e6, (est / exact - 1) * 100))
 PY
+    local rc=0
+    for p in "${shards[@]}"; do wait "$p" || rc=$?; done
+    [ "$rc" = 0 ] || echo "a shard exited $rc"
     kill "$prom" 2>/dev/null || true
     kill "$TARGET_PID" 2>/dev/null || true
 }
