@@ -58,17 +58,30 @@ pub fn reserved_ports() -> Vec<(u32, u32)> {
 /// Runs every check; on success the soft open-file limit has been raised.
 /// Settings that fit but leave little room print a warning.
 pub fn check(plan: &Plan) -> Result<(), Error> {
-    let (soft, hard) = raise_nofile()?;
-    check_fds(plan.total_connections(), plan.threads, soft, hard)?;
-    if let Some((lo, hi)) = local_port_range() {
-        check_ports(plan, lo, hi)?;
-    }
-    check_sources(plan)?;
-    check_outputs(plan)?;
-    for w in warnings(plan) {
+    for w in check_quiet(plan)? {
         eprintln!("soakd: warning: {w}");
     }
     Ok(())
+}
+
+/// [`check`], its warnings returned instead of printed (`soakd run
+/// --processes N` checks N alike shares and says their warnings once).
+pub fn check_quiet(plan: &Plan) -> Result<Vec<String>, Error> {
+    let (soft, hard) = raise_nofile()?;
+    check_fds(plan.total_connections(), plan.threads, soft, hard)?;
+    check_port_budget(plan)?;
+    check_sources(plan)?;
+    check_outputs(plan)?;
+    Ok(warnings(plan))
+}
+
+/// The local ports `plan` needs against the kernel's range. Processes that
+/// share source addresses share their ports: checked on the whole plan.
+pub fn check_port_budget(plan: &Plan) -> Result<(), Error> {
+    match local_port_range() {
+        Some((lo, hi)) => check_ports(plan, lo, hi),
+        None => Ok(()),
+    }
 }
 
 fn read_sysctl(name: &str) -> Option<u64> {

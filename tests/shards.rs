@@ -191,6 +191,19 @@ fn bad_shards_exit_2_naming_the_problem() {
             ],
             "1 source address(es) for 3 shards",
         ),
+        (
+            vec!["run", url, "--processes", "3", "--shard", "0/3"],
+            "cannot be used with",
+        ),
+        (
+            vec!["run", url, "--processes", "3", "--source-addr", "127.0.0.2"],
+            "1 source address(es), and each process takes its own",
+        ),
+        (vec!["run", url, "-c", "2", "--processes", "3"], "would hold none of it"),
+        (
+            vec!["run", url, "--processes", "2", "--metrics-listen", "127.0.0.1:65535"],
+            "past 65535",
+        ),
     ];
     for (args, says) in &cases {
         let out = wait_output(
@@ -485,4 +498,159 @@ fn merged_shards_combine_their_websocket_sections() {
         .map(|r| ws(r)["silence_seconds"]["max"].as_f64().unwrap())
         .fold(0.0, f64::max);
     assert_eq!(merged["silence_seconds"]["max"].as_f64(), Some(longest), "{merged:#}");
+}
+
+/// Ports `base..base+n` that nothing listens on now (the shards of
+/// `--processes` listen on consecutive ports).
+fn free_ports(n: u16) -> u16 {
+    for _ in 0..50 {
+        let base = free_port();
+        if base.checked_add(n).is_some() && (0..n).all(|i| std::net::TcpListener::bind(("127.0.0.1", base + i)).is_ok())
+        {
+            return base;
+        }
+    }
+    panic!("no {n} consecutive free ports");
+}
+
+/// The descriptors of `pid` that are TCP sockets.
+fn sockets_of(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:")))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// `soakd run --processes 3` against two `soakd target --reuse-port`
+/// processes sharing one address: one command runs the three shares (each
+/// names its shard on its own metrics port, listed in targets.json), both
+/// servers hold some of the connections, and the merged report and HDR
+/// log add up the shards' kept reports exactly.
+#[test]
+fn one_command_runs_the_shards_and_merges_them() {
+    let first = BuiltinTarget::start(&["--reuse-port"]);
+    let addr = first
+        .url("/")
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let second = BuiltinTarget::start_on(&addr, &["--reuse-port"]);
+    let url = first.url("/");
+    let dir = TempDir::new("processes");
+    let report = dir.path().join("r.json");
+    let hdr = dir.path().join("r.hdr");
+    let base = free_ports(3);
+    let listen = format!("127.0.0.1:{base}");
+    let child = spawn_soakd(&[
+        "run",
+        &url,
+        "--processes",
+        "3",
+        "-c",
+        "30",
+        "-r",
+        "300",
+        "-d",
+        "5s",
+        "--source-addr",
+        "127.0.0.2",
+        "--source-addr",
+        "127.0.0.3",
+        "--source-addr",
+        "127.0.0.4",
+        "--metrics-listen",
+        &listen,
+        "--report",
+        report.to_str().unwrap(),
+        "--hdr-log",
+        hdr.to_str().unwrap(),
+    ]);
+    // Each shard on its port, naming itself; together the plan's 30.
+    let desired = |i: u16| {
+        let at = format!("127.0.0.1:{}", base + i);
+        let m = util::scrape(&at)?;
+        let key = format!("soakd_shard_info{{shard=\"{i}\",shards=\"3\"}}");
+        assert_eq!(m.get(&key), Some(&1.0), "{at}: {key} missing");
+        Some(util::metric_sum(&m, "soakd_connections_desired"))
+    };
+    wait_until(
+        || (0..3).map(desired).sum::<Option<f64>>() == Some(30.0),
+        Duration::from_secs(10),
+        "the shards' metrics adding up to the plan's 30 connections",
+    );
+    wait_until(
+        || sockets_of(first.pid()) + sockets_of(second.pid()) >= 32,
+        Duration::from_secs(10),
+        "30 connections over the two servers",
+    );
+    let (a, b) = (sockets_of(first.pid()), sockets_of(second.pid()));
+    assert!(a > 1 && b > 1, "SO_REUSEPORT spread nothing: {a} and {b} sockets");
+    let sd = std::fs::read_to_string(dir.path().join("r.json.shards/targets.json")).unwrap();
+    for i in 0..3 {
+        assert!(sd.contains(&format!("\"127.0.0.1:{}\"", base + i)), "{sd}");
+    }
+    let out = wait_output(child, 60);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("running the plan as 3 processes"), "{stderr}");
+    // One summary, the parent's: the shards print none.
+    assert_eq!(stderr.matches("latency ").count(), 1, "{stderr}");
+    let merged = read_json(&report);
+    let shards: Vec<Value> = (0..3)
+        .map(|i| read_json(&dir.path().join(format!("r.json.shards/shard-{i}.json"))))
+        .collect();
+    assert_eq!(merged["shard"]["merged"], serde_json::json!([0, 1, 2]), "{merged}");
+    assert_eq!(u(&merged, "/connections/desired"), 30);
+    let completed: u64 = shards.iter().map(|r| u(r, "/requests/completed")).sum();
+    assert_eq!(u(&merged, "/requests/completed"), completed);
+    assert!((1200..=1700).contains(&completed), "300/s for 5 s: {completed}");
+    assert_eq!(u(&merged, "/requests/failed"), 0, "{merged}");
+    assert_eq!(hdr_log_total(&hdr).len(), completed);
+}
+
+/// SIGTERM to the parent reaches every shard (they drain, as one process
+/// does), the merged report is written, and a threshold that
+/// fails in the shards makes the one command's exit code 3.
+#[test]
+fn a_signal_to_the_parent_drains_every_shard() {
+    let target = BuiltinTarget::start(&[]);
+    let dir = TempDir::new("processes-term");
+    let report = dir.path().join("r.json");
+    let child = spawn_soakd(&[
+        "run",
+        &target.url("/"),
+        "--processes",
+        "2",
+        "-c",
+        "10",
+        "-i",
+        "100ms",
+        "--metrics-listen",
+        "off",
+        "--threshold",
+        "rps>=100000",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    let pid = child.id();
+    wait_until(
+        || std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|_| sockets_of(target.pid()) >= 11),
+        Duration::from_secs(10),
+        "the shards' 10 connections",
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    util::signal(pid, "TERM");
+    let out = wait_output(child, 30);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("shard(s) 0, 1 failed their thresholds"), "{stderr}");
+    // Each shard drained, as one process does on SIGTERM.
+    assert_eq!(stderr.matches("finishing requests in flight").count(), 2, "{stderr}");
+    let merged = read_json(&report);
+    assert_eq!(merged["shard"]["merged"], serde_json::json!([0, 1]), "{merged}");
+    assert!(u(&merged, "/requests/completed") > 0);
+    assert_eq!(u(&merged, "/requests/failed"), 0, "{merged}");
 }

@@ -45,6 +45,7 @@ pub(super) fn demo(args: DemoArgs) -> Result<(), Error> {
         }),
         degrade: server::Degrade::default(),
         outage: server::OutageSchedule::default(),
+        reuse_port: false,
     })?;
     let (scheme, path) = match (tls.is_some(), args.ws, args.grpc) {
         (false, _, true) => ("grpc", ""),

@@ -279,6 +279,14 @@ pub struct RunArgs {
     /// Sharding: which share of the plan this process runs.
     #[command(flatten)]
     pub shard: ShardArgs,
+    /// Run the plan as N processes on this host (shards 0/N to N-1/N, each
+    /// with its own slice of the source addresses when there are any, its
+    /// metrics on --metrics-listen's port + I, its threads its part of the
+    /// CPUs), then merge their reports into one (--report; the shards' are
+    /// kept in REPORT.shards/ with a Prometheus file_sd targets.json). For
+    /// more connections than one process's open-file limit allows.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024), allow_hyphen_values = true, conflicts_with = "shard")]
+    pub processes: Option<u16>,
     /// Checkpoint the run to FILE (atomically) every
     /// --checkpoint-interval; when FILE exists and holds this plan's run,
     /// continue that run instead of starting over (docs/operating.md).
@@ -316,8 +324,7 @@ pub struct ShardArgs {
     pub shard_sources: bool,
 }
 
-/// The environment variable that stands in for `--shard`.
-pub const SHARD_ENV: &str = "SOAKD_SHARD";
+pub use crate::plan::shard::SHARD_ENV;
 
 impl ShardArgs {
     /// The shard from `--shard`, else from `SOAKD_SHARD`, with the name
@@ -525,6 +532,12 @@ pub struct TargetArgs {
     /// gRPC: from an ageing GOAWAY to the close.
     #[arg(long, value_name = "DUR", default_value = "1s", value_parser = duration, allow_hyphen_values = true)]
     pub max_connection_age_grace: Duration,
+    /// Share the address with other `soakd target --reuse-port` processes
+    /// (SO_REUSEPORT: the kernel spreads the connections over them), so
+    /// that several processes, each under its own open-file limit, serve
+    /// one address.
+    #[arg(long)]
+    pub reuse_port: bool,
     /// Restarts and brownouts on a schedule, for outage tests and demos.
     #[command(flatten)]
     pub outage: TargetOutageArgs,
@@ -608,8 +621,19 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Run(mut args) => {
             let html = args.html_report.take();
+            let shard_given = match (&args.shard.shard, std::env::var(SHARD_ENV)) {
+                (Some(_), _) => Some("--shard"),
+                (None, Ok(v)) if !v.is_empty() => Some(SHARD_ENV),
+                _ => None,
+            };
+            // Before the plan is built: a shard's default threads are its
+            // part of the CPUs.
+            let processes = crate::daemon::processes::Role::of(args.processes, shard_given)?;
             let (plan, reload) = args.into_run()?;
-            crate::daemon::run_to_end(plan, reload, html)
+            match processes {
+                None => crate::daemon::run_to_end(plan, reload, html),
+                Some(role) => role.run(plan, reload, html),
+            }
         }
         Command::Compare(args) => {
             let base = Run::load(
@@ -766,6 +790,7 @@ fn serve_target(args: TargetArgs) -> Result<(), Error> {
             fds_per_s: args.fd_leak.unwrap_or(0.0),
             slowdown_per_s: args.slowdown.unwrap_or(0.0),
         },
+        reuse_port: args.reuse_port,
     })?;
     if let Some(t) = &tls {
         println!("certificate {} sha256 {}", t.cert_path.display(), t.fingerprint);

@@ -39,6 +39,7 @@ pub(crate) use hdrlog::{header_comment, stated_interval, tag_of};
 use metrics::Metrics;
 use notify::Notifier;
 use status::StatusLine;
+pub use status::silence;
 use thresholds::Watch;
 
 /// How often systemd's status text is refreshed.

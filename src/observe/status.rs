@@ -17,6 +17,9 @@ use crate::stats::WorkloadStats;
 #[derive(Debug)]
 pub struct StatusLine {
     tty: bool,
+    /// A shard of `soakd run --processes N` prints no line of its own
+    /// (see [`silence`]).
+    silent: bool,
     every: Duration,
     last: Duration,
     last_errors: u64,
@@ -24,6 +27,16 @@ pub struct StatusLine {
     /// The interval's sum, kept from line to line (see
     /// [`Totals::take_interval`]).
     interval: WorkloadStats,
+}
+
+/// Set once by a shard of `soakd run --processes N` before its run: N
+/// status lines on one terminal would only overwrite each other, and the
+/// parent's merged summary and the metrics say the same.
+static SILENT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// No status line in this process (a shard of `soakd run --processes N`).
+pub fn silence() {
+    SILENT.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
 impl Default for StatusLine {
@@ -36,9 +49,11 @@ impl StatusLine {
     /// A status line in terminal or log form depending on whether stderr is
     /// a terminal.
     pub fn new() -> StatusLine {
-        let tty = std::io::stderr().is_terminal();
+        let silent = SILENT.load(std::sync::atomic::Ordering::Relaxed);
+        let tty = std::io::stderr().is_terminal() && !silent;
         StatusLine {
             tty,
+            silent,
             every: if tty {
                 Duration::from_secs(1)
             } else {
@@ -67,6 +82,9 @@ impl StatusLine {
         let span = (elapsed - self.last).as_secs_f64();
         self.last = elapsed;
         totals.take_interval(&mut self.interval);
+        if self.silent {
+            return;
+        }
         let interval = &self.interval;
         let mut g = Gauges::default();
         for x in &totals.gauges {

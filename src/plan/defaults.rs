@@ -128,9 +128,22 @@ pub fn default_warmup(run: Duration) -> Duration {
     (run / 10).min(MAX_WARMUP)
 }
 
-/// Worker threads when not given: one per available CPU.
+/// Worker threads when not given: one per available CPU, or with
+/// `soakd run --processes N` the process's part of them (at least one):
+/// N processes of one thread per CPU each would only crowd the cores.
 pub fn threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cpus / PROCESSES.load(std::sync::atomic::Ordering::Relaxed).max(1)).max(1)
+}
+
+/// Processes sharing this host's CPUs (see [`threads`]); 1 but in a shard
+/// of `soakd run --processes N`.
+static PROCESSES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+
+/// Says this process is one of `n` sharing the host's CPUs (a shard of
+/// `soakd run --processes n`), before its plan is built.
+pub fn share_cpus(n: usize) {
+    PROCESSES.store(n, std::sync::atomic::Ordering::Relaxed);
 }
 
 // HTTP/2

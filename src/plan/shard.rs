@@ -40,6 +40,9 @@ impl std::fmt::Display for Shard {
     }
 }
 
+/// The environment variable that stands in for `--shard`.
+pub const SHARD_ENV: &str = "SOAKD_SHARD";
+
 /// The environment variable Kubernetes sets in each pod of an Indexed Job.
 pub const JOB_INDEX_ENV: &str = "JOB_COMPLETION_INDEX";
 

@@ -106,6 +106,10 @@ pub struct TargetConfig {
     /// Restarts and brownouts on a schedule (`--restart-every`,
     /// `--brownout-every`; see `outage.rs`); the default has none.
     pub outage: OutageSchedule,
+    /// `--reuse-port`: share the address with other processes' listeners
+    /// (SO_REUSEPORT), so that N target processes, each under its own
+    /// open-file limit, serve one address as one server.
+    pub reuse_port: bool,
 }
 
 impl Default for TargetConfig {
@@ -122,6 +126,7 @@ impl Default for TargetConfig {
             h2: false,
             grpc: None,
             outage: OutageSchedule::default(),
+            reuse_port: false,
         }
     }
 }
@@ -216,10 +221,11 @@ pub fn spawn(cfg: &TargetConfig) -> Result<TargetHandle, Error> {
     // A listener that is never accepted from: the smallest backlog, so that
     // it fills after a connection or two.
     let backlog = if stop_accepting { 1 } else { BACKLOG };
-    // SO_REUSEPORT only when several of our own listeners must share the
-    // port: on a lone listener it would let another process silently steal
-    // half of the connections.
-    let reuse_port = cfg.threads > 1;
+    // SO_REUSEPORT only when several listeners must share the port (our
+    // own threads', or other processes' by --reuse-port): on a lone
+    // listener it would let another process silently steal half of the
+    // connections.
+    let reuse_port = cfg.threads > 1 || cfg.reuse_port;
     let first = bind(cfg.listen, reuse_port, backlog)?;
     let addr = first
         .local_addr()

@@ -22,6 +22,8 @@ use crate::report::Report;
 use crate::verdict::{Comparison, Options, Run, compare};
 use crate::{Error, preflight, state};
 
+pub mod processes;
+
 /// Runs `plan` to its end and returns the final report, writing nothing
 /// (the library's [`crate::run`]). Preflight (open files, ports, source
 /// addresses, output paths) and the metrics bind happen before any
@@ -33,16 +35,16 @@ pub fn run(plan: Plan, reload: Option<Reload>) -> Result<Report, Error> {
 
 /// `--baseline`, read at start: the run to compare with at the end and
 /// what the live comparison judges each window against.
-struct Baseline {
-    run: Run,
+pub(crate) struct Baseline {
+    pub(crate) run: Run,
     reference: Reference,
-    tolerance: f64,
+    pub(crate) tolerance: f64,
 }
 
 /// Reads `--baseline` (its report, its interval log) and checks it pairs
 /// with the plan, before anything opens: a typo must not cost a soak. A
 /// load that differs is said here, once.
-fn load_baseline(plan: &Plan) -> Result<Option<Baseline>, Error> {
+pub(crate) fn load_baseline(plan: &Plan) -> Result<Option<Baseline>, Error> {
     let Some(b) = &plan.baseline else { return Ok(None) };
     let run = Run::load(&b.report, b.hdr_log.as_deref(), "--baseline", "--baseline-hdr-log")?;
     let reference = crate::verdict::live::reference(plan, &run, b)?;
@@ -102,6 +104,19 @@ pub fn run_to_end(plan: Plan, reload: Option<Reload>, html: Option<PathBuf>) -> 
         written.and(page)
     })?;
     verdicts(&report, comparison.as_ref())
+}
+
+/// One share of `soakd run --processes N` ([`processes`]): the run, its
+/// report written where the parent reads it, the verdict as the exit code;
+/// no status line and no summary (the parent prints the merged one).
+pub(crate) fn run_shard(plan: Plan, reload: Option<Reload>) -> Result<(), Error> {
+    crate::observe::silence();
+    let dest = plan.report.clone();
+    let report = run_then(plan, reload, None, |report| match &dest {
+        Some(ReportDest::File(path)) => write_whole(path, (report.to_json() + "\n").as_bytes(), "report"),
+        _ => Ok(()),
+    })?;
+    verdicts(&report, None)
 }
 
 /// Runs `plan`, builds the report, hands it to `at_end` before the
@@ -185,7 +200,7 @@ fn write_whole(path: &Path, bytes: &[u8], kind: &str) -> Result<(), Error> {
 }
 
 /// `--baseline`: this run compared with it (printed to stderr), if given.
-fn against_baseline(
+pub(crate) fn against_baseline(
     report: &Report,
     hdr_log: Option<&Path>,
     baseline: Option<(Run, f64)>,
@@ -219,7 +234,7 @@ fn load_differs(report: &Report) -> Option<String> {
 
 /// The HTML page of a finished run, its spectrum from the run's HDR log
 /// when it wrote one, the baseline's p50 and p99 drawn under its own.
-fn write_html(
+pub(crate) fn write_html(
     report: &Report,
     baseline: Option<&Report>,
     hdr_log: Option<&Path>,
