@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use super::{Cli, Command, DemoArgs, target_tls};
+use super::target::target_tls;
+use super::{Cli, Command, DemoArgs};
 use crate::plan::{ReportDest, defaults};
 use crate::{Error, server};
 
