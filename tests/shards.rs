@@ -612,37 +612,54 @@ fn one_command_runs_the_shards_and_merges_them() {
 }
 
 /// SIGTERM to the parent reaches every shard (they drain, as one process
-/// does), the merged report is written, and a threshold that
-/// fails in the shards makes the one command's exit code 3.
+/// does), the merged report is written, and a threshold that fails in the
+/// shards makes the one command's exit code 3. Under a service manager the
+/// parent alone speaks to it: READY=1 once, watchdog pings, STOPPING=1.
 #[test]
 fn a_signal_to_the_parent_drains_every_shard() {
+    use std::os::unix::net::UnixDatagram;
     let target = BuiltinTarget::start(&[]);
     let dir = TempDir::new("processes-term");
     let report = dir.path().join("r.json");
-    let child = spawn_soakd(&[
-        "run",
-        &target.url("/"),
-        "--processes",
-        "2",
-        "-c",
-        "10",
-        "-i",
-        "100ms",
-        "--metrics-listen",
-        "off",
-        "--threshold",
-        "rps>=100000",
-        "--report",
-        report.to_str().unwrap(),
-    ]);
+    let sock_path = dir.path().join("notify.sock");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    let child = Command::new(soakd_bin())
+        .args(["run", &target.url("/"), "--processes", "2", "-c", "10", "-i", "100ms"])
+        .args(["--metrics-listen", "off", "--threshold", "rps>=100000", "--report"])
+        .arg(&report)
+        .env("NOTIFY_SOCKET", &sock_path)
+        .env("WATCHDOG_USEC", "1000000")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let pid = child.id();
-    wait_until(
-        || std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|_| sockets_of(target.pid()) >= 11),
-        Duration::from_secs(10),
-        "the shards' 10 connections",
+    let mut messages = Vec::new();
+    let mut buf = [0u8; 512];
+    let mut receive = |messages: &mut Vec<String>| {
+        if let Ok(n) = sock.recv(&mut buf) {
+            messages.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        }
+    };
+    let t = std::time::Instant::now();
+    while sockets_of(target.pid()) < 11 && t.elapsed() < Duration::from_secs(10) {
+        receive(&mut messages);
+    }
+    assert!(
+        sockets_of(target.pid()) >= 11,
+        "the shards' 10 connections never opened"
     );
-    std::thread::sleep(Duration::from_millis(500));
+    let t = std::time::Instant::now();
+    while t.elapsed() < Duration::from_millis(1600) {
+        receive(&mut messages);
+    }
     util::signal(pid, "TERM");
+    let t = std::time::Instant::now();
+    while t.elapsed() < Duration::from_millis(500) {
+        receive(&mut messages);
+    }
     let out = wait_output(child, 30);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
@@ -653,4 +670,10 @@ fn a_signal_to_the_parent_drains_every_shard() {
     assert_eq!(merged["shard"]["merged"], serde_json::json!([0, 1]), "{merged}");
     assert!(u(&merged, "/requests/completed") > 0);
     assert_eq!(u(&merged, "/requests/failed"), 0, "{merged}");
+    assert_eq!(messages.iter().filter(|m| *m == "READY=1").count(), 1, "{messages:?}");
+    assert!(
+        messages.iter().filter(|m| *m == "WATCHDOG=1").count() >= 2,
+        "{messages:?}"
+    );
+    assert!(messages.iter().any(|m| m == "STOPPING=1"), "{messages:?}");
 }

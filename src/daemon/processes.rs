@@ -278,7 +278,14 @@ fn parent(plan: Plan, count: u32, html: Option<PathBuf>) -> Result<(), Error> {
     let signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2])
         .map_err(|e| Error::io("installing the signal handlers", e))?;
     let mut children = spawn_all(count, &dir)?;
-    let codes = wait_all(&mut children, signals);
+    // Under systemd the parent is the service's main process: it says
+    // ready once every shard is started, pings the watchdog while every
+    // shard lives, and says stopping when told to stop. The shards do not
+    // speak to systemd (NotifyAccess=main would refuse them).
+    let notify = crate::observe::notify::Notifier::from_env();
+    notify.ready();
+    notify.status(&format!("{count} shards running"));
+    let codes = wait_all(&mut children, signals, &notify);
 
     let mut reports = Vec::new();
     let mut missing = Vec::new();
@@ -400,6 +407,9 @@ fn spawn_all(count: u32, dir: &Path) -> Result<Vec<Child>, Error> {
             .env(INDEX_ENV, index.to_string())
             .env(DIR_ENV, dir)
             .env_remove(crate::plan::shard::SHARD_ENV)
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("WATCHDOG_USEC")
+            .env_remove("WATCHDOG_PID")
             .stdin(Stdio::null());
         die_with_parent(&mut cmd);
         match cmd.spawn() {
@@ -446,12 +456,30 @@ fn signal_all(children: &[Child], signal: i32) {
 /// Waits for every copy, passing the parent's signals on; a share refused
 /// at start (exit 2) stops the rest. Each copy's exit code (`None`: killed
 /// by a signal).
-fn wait_all(children: &mut [Child], mut signals: signal_hook::iterator::Signals) -> Vec<Option<i32>> {
+fn wait_all(
+    children: &mut [Child],
+    mut signals: signal_hook::iterator::Signals,
+    notify: &crate::observe::notify::Notifier,
+) -> Vec<Option<i32>> {
     let mut codes: Vec<Option<Option<i32>>> = vec![None; children.len()];
     let mut stopping = false;
+    let ping_every = notify.watchdog_interval().map(|d| d / 2);
+    let mut pinged = std::time::Instant::now();
     while codes.iter().any(Option::is_none) {
         for s in signals.pending() {
+            if s == SIGINT || s == SIGTERM {
+                notify.stopping();
+            }
             signal_all(children, s);
+        }
+        // The parent's own loop is what the watchdog sees; a shard that
+        // dies is said on stderr and by its metrics endpoint going away
+        // (SoakdDown), and the others soak on.
+        if let Some(every) = ping_every
+            && pinged.elapsed() >= every
+        {
+            notify.watchdog();
+            pinged = std::time::Instant::now();
         }
         for (i, c) in children.iter_mut().enumerate() {
             if codes[i].is_some() {
