@@ -390,8 +390,19 @@ fn history_names_the_first_worse_run() {
         let log = runs.join(format!("run{}.hlog", 6 - i)).display().to_string();
         let mut args = soak(url, "3s");
         args.extend(["--report", &report, "--hdr-log", &log, "--hdr-log-interval", "250ms"]);
-        let out = soakd(&args);
-        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        // The history must see five runs of one fast server and one of a
+        // slow one. A run of the fast server that a busy machine (parallel
+        // tests, a build) slowed past the 1 ms floor is not that input: it is
+        // run again (at most three times), not judged.
+        for attempt in 1.. {
+            let out = soakd(&args);
+            assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+            let p99 = read(&report)["latency_seconds"]["p99"].as_f64().unwrap();
+            if i == 4 || p99 < 0.001 || attempt == 3 {
+                break;
+            }
+            eprintln!("run {}: p99 {p99} s on the fast server, a busy machine: again", 6 - i);
+        }
         reports.push(report);
     }
     std::fs::write(runs.join("notes.json"), "{\"not\": \"a report\"}").unwrap();
