@@ -67,12 +67,26 @@ pub fn check(plan: &Plan) -> Result<(), Error> {
 /// [`check`], its warnings returned instead of printed (`soakd run
 /// --processes N` checks N alike shares and says their warnings once).
 pub fn check_quiet(plan: &Plan) -> Result<Vec<String>, Error> {
+    check_limits(plan)?;
+    Ok(warnings(plan))
+}
+
+/// Every check that refuses a plan, without the warnings (which read the
+/// kernel's whole socket table: `soakd run --processes N` reads it once,
+/// for its first share, not N times).
+pub fn check_limits(plan: &Plan) -> Result<(), Error> {
     let (soft, hard) = raise_nofile()?;
     check_fds(plan.total_connections(), plan.threads, soft, hard)?;
     check_port_budget(plan)?;
     check_sources(plan)?;
-    check_outputs(plan)?;
-    Ok(warnings(plan))
+    check_outputs(plan)
+}
+
+/// The open-file limit alone, raised and checked (a shard of `soakd run
+/// --processes N`, whose parent ran the other checks for every share).
+pub fn check_own_limit(plan: &Plan) -> Result<(), Error> {
+    let (soft, hard) = raise_nofile()?;
+    check_fds(plan.total_connections(), plan.threads, soft, hard)
 }
 
 /// The local ports `plan` needs against the kernel's range. Processes that

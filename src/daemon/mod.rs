@@ -30,7 +30,7 @@ pub mod processes;
 /// connection is opened; their failures are exit 2.
 pub fn run(plan: Plan, reload: Option<Reload>) -> Result<Report, Error> {
     let baseline = load_baseline(&plan)?;
-    run_then(plan, reload, baseline.map(|b| b.reference), |_| Ok(()))
+    run_then(plan, reload, baseline.map(|b| b.reference), Checked::Here, |_| Ok(()))
 }
 
 /// `--baseline`, read at start: the run to compare with at the end and
@@ -85,7 +85,7 @@ pub fn run_to_end(plan: Plan, reload: Option<Reload>, html: Option<PathBuf>) -> 
     let hdr_log = plan.hdr_log.clone();
     let mut comparison = None;
     let base_report = base.as_ref().map(|(r, _)| r.report.clone());
-    let report = run_then(plan, reload, reference, |report| {
+    let report = run_then(plan, reload, reference, Checked::Here, |report| {
         // Every output is tried even when one fails: a full disk for the
         // JSON must not also cost the HTML page or the verdict.
         let written = output(report, dest.as_ref());
@@ -106,13 +106,26 @@ pub fn run_to_end(plan: Plan, reload: Option<Reload>, html: Option<PathBuf>) -> 
     verdicts(&report, comparison.as_ref())
 }
 
+/// Who ran preflight for a plan.
+enum Checked {
+    /// This process: every check.
+    Here,
+    /// The parent of `soakd run --processes N`, for every share before it
+    /// started any: a share only raises and checks its own open-file limit.
+    /// Each check of ports reads the kernel's whole socket table
+    /// (/proc/net/tcp); N shards reading it while the others ramp cost
+    /// seconds of CPU each at half a million sockets and left the last
+    /// shards minutes behind.
+    ByParent,
+}
+
 /// One share of `soakd run --processes N` ([`processes`]): the run, its
 /// report written where the parent reads it, the verdict as the exit code;
 /// no status line and no summary (the parent prints the merged one).
 pub(crate) fn run_shard(plan: Plan, reload: Option<Reload>) -> Result<(), Error> {
     crate::observe::silence();
     let dest = plan.report.clone();
-    let report = run_then(plan, reload, None, |report| match &dest {
+    let report = run_then(plan, reload, None, Checked::ByParent, |report| match &dest {
         Some(ReportDest::File(path)) => write_whole(path, (report.to_json() + "\n").as_bytes(), "report"),
         _ => Ok(()),
     })?;
@@ -126,13 +139,17 @@ fn run_then(
     plan: Plan,
     reload: Option<Reload>,
     baseline: Option<Reference>,
+    checked: Checked,
     at_end: impl FnOnce(&Report) -> Result<(), Error>,
 ) -> Result<Report, Error> {
     let mut plan = plan;
     // A gRPC schema from the server's reflection service: fetched before
     // anything else opens, its refusals bad input like the rest.
     crate::reflection::complete(&mut plan)?;
-    preflight::check(&plan)?;
+    match checked {
+        Checked::Here => preflight::check(&plan)?,
+        Checked::ByParent => preflight::check_own_limit(&plan)?,
+    }
     // After preflight (a refused plan must not move a state aside), before
     // anything opens: a state that cannot be continued is bad input.
     let loaded = state::open(&plan)?;

@@ -200,11 +200,12 @@ fn check_shares(plan: &Plan, count: u32, split: bool, dir: &Path) -> Result<Vec<
     for index in 0..count {
         let mine = share(plan.clone(), index, count, split, dir)?;
         // One share's warnings stand for all (the shares are alike).
-        let warnings = preflight::check_quiet(&mine)?;
         if index == 0 {
-            for w in warnings {
+            for w in preflight::check_quiet(&mine)? {
                 eprintln!("soakd: warning: {w}");
             }
+        } else {
+            preflight::check_limits(&mine)?;
         }
         if let Some(a) = mine.metrics_listen
             && a.port() != 0
