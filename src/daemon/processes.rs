@@ -276,12 +276,23 @@ fn parent(plan: Plan, count: u32, html: Option<PathBuf>) -> Result<(), Error> {
         dir.display()
     );
 
+    // A report left from an earlier run with the same --report must not be
+    // merged as this run's when a shard fails before writing its own.
+    for index in 0..count {
+        for stale in [report_path(&dir, index), hdr_path(&dir, index)] {
+            match std::fs::remove_file(&stale) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(format!("removing the earlier run's {}", stale.display()), e)),
+            }
+        }
+    }
     let signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2])
         .map_err(|e| Error::io("installing the signal handlers", e))?;
     let mut children = spawn_all(count, &dir)?;
     // Under systemd the parent is the service's main process: it says
-    // ready once every shard is started, pings the watchdog while every
-    // shard lives, and says stopping when told to stop. The shards do not
+    // ready once every shard is started, pings the watchdog from its own
+    // loop, and says stopping when told to stop. The shards do not
     // speak to systemd (NotifyAccess=main would refuse them).
     let notify = crate::observe::notify::Notifier::from_env();
     notify.ready();
