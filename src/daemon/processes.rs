@@ -427,7 +427,7 @@ fn spawn_all(count: u32, dir: &Path) -> Result<Vec<Child>, Error> {
         match cmd.spawn() {
             Ok(c) => children.push(c),
             Err(e) => {
-                signal_all(&children, SIGTERM);
+                signal_all(&children, |_| true, SIGTERM);
                 for c in &mut children {
                     let _ = c.wait();
                 }
@@ -454,9 +454,14 @@ fn die_with_parent(cmd: &mut Command) {
     }
 }
 
-fn signal_all(children: &[Child], signal: i32) {
-    for c in children {
-        // A pid that already exited and was not reaped yet takes no harm.
+/// Sends `signal` to every child for which `live(index)` holds: a child
+/// already reaped is skipped, as its pid may be another process's by now.
+fn signal_all(children: &[Child], live: impl Fn(usize) -> bool, signal: i32) {
+    for (i, c) in children.iter().enumerate() {
+        if !live(i) {
+            continue;
+        }
+        // One that exited and is not reaped yet takes no harm.
         #[allow(unsafe_code)]
         // SAFETY: kill(2) on a child's pid; no memory is involved.
         unsafe {
@@ -474,7 +479,7 @@ fn wait_all(
     notify: &crate::observe::notify::Notifier,
 ) -> Vec<Option<i32>> {
     let mut codes: Vec<Option<Option<i32>>> = vec![None; children.len()];
-    let mut stopping = false;
+    let (mut stopping, mut refused) = (false, false);
     let ping_every = notify.watchdog_interval().map(|d| d / 2);
     let mut pinged = std::time::Instant::now();
     while codes.iter().any(Option::is_none) {
@@ -482,7 +487,7 @@ fn wait_all(
             if s == SIGINT || s == SIGTERM {
                 notify.stopping();
             }
-            signal_all(children, s);
+            signal_all(children, |i| codes[i].is_none(), s);
         }
         // The parent's own loop is what the watchdog sees; a shard that
         // dies is said on stderr and by its metrics endpoint going away
@@ -499,12 +504,12 @@ fn wait_all(
             }
             if let Ok(Some(status)) = c.try_wait() {
                 codes[i] = Some(status.code());
-                if status.code() == Some(2) && !stopping {
-                    stopping = true;
-                    signal_all(children, SIGTERM);
-                    break;
-                }
+                refused |= status.code() == Some(2);
             }
+        }
+        if refused && !stopping {
+            stopping = true;
+            signal_all(children, |i| codes[i].is_none(), SIGTERM);
         }
         // The shards live for the soak; a tenth of a second to notice one
         // ending costs nothing.
