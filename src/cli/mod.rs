@@ -621,14 +621,10 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Run(mut args) => {
             let html = args.html_report.take();
-            let shard_given = match (&args.shard.shard, std::env::var(SHARD_ENV)) {
-                (Some(_), _) => Some("--shard"),
-                (None, Ok(v)) if !v.is_empty() => Some(SHARD_ENV),
-                _ => None,
-            };
+            let shard_given = args.shard.resolve()?.map(|(_, from)| from);
             // Before the plan is built: a shard's default threads are its
             // part of the CPUs.
-            let processes = crate::daemon::processes::Role::of(args.processes, shard_given)?;
+            let processes = crate::daemon::processes::Role::of(args.processes, shard_given.as_deref())?;
             let (plan, reload) = args.into_run()?;
             match processes {
                 None => crate::daemon::run_to_end(plan, reload, html),

@@ -68,14 +68,7 @@ pub(crate) fn load_baseline(plan: &Plan) -> Result<Option<Baseline>, Error> {
 /// (exit 3) or `Ok`. The baseline is read and the HTML path checked before
 /// anything connects: a typo must not cost a soak.
 pub fn run_to_end(plan: Plan, reload: Option<Reload>, html: Option<PathBuf>) -> Result<(), Error> {
-    if let Some(path) = &html {
-        fsio::check_writable(path).map_err(|e| {
-            Error::Usage(format!(
-                "--html-report {}: cannot be written ({e}); give a writable path",
-                path.display()
-            ))
-        })?;
-    }
+    check_html(html.as_deref())?;
     let baseline = load_baseline(&plan)?;
     let (reference, base) = match baseline {
         Some(b) => (Some(b.reference), Some((b.run, b.tolerance))),
@@ -104,6 +97,17 @@ pub fn run_to_end(plan: Plan, reload: Option<Reload>, html: Option<PathBuf>) -> 
         written.and(page)
     })?;
     verdicts(&report, comparison.as_ref())
+}
+
+/// `--html-report`'s path, checked before anything connects.
+pub(crate) fn check_html(html: Option<&Path>) -> Result<(), Error> {
+    let Some(path) = html else { return Ok(()) };
+    fsio::check_writable(path).map_err(|e| {
+        Error::Usage(format!(
+            "--html-report {}: cannot be written ({e}); give a writable path",
+            path.display()
+        ))
+    })
 }
 
 /// Who ran preflight for a plan.

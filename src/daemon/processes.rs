@@ -244,14 +244,7 @@ fn parent(plan: Plan, count: u32, html: Option<PathBuf>) -> Result<(), Error> {
             dir.display()
         ))
     })?;
-    if let Some(path) = &html {
-        crate::fsio::check_writable(path).map_err(|e| {
-            Error::Usage(format!(
-                "--html-report {}: cannot be written ({e}); give a writable path",
-                path.display()
-            ))
-        })?;
-    }
+    daemon::check_html(html.as_deref())?;
     let baseline = daemon::load_baseline(&plan)?;
     let shares = check_shares(&plan, count, split, &dir)?;
     let targets = dir.join("targets.json");
