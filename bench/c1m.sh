@@ -178,9 +178,14 @@ fi
 echo "all $CONNS open after $(calc "$OPEN_AT - $START") s (the kernel's TCP sockets in use: $(tcp_inuse))"
 SHARD_PIDS=($(pgrep -P "$RUN_PID"))
 echo "${#SHARD_PIDS[@]} shard processes under the parent $RUN_PID"
+# soakd's memory from the start of the hold, to read again near its end:
+# flat, or growing while the connections are only held.
+sleep 10
+PSS_START=$(pss "$RUN_PID" "${SHARD_PIDS[@]}")
+PSS_START_AT=$(date +%s.%N)
 
 # Half the hold, then one minute of CPU, the memory and the kernel's slab.
-sleep $((HOLD / 2 - 30))
+sleep $((HOLD / 2 - 40))
 section "the hold, $((HOLD / 2)) s in"
 T0=$(date +%s.%N)
 C0=$(ticks "$RUN_PID" "${SHARD_PIDS[@]}")
@@ -223,6 +228,11 @@ a, b, n = read(sys.argv[1]), read(sys.argv[2]), int(sys.argv[3])
 grew = sorted(((b[k] - a.get(k, 0), k) for k in b), reverse=True)[:10]
 print("  slab caches that grew most (bytes per connection): " + ", ".join("%s %.0f" % (k, d / n) for d, k in grew))
 PY
+
+# soakd's memory near the end of the hold against its start.
+sleep $((HOLD / 2 - 60))
+PSS_END=$(pss "$RUN_PID" "${SHARD_PIDS[@]}")
+echo "soakd's Pss over the hold: $(calc "$PSS_START / 1048576") MiB $(calc "$(date +%s.%N) - $PSS_START_AT") s before, $(calc "$PSS_END / 1048576") MiB now ($(calc "($PSS_END - $PSS_START) * 100 / $PSS_START")%); now $(calc "$PSS_END / $CONNS") B per connection"
 
 section "the end"
 # Prometheus is read while the shards linger on their final counters (a

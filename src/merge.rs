@@ -609,6 +609,7 @@ pub fn merge_hdr_logs(inputs: &[PathBuf], out: &Path) -> Result<usize, Error> {
                         .map_err(|_| bad("an interval is not base64".into()))?;
                     let hist: Histogram<u64> = Deserializer::new()
                         .deserialize(&mut std::io::Cursor::new(raw))
+                        .map(crate::stats::growing)
                         .map_err(|e| bad(format!("an interval does not decode ({e:?})")))?;
                     let tag = h.tag().map_or(String::new(), |t| t.as_str().to_string());
                     entries.push((tag, h.start_timestamp(), h.duration(), hist));

@@ -218,7 +218,7 @@ impl Metrics {
                 .iter()
                 .map(|_| VecDeque::with_capacity(WINDOW_SECONDS + 1))
                 .collect(),
-            scratch: stats::histogram(),
+            scratch: stats::window_histogram(),
             last_rotation: Instant::now(),
             pids,
             planned_events: Vec::new(),
@@ -245,13 +245,13 @@ impl Metrics {
             for (ring, recent) in self.ring.iter_mut().zip(totals.window.iter_mut()) {
                 // The second that leaves the window is the next second's
                 // histogram: none is made or dropped once the ring is full
-                // (each is ~180 KB; issue 29).
+                // (each was ~180 KB; issue 29).
                 let mut second = if ring.len() >= WINDOW_SECONDS {
                     let mut oldest = ring.pop_front().expect("the ring is full");
                     oldest.reset();
                     oldest
                 } else {
-                    stats::histogram()
+                    stats::window_histogram()
                 };
                 std::mem::swap(&mut second, recent);
                 ring.push_back(second);

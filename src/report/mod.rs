@@ -367,6 +367,7 @@ pub fn decode(text: &str) -> Option<Histogram<u64>> {
     hdrhistogram::serialization::Deserializer::new()
         .deserialize(&mut std::io::Cursor::new(bytes))
         .ok()
+        .map(crate::stats::growing)
 }
 
 /// Which share of a sharded plan a report covers.

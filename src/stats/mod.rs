@@ -154,9 +154,45 @@ impl Counters {
 }
 
 /// A new histogram with soakd's bounds (1 µs to 1 h, 3 significant digits).
+///
+/// Sized by what it holds: it starts covering 1–2,047 µs (16 KiB) and
+/// grows, by whole doublings, to the largest value recorded or added, at
+/// most [`HIST_MAX_US`] (188 KiB). Made for the whole range at once, every
+/// one of the two or three dozen histograms of a process cost its 188 KiB
+/// even for a run whose latencies never pass a millisecond: ~7 MB of a
+/// process holding one connection, most of soakd's memory per connection
+/// when a million are held as 67 processes (issue 41). A histogram grows
+/// only when a value a doubling past its largest arrives, so it allocates
+/// at most 21 times in its life, none once the run's range is seen; it
+/// never shrinks (a reset keeps its size), so the memory stays that of the
+/// run's largest latency, bounded by the full size.
 pub fn histogram() -> Histogram<u64> {
-    // The bounds are constants that hdrhistogram accepts.
-    Histogram::new_with_bounds(1, HIST_MAX_US, 3).expect("valid histogram bounds")
+    sized(3)
+}
+
+/// A growing histogram of `digits` significant digits from 1 µs (see
+/// [`histogram`]).
+pub(crate) fn sized(digits: u8) -> Histogram<u64> {
+    // 1 and 3 (or 2) digits are bounds that hdrhistogram accepts.
+    Histogram::new(digits).expect("valid histogram bounds")
+}
+
+/// A histogram read from a file (a report, an HDR log, a checkpoint) made
+/// to grow like [`histogram`]'s, so adding a larger one to it cannot fail.
+pub fn growing(mut h: Histogram<u64>) -> Histogram<u64> {
+    h.auto(true);
+    h
+}
+
+/// Records `us` microseconds, clamped into soakd's range (1 µs to 1 h):
+/// the histogram grows to hold it (one that cannot grow, read from a file,
+/// keeps it at its top).
+#[inline]
+pub fn record_us(h: &mut Histogram<u64>, us: u64) {
+    let us = us.clamp(1, HIST_MAX_US);
+    if h.record(us).is_err() {
+        h.saturating_record(us);
+    }
 }
 
 #[cfg(test)]
@@ -164,19 +200,29 @@ pub fn histogram() -> Histogram<u64> {
 /// recording can never fail.
 #[inline]
 pub fn record(h: &mut Histogram<u64>, d: Duration) {
-    let us = (d.as_micros() as u64).clamp(1, HIST_MAX_US);
-    h.saturating_record(us);
+    record_us(h, d.as_micros() as u64);
 }
 
 /// Records a nanosecond span (the engine's clock unit).
 #[inline]
 pub fn record_ns(h: &mut Histogram<u64>, ns: u64) {
-    h.saturating_record((ns / 1_000).clamp(1, HIST_MAX_US));
+    record_us(h, ns / 1_000);
 }
 
-/// A new per-request histogram (1 µs to 1 h, 2 significant digits).
+/// A histogram of the metrics' latency window (the quantile gauges over
+/// the last seconds): 2 significant digits (1%), growing like
+/// [`histogram`]'s. A workload keeps a dozen of them (a second each and
+/// their sum), so at 3 digits they were most of its memory once its
+/// latencies reach seconds (issue 41); a gauge read at 1% is the
+/// per-request histograms' precision.
+pub fn window_histogram() -> Histogram<u64> {
+    sized(REQUEST_HIST_DIGITS)
+}
+
+/// A new per-request histogram (2 significant digits, growing like
+/// [`histogram`]'s).
 pub fn request_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, HIST_MAX_US, REQUEST_HIST_DIGITS).expect("valid histogram bounds")
+    sized(REQUEST_HIST_DIGITS)
 }
 
 /// Counters of one request of a workload's mix.
@@ -611,7 +657,7 @@ mod tests {
         let per_week: u64 = 50_000 * 7 * 24 * 3600;
         let values = [1_000u64, 10_000, 250_000, 1_000_000, 60_000_000];
         for v in values {
-            h.saturating_record_n(v, per_week / values.len() as u64);
+            h.record_n(v, per_week / values.len() as u64).unwrap();
         }
         assert_eq!(h.len(), per_week / values.len() as u64 * values.len() as u64);
         assert!(h.value_at_quantile(1.0) >= 59_900_000);

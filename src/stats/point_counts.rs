@@ -8,7 +8,7 @@
 //! buckets' share of [`POINT_BYTES`](super::timeline::POINT_BYTES), so the
 //! point keeps only these and the run's totals keep the rest. A counter
 //! a chart needs per interval is added here (8 bytes a point each; the
-//! worst point has 48 bytes to spare at 256 buckets, `the_worst_point_fits`).
+//! worst point has 56 bytes to spare, `the_worst_point_fits`).
 
 use serde::{Deserialize, Serialize};
 

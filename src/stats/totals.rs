@@ -88,7 +88,7 @@ impl Totals {
             reramping: vec![false; n],
             resumed: Vec::new(),
             heartbeats: vec![(0, Instant::now()); workers],
-            window: (0..n).map(|_| histogram()).collect(),
+            window: (0..n).map(|_| super::window_histogram()).collect(),
             log_interval: hdr_log.then(|| (0..n).map(|_| histogram()).collect()),
             recent: recent.then(|| (0..n).map(|_| WorkloadStats::default()).collect()),
             timeline: {
@@ -234,7 +234,7 @@ impl Totals {
         self.ramp.push(None);
         self.open_min.push(None);
         self.reramping.push(false);
-        self.window.push(histogram());
+        self.window.push(super::window_histogram());
         if let Some(log) = self.log_interval.as_mut() {
             log.push(histogram());
         }

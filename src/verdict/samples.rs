@@ -62,7 +62,10 @@ pub fn read_log(path: &Path, what: &str) -> Result<Samples, Error> {
         let raw = base64::engine::general_purpose::STANDARD
             .decode(h.encoded_histogram())
             .map_err(|e| bad(e.to_string()))?;
-        let hist: Histogram<u64> = de.deserialize(&mut raw.as_slice()).map_err(|e| bad(format!("{e:?}")))?;
+        let hist: Histogram<u64> = de
+            .deserialize(&mut raw.as_slice())
+            .map(crate::stats::growing)
+            .map_err(|e| bad(format!("{e:?}")))?;
         let seconds = h.duration().as_secs_f64();
         if hist.is_empty() || seconds <= 0.0 {
             continue;
@@ -153,7 +156,10 @@ pub fn stretches(path: &Path, tag: &str, window: std::time::Duration, what: &str
         let raw = base64::engine::general_purpose::STANDARD
             .decode(h.encoded_histogram())
             .map_err(|e| bad(e.to_string()))?;
-        let hist: Histogram<u64> = de.deserialize(&mut raw.as_slice()).map_err(|e| bad(format!("{e:?}")))?;
+        let hist: Histogram<u64> = de
+            .deserialize(&mut raw.as_slice())
+            .map(crate::stats::growing)
+            .map_err(|e| bad(format!("{e:?}")))?;
         merged.add(&hist).map_err(|e| bad(format!("{e:?}")))?;
         seconds += h.duration().as_secs_f64();
     }

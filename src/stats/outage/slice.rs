@@ -6,7 +6,6 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 
 use super::records::Figures;
-use crate::stats::HIST_MAX_US;
 use crate::stats::sparse::Sparse;
 
 /// Most drains a slice keeps for the boundaries (four a second normally).
@@ -47,9 +46,10 @@ pub(super) struct Slice {
     pub(super) drains: Vec<Drain>,
 }
 
-/// A second's histogram: 2 significant digits, as a timeline point's.
+/// A second's histogram: 2 significant digits, as a timeline point's,
+/// growing like [`crate::stats::histogram`]'s.
 pub(super) fn second_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, HIST_MAX_US, 2).expect("valid histogram bounds")
+    crate::stats::sized(2)
 }
 
 impl Slice {
