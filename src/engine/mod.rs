@@ -63,6 +63,11 @@ pub trait Sink {
     fn marked(&mut self) {}
     /// A reload was tried; `ok` says whether it was applied.
     fn reloaded(&mut self, _ok: bool) {}
+    /// Whether [`Sink::tick`] reads [`Totals::take_interval`] (a status
+    /// line): asked once, before the run.
+    fn takes_intervals(&self) -> bool {
+        true
+    }
     /// The run is over, before [`Sink::finish`]: `complete` when it ended
     /// on its own (its duration, `--requests`, its stages or an abort),
     /// not by a signal or a failure.
@@ -168,6 +173,9 @@ pub fn run(
     let mut totals = Totals::new(names, threads, plan.hdr_log.is_some(), plan.threshold_window.is_some());
     for (wi, w) in plan.workloads.iter().enumerate() {
         totals.set_requests(wi, w.request_names());
+    }
+    if sink.takes_intervals() {
+        totals.keep_interval();
     }
     // A `--close` workload holds no connection between its requests: only
     // its errors make outages.

@@ -408,6 +408,10 @@ impl Sink for Observers {
         }
     }
 
+    fn takes_intervals(&self) -> bool {
+        self.status.takes_intervals()
+    }
+
     fn marked(&mut self) {
         self.events.signalled();
     }

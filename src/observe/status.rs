@@ -17,16 +17,14 @@ use crate::stats::WorkloadStats;
 #[derive(Debug)]
 pub struct StatusLine {
     tty: bool,
-    /// A shard of `soakd run --processes N` prints no line of its own
-    /// (see [`silence`]).
-    silent: bool,
     every: Duration,
     last: Duration,
     last_errors: u64,
     shown: bool,
     /// The interval's sum, kept from line to line (see
-    /// [`Totals::take_interval`]).
-    interval: WorkloadStats,
+    /// [`Totals::take_interval`]); none in a shard of `soakd run
+    /// --processes N`, which prints no line of its own (see [`silence`]).
+    interval: Option<WorkloadStats>,
 }
 
 /// Set once by a shard of `soakd run --processes N` before its run: N
@@ -53,7 +51,6 @@ impl StatusLine {
         let tty = std::io::stderr().is_terminal() && !silent;
         StatusLine {
             tty,
-            silent,
             every: if tty {
                 Duration::from_secs(1)
             } else {
@@ -62,8 +59,13 @@ impl StatusLine {
             last: Duration::ZERO,
             last_errors: 0,
             shown: false,
-            interval: WorkloadStats::default(),
+            interval: (!silent).then(WorkloadStats::default),
         }
+    }
+
+    /// Whether the line reads [`Totals::take_interval`].
+    pub fn takes_intervals(&self) -> bool {
+        self.interval.is_some()
     }
 
     /// Called every aggregation tick; prints when a line is due.
@@ -81,11 +83,11 @@ impl StatusLine {
         }
         let span = (elapsed - self.last).as_secs_f64();
         self.last = elapsed;
-        totals.take_interval(&mut self.interval);
-        if self.silent {
+        let Some(interval) = self.interval.as_mut() else {
             return;
-        }
-        let interval = &self.interval;
+        };
+        totals.take_interval(interval);
+        let interval = &*interval;
         let mut g = Gauges::default();
         for x in &totals.gauges {
             g.add(x);

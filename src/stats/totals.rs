@@ -20,8 +20,12 @@ pub struct Totals {
     pub requests: Vec<Vec<String>>,
     /// Cumulative counters and histograms.
     pub stats: Vec<WorkloadStats>,
-    /// What arrived since [`Totals::take_interval`] was last called.
-    pub interval: Vec<WorkloadStats>,
+    /// What arrived since [`Totals::take_interval`] was last called; kept
+    /// only for a status line ([`Totals::keep_interval`]): a shard of
+    /// `soakd run --processes` prints none, and two sets of a workload's
+    /// histograms (this and the line's sum) were ~0.4 MB of each of its
+    /// processes (issue 41).
+    interval: Option<Vec<WorkloadStats>>,
     /// Current connection levels (sum over workers).
     pub gauges: Vec<Gauges>,
     /// Most connections seen open at once (sampled each tick).
@@ -78,7 +82,7 @@ impl Totals {
             requests: vec![Vec::new(); n],
             names,
             stats: (0..n).map(|_| WorkloadStats::default()).collect(),
-            interval: (0..n).map(|_| WorkloadStats::default()).collect(),
+            interval: None,
             gauges: vec![Gauges::default(); n],
             peak_open: vec![0; n],
             ramp: vec![None; n],
@@ -123,7 +127,9 @@ impl Totals {
             } = &mut *d;
             for wi in 0..n {
                 self.stats[wi].add(&stats[wi]);
-                self.interval[wi].add(&stats[wi]);
+                if let Some(i) = self.interval.as_mut() {
+                    i[wi].add(&stats[wi]);
+                }
                 if let Some(r) = self.recent.as_mut() {
                     r[wi].add(&stats[wi]);
                 }
@@ -215,10 +221,14 @@ impl Totals {
             // Counts are kept by position: a changed list starts over, so
             // no count lands under another request's name.
             self.stats[wi].requests.clear();
-            self.interval[wi].requests.clear();
+            if let Some(i) = self.interval.as_mut() {
+                i[wi].requests.clear();
+            }
         }
         self.stats[wi].set_requests(names.len());
-        self.interval[wi].set_requests(names.len());
+        if let Some(i) = self.interval.as_mut() {
+            i[wi].set_requests(names.len());
+        }
         self.requests[wi] = names;
     }
 
@@ -228,7 +238,9 @@ impl Totals {
         self.names.push(name);
         self.requests.push(Vec::new());
         self.stats.push(WorkloadStats::default());
-        self.interval.push(WorkloadStats::default());
+        if let Some(i) = self.interval.as_mut() {
+            i.push(WorkloadStats::default());
+        }
         self.gauges.push(Gauges::default());
         self.peak_open.push(0);
         self.ramp.push(None);
@@ -283,6 +295,22 @@ impl Totals {
         }
     }
 
+    /// Keeps what arrives from now on for [`Totals::take_interval`] (a
+    /// status line; made once, before the run).
+    pub fn keep_interval(&mut self) {
+        let requests = &self.requests;
+        self.interval.get_or_insert_with(|| {
+            requests
+                .iter()
+                .map(|names| {
+                    let mut s = WorkloadStats::default();
+                    s.set_requests(names.len());
+                    s
+                })
+                .collect()
+        });
+    }
+
     /// Everything that arrived since the last call, merged over workloads
     /// into `sum` (cleared first), and the interval restarted. The caller
     /// keeps `sum` from call to call: a new one is four full histograms
@@ -290,7 +318,7 @@ impl Totals {
     /// in steps (glibc's dynamic mmap threshold; bench/README.md).
     pub fn take_interval(&mut self, sum: &mut WorkloadStats) {
         sum.clear();
-        for s in &mut self.interval {
+        for s in self.interval.iter_mut().flatten() {
             sum.add(s);
             s.clear();
         }
