@@ -26,6 +26,7 @@
 #   bench/c1m.sh                              # HTTP/1.1, 1,000,000 for 10 min
 #   MODE=ws bench/c1m.sh                      # WebSocket, held with a ping a minute
 #   MODE=h2 bench/c1m.sh                      # HTTP/2 (h2c), one request a minute
+#   MODE=h2idle bench/c1m.sh                  # HTTP/2 held with a PING a minute
 #   CONNS=60000 HOLD=60 bench/c1m.sh          # a small rehearsal
 #   NET=3 bench/c1m.sh                        # sources 127.3.x.y (a fresh set
 #                                             # after a run: no TIME_WAIT)
@@ -38,7 +39,7 @@ PER=${PER:-15000}
 SHARDS=${SHARDS:-$(((CONNS + PER - 1) / PER))}
 SERVERS=${SERVERS:-$(((CONNS + 17999) / 18000))}
 HOLD=${HOLD:-600}
-RAMP=${RAMP:-10000}
+RAMP=${RAMP:-14000}
 NET=${NET:-2}
 HOST=${HOST:-127.0.1.1}
 PORT=${PORT:-8080}
@@ -68,8 +69,16 @@ h2)
     SERVER_ARGS=(--h2)
     RUN_ARGS=(--http 2 -i 60s)
     ;;
+h2idle)
+    # Held HTTP/2 connections kept alive by a PING a minute; a request
+    # every 1,000 hours each (its first at the slot's phase: ~0.2% of
+    # the connections send one in a 12-minute run).
+    URL=http://$HOST:$PORT/
+    SERVER_ARGS=(--h2)
+    RUN_ARGS=(--http 2 -i 1000h --h2-ping 60s)
+    ;;
 *)
-    echo "MODE is http, ws or h2" >&2
+    echo "MODE is http, ws, h2 or h2idle" >&2
     exit 2
     ;;
 esac
@@ -203,10 +212,11 @@ PROM_OPEN=$(query 'sum(soakd_connections{state="open"})')
 PROM_RATE=$(query 'sum(rate(soakd_connections_opened_total[2m])) + sum(rate(soakd_request_duration_seconds_count[2m]))')
 PROM_REQ=$(query 'sum(rate(soakd_request_duration_seconds_count[2m]))')
 PROM_PINGS=$(query 'sum(rate(soakd_ws_pings_total[2m]))')
+PROM_H2_PINGS=$(query 'sum(rate(soakd_h2_pings_total[2m]))')
 CURL=$(curl -s -o /dev/null -w '%{http_code} in %{time_total} s' "http://$HOST:$PORT/" || echo failed)
 cat <<EOF
 Prometheus, one job over $SHARDS shards: sum(soakd_connections{state="open"}) = $PROM_OPEN
-  requests/s (2 min rate) $PROM_REQ (the schedule: $(calc "$CONNS / 60")); WebSocket pings/s $PROM_PINGS
+  requests/s (2 min rate) $PROM_REQ (the schedule: $(calc "$CONNS / 60")); WebSocket pings/s $PROM_PINGS; HTTP/2 PINGs/s $PROM_H2_PINGS
 soakd:   Pss $(calc "$SOAKD_PSS / 1048576") MiB over $((${#SHARD_PIDS[@]} + 1)) processes = $(calc "$SOAKD_PSS / $CONNS") B per connection
 servers: Pss $(calc "$SERVERS_PSS / 1048576") MiB over $SERVERS processes = $(calc "$SERVERS_PSS / $CONNS") B per connection (before the run: $(calc "$SERVERS_PSS0 / 1048576") MiB)
 kernel:  Slab +$(calc "($SLAB - $SLAB0) / 1048576") MiB = $(calc "($SLAB - $SLAB0) / $CONNS") B per connection, both sockets (unreclaimable +$(calc "($SUNRECLAIM - $SUNRECLAIM0) / $CONNS") B)

@@ -141,7 +141,9 @@ impl Sparse {
             }
             n
         };
-        let level = (0..MAX_LEVEL).find(|l| distinct(*l) <= MAX_BUCKETS).unwrap_or(MAX_LEVEL);
+        let level = (0..MAX_LEVEL)
+            .find(|l| distinct(*l) <= MAX_BUCKETS)
+            .unwrap_or(MAX_LEVEL);
         self.level = level;
         for (b, c) in each() {
             self.push(at_level(b, level), c);
@@ -279,7 +281,10 @@ mod tests {
             let h = spread(seed, decades, 20_000);
             let mut all = Sparse::default();
             for v in h.iter_recorded() {
-                all.push(bucket_of(h.median_equivalent(v.value_iterated_to())), v.count_at_value() as u32);
+                all.push(
+                    bucket_of(h.median_equivalent(v.value_iterated_to())),
+                    v.count_at_value() as u32,
+                );
             }
             all.cap();
             let mut filled = Sparse::reserved();
@@ -323,7 +328,10 @@ mod tests {
         for q in [0.1, 0.5, 0.9, 0.99, 0.999] {
             let exact = both.value_at_quantile(q) as f64;
             let read = merged.quantile_us(q).unwrap() as f64;
-            assert!(read / exact <= tolerance && exact / read <= tolerance, "q{q}: {read} against {exact}");
+            assert!(
+                read / exact <= tolerance && exact / read <= tolerance,
+                "q{q}: {read} against {exact}"
+            );
         }
     }
 }

@@ -52,11 +52,11 @@ use std::time::{Duration, SystemTime};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use super::WorkloadStats;
 use super::point_counts::PointCounts;
 pub use super::resources::{ProcSample, Resources};
 use super::series::{MAX_SERIES, SeriesTable};
 pub use super::sparse::Sparse;
-use super::WorkloadStats;
 
 /// Length of a point until the first coarsening.
 pub const BASE_INTERVAL: Duration = Duration::from_secs(1);
