@@ -202,20 +202,23 @@ impl Sparse {
         out.level = self.level.max(other.level);
         let level = out.level;
         let (mut i, mut j) = (0, 0);
-        while i < self.index.len() || j < other.index.len() {
+        loop {
             let a = self.index.get(i).map(|b| at_level(*b, level));
             let b = other.index.get(j).map(|b| at_level(*b, level));
             match (a, b) {
-                (Some(a), b) if b.is_none_or(|b| a <= b) => {
-                    out.push(a, self.counts[i]);
-                    i += 1;
-                }
-                (_, Some(b)) => {
-                    out.push(b, other.counts[j]);
+                (Some(x), Some(y)) if y < x => {
+                    out.push(y, other.counts[j]);
                     j += 1;
                 }
-                (None, None) => unreachable!("the loop runs while one list has buckets"),
-                (Some(_), None) => unreachable!("the first arm takes a bucket of self alone"),
+                (Some(x), _) => {
+                    out.push(x, self.counts[i]);
+                    i += 1;
+                }
+                (None, Some(y)) => {
+                    out.push(y, other.counts[j]);
+                    j += 1;
+                }
+                (None, None) => break,
             }
         }
         out.cap();
