@@ -16,6 +16,7 @@ pub mod exposition;
 mod framer;
 pub mod grpc;
 pub mod h2;
+pub mod h3;
 pub mod headers;
 mod request;
 pub mod request_head;
