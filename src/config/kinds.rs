@@ -335,9 +335,9 @@ impl Kind for Http {
     type One = HttpVersion;
     type Value = HttpVersion;
     type Raw = String;
-    const NAME: Option<&'static str> = Some("1.1|2|auto");
+    const NAME: Option<&'static str> = Some("1.1|2|3|auto");
     fn parser() -> ValueParser {
-        ValueParser::new(|v: &str| HttpVersion::parse(v).ok_or_else(|| "expected 1.1, 2 or auto".to_string()))
+        ValueParser::new(|v: &str| HttpVersion::parse(v).ok_or_else(|| "expected 1.1, 2, 3 or auto".to_string()))
     }
     fn file(raw: String, _: &FileCx<'_>) -> Result<HttpVersion, String> {
         HttpVersion::parse(&raw)

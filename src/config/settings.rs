@@ -320,6 +320,11 @@ workload_settings! {
     /// keepalive) and time its ACK, or `off`.
     h2_ping: Option<OrOff> as PingDur, shown defaults::H2_PING, flag "h2-ping", into h2_ping,
         reload recycle;
+    // HTTP/3
+    /// HTTP/3: send a QUIC PING after DUR without a packet from the
+    /// server, or `off`; by default after half the idle timeout the two
+    /// sides negotiated.
+    h3_keepalive: Option<OrOff> as PingDur, flag "h3-keepalive", into h3_keepalive, reload recycle;
     // WebSocket
     /// ws://: send TEXT on each connection's schedule (paced -i, open loop
     /// -r, or closed loop) and time it to the next message received.

@@ -15,14 +15,18 @@ pub enum HttpVersion {
     /// `http://`, HTTP/1.1 (there is nothing to negotiate with).
     #[default]
     Auto,
+    /// HTTP/3 over QUIC (UDP, TLS 1.3, ALPN `h3`), `https://` only; never
+    /// picked by `auto` (no Alt-Svc discovery, docs/http3.md).
+    Http3,
 }
 
 impl HttpVersion {
-    /// Parses `1.1`, `2` or `auto`.
+    /// Parses `1.1`, `2`, `3` or `auto`.
     pub fn parse(value: &str) -> Option<HttpVersion> {
         match value.trim() {
             "1.1" => Some(HttpVersion::Http11),
             "2" => Some(HttpVersion::Http2),
+            "3" => Some(HttpVersion::Http3),
             "auto" => Some(HttpVersion::Auto),
             _ => None,
         }
@@ -33,6 +37,7 @@ impl HttpVersion {
         match self {
             HttpVersion::Http11 => "1.1",
             HttpVersion::Http2 => "2",
+            HttpVersion::Http3 => "3",
             HttpVersion::Auto => "auto",
         }
     }
@@ -42,6 +47,7 @@ impl HttpVersion {
         match self {
             HttpVersion::Http11 => vec![b"http/1.1".to_vec()],
             HttpVersion::Http2 => vec![b"h2".to_vec()],
+            HttpVersion::Http3 => vec![b"h3".to_vec()],
             HttpVersion::Auto => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
         }
     }
@@ -49,7 +55,7 @@ impl HttpVersion {
     /// Connections may speak HTTP/2 (so its state is prepared).
     pub fn may_be_h2(self, tls: bool) -> bool {
         match self {
-            HttpVersion::Http11 => false,
+            HttpVersion::Http11 | HttpVersion::Http3 => false,
             HttpVersion::Http2 => true,
             HttpVersion::Auto => tls,
         }

@@ -15,6 +15,7 @@ pub mod defaults;
 mod describe;
 pub mod events;
 pub mod grpc;
+pub mod h3;
 mod http;
 pub mod mix;
 mod render;
@@ -139,6 +140,9 @@ pub struct Workload {
     pub h2_window: u32,
     /// `--h2-ping`: a PING on each HTTP/2 connection this often.
     pub h2_ping: Option<std::time::Duration>,
+    /// `--h3-keepalive`: `None` by default (half the negotiated idle
+    /// timeout), `Some(None)` off, `Some(Some(d))` after `d` of silence.
+    pub h3_keepalive: Option<Option<std::time::Duration>>,
 }
 
 /// How each connection of a workload behaves: carried from the flags or
@@ -525,6 +529,8 @@ pub struct WorkloadSpec {
     pub h2_window: u32,
     /// `--h2-ping` as given (`Some(None)`: off).
     pub h2_ping: Option<Option<std::time::Duration>>,
+    /// `--h3-keepalive` as given (`Some(None)`: off).
+    pub h3_keepalive: Option<Option<std::time::Duration>>,
     /// WebSocket settings (only for `ws://`/`wss://` URLs).
     pub ws: WsSpec,
     /// gRPC settings (only for `grpc://`/`grpcs://` URLs).
@@ -625,11 +631,28 @@ impl WorkloadSpec {
         let h2_ping = self.h2_ping.unwrap_or(defaults::H2_PING);
         if h2_ping.is_some() && (parsed.ws || !http.may_be_h2(parsed.tls)) {
             return Err(Error::Usage(format!(
-                "{} is HTTP/2's keepalive and this workload speaks {}; drop it (for a WebSocket, {} pings)",
+                "{} is HTTP/2's keepalive and this workload speaks {}; drop it (for a WebSocket, {} pings; for HTTP/3, {})",
                 key("h2_ping"),
-                if parsed.ws { "WebSocket" } else { "HTTP/1.1" },
-                key("ws_ping")
+                if parsed.ws {
+                    "WebSocket"
+                } else if http == HttpVersion::Http3 {
+                    "HTTP/3"
+                } else {
+                    "HTTP/1.1"
+                },
+                key("ws_ping"),
+                key("h3_keepalive")
             )));
+        }
+        if self.h3_keepalive.is_some() && http != HttpVersion::Http3 {
+            return Err(Error::Usage(format!(
+                "{} is HTTP/3's keepalive and this workload does not speak HTTP/3; drop it, or add {} 3",
+                key("h3_keepalive"),
+                key("http")
+            )));
+        }
+        if http == HttpVersion::Http3 {
+            self.check_h3(&parsed, tls.as_ref(), key)?;
         }
         let ws = ws::build(&self.ws, &parsed, &self.headers, self.model, key)?.map(std::sync::Arc::new);
         if !self.requests.is_empty() {
@@ -681,6 +704,7 @@ impl WorkloadSpec {
             streams: self.streams,
             h2_window: self.h2_window,
             h2_ping,
+            h3_keepalive: self.h3_keepalive,
         })
     }
 }

@@ -92,6 +92,28 @@ name_table! {
         /// [`H2_PING_TIMEOUT`](crate::plan::defaults::H2_PING_TIMEOUT): the
         /// connection is dead or the server stopped reading.
         H2PingTimeout = "h2_ping_timeout",
+        // HTTP/3 over QUIC
+        /// The QUIC connection was idle past the negotiated
+        /// `max_idle_timeout` (no packet from the server in that time,
+        /// keep-alive PINGs included).
+        QuicIdleTimeout = "quic_idle_timeout",
+        /// The server answered with a QUIC stateless reset: it has no
+        /// state for the connection (restarted, or the connection was
+        /// routed to another instance).
+        QuicStatelessReset = "quic_stateless_reset",
+        /// The server speaks no QUIC version soakd does (version
+        /// negotiation failed).
+        QuicVersion = "quic_version",
+        /// A QUIC transport error, detected by either side (the code's
+        /// name is logged once per code).
+        QuicTransport = "quic_transport",
+        /// The server closed the connection with an HTTP/3 error code
+        /// other than H3_NO_ERROR (its name is logged once per code).
+        H3Closed = "h3_closed",
+        /// The server broke HTTP/3's rules on a stream soakd reads: a
+        /// malformed frame, a field section that is not valid QPACK
+        /// without a dynamic table, a response without a status.
+        H3Protocol = "h3_protocol",
     }
 }
 
@@ -115,6 +137,7 @@ impl ErrorKind {
                 | ErrorKind::TlsHandshake
                 | ErrorKind::H2NotNegotiated
                 | ErrorKind::WsHandshake
+                | ErrorKind::QuicVersion
         )
     }
 }

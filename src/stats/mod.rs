@@ -496,20 +496,33 @@ pub struct Gauges {
     /// The TLS cipher suite last negotiated (IANA number, 0 before any).
     pub tls_suite: u16,
     // HTTP/2
-    /// The HTTP version last spoken on a new connection: 11 (HTTP/1.1) or
-    /// 20 (HTTP/2); 0 before any.
+    /// The HTTP version last spoken on a new connection: 11 (HTTP/1.1),
+    /// 20 (HTTP/2) or 30 (HTTP/3); 0 before any.
     pub http_version: u8,
     /// The lowest SETTINGS_MAX_CONCURRENT_STREAMS a server announced (0:
     /// none seen).
     pub h2_streams_limit: u32,
     /// Established connections by the HTTP version they speak: HTTP/1.1
-    /// (WebSocket included), HTTP/2.
-    pub http_open: [u64; 2],
+    /// (WebSocket included), HTTP/2, HTTP/3 (see [`Gauges::http_index`]).
+    pub http_open: [u64; 3],
     /// Held gRPC streams open now (`--stream subscribe`).
     pub grpc_streams: u64,
 }
 
 impl Gauges {
+    /// The HTTP versions [`Gauges::http_open`] counts, as the gauges and
+    /// labels name them: (`http_version`'s number, the `version` label).
+    pub const HTTP_VERSIONS: [(u8, &'static str); 3] = [(11, "1.1"), (20, "2"), (30, "3")];
+
+    /// The index in [`Gauges::http_open`] of `version` (11, 20 or 30).
+    pub fn http_index(version: u8) -> usize {
+        match version {
+            20 => 1,
+            30 => 2,
+            _ => 0,
+        }
+    }
+
     /// Adds `other` into `self` (summing workers).
     pub fn add(&mut self, o: &Gauges) {
         self.desired += o.desired;
@@ -521,8 +534,9 @@ impl Gauges {
         self.tls_version = self.tls_version.max(o.tls_version);
         self.tls_suite = self.tls_suite.max(o.tls_suite);
         self.http_version = self.http_version.max(o.http_version);
-        self.http_open[0] += o.http_open[0];
-        self.http_open[1] += o.http_open[1];
+        for (a, b) in self.http_open.iter_mut().zip(o.http_open) {
+            *a += b;
+        }
         self.grpc_streams += o.grpc_streams;
         self.h2_streams_limit = match (self.h2_streams_limit, o.h2_streams_limit) {
             (0, b) => b,
@@ -617,6 +631,13 @@ mod tests {
                 "grpc_status",
                 "too_many_pings",
                 "h2_ping_timeout",
+                // HTTP/3
+                "quic_idle_timeout",
+                "quic_stateless_reset",
+                "quic_version",
+                "quic_transport",
+                "h3_closed",
+                "h3_protocol",
             ]
         );
         for (i, k) in ErrorKind::ALL.iter().enumerate() {

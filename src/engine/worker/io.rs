@@ -54,6 +54,9 @@ impl Worker {
             let registry = self.poll.registry();
             return self.lingering.on_event(registry, generation as usize, &mut self.rbuf);
         }
+        if key == super::quic::QUIC_KEY {
+            return self.on_quic(generation as usize);
+        }
         let Some(c) = self.conns.get(key) else { return };
         if c.generation != generation {
             return;
@@ -294,6 +297,9 @@ impl Worker {
     /// full (the one write loop, `netio::until_blocked`). Returns false
     /// when the connection failed.
     pub(super) fn write_out(&mut self, key: usize) -> bool {
+        if matches!(self.conns[key].proto, Protocol::H3(_)) {
+            return self.quic_transmit(key);
+        }
         let c = &mut self.conns[key];
         let cx = Cx::of(&self.wl[c.workload as usize], &self.inflight, key, self.max_pipeline);
         let Some(stream) = c.stream.as_mut() else { return false };

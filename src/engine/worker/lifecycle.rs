@@ -23,7 +23,7 @@ impl Worker {
         let g = &mut self.gauges[c.workload as usize];
         // By the HTTP version spoken: a connection's protocol is settled
         // before it opens and stays until it is closed.
-        let version = usize::from(c.proto.version() == 20);
+        let version = crate::stats::Gauges::http_index(c.proto.version());
         match c.state {
             State::Open => {
                 g.open -= 1;
@@ -58,6 +58,9 @@ impl Worker {
         c.proto = Protocol::new(&self.wl[c.workload as usize]);
         let tok = token(key, c.generation);
         self.set_state(key, State::Connecting);
+        if self.wl[self.conns[key].workload as usize].proto.is_quic() {
+            return self.start_quic(key, now);
+        }
         let (tcp, done) = match socket::connect(addr, source, w_keepalive, self.ports.as_mut()) {
             Ok(Connecting::InProgress(s)) => (s, false),
             Ok(Connecting::Done(s)) => (s, true),
@@ -174,6 +177,8 @@ impl Worker {
     /// answered any more: they count as failed with `eof`.
     pub(super) fn close(&mut self, key: usize, reason: CloseReason, now: u64) {
         self.proto_closed(key, now);
+        // A QUIC connection says why it ends unless it broke.
+        self.quic_forget(key, reason != CloseReason::Error);
         let c = &mut self.conns[key];
         let wi = c.workload as usize;
         if let Some(mut s) = c.stream.take() {
@@ -238,11 +243,18 @@ impl Worker {
         }
     }
 
-    /// Takes a slot out of the worker for good.
-    pub(super) fn remove_slot(&mut self, key: usize) {
+    /// Lets go of slot `key`'s socket or QUIC connection, if any, without a
+    /// word to the server unless `polite` (a QUIC CONNECTION_CLOSE).
+    pub(super) fn drop_transport(&mut self, key: usize, polite: bool) {
         if let Some(mut s) = self.conns[key].stream.take() {
             s.deregister(self.poll.registry());
         }
+        self.quic_forget(key, polite);
+    }
+
+    /// Takes a slot out of the worker for good.
+    pub(super) fn remove_slot(&mut self, key: usize) {
+        self.drop_transport(key, false);
         self.wheel.cancel(key as u32);
         self.set_state(key, State::Idle);
         let wi = self.conns[key].workload as usize;
@@ -308,8 +320,8 @@ impl Worker {
             self.proto_closed(key, now);
             self.conns[key].proto.reset();
             self.close(key, CloseReason::Error, now);
-        } else if let Some(mut s) = c.stream.take() {
-            s.deregister(self.poll.registry());
+        } else {
+            self.drop_transport(key, false);
         }
         let st = &mut self.local[wi].counters;
         // One error per request lost, or one for the connection when no
@@ -374,6 +386,15 @@ impl Worker {
                 let wi = self.conns[key].workload as usize;
                 self.ramp[wi].queue.push_back(key as u32);
             }
+            State::Handshaking if w.proto.is_quic() => {
+                // QUIC's handshake is transport and TLS in one: no answer
+                // within the connect timeout is `connect_timeout`.
+                if now >= c.since + w.connect_timeout_ns {
+                    self.fail(key, ErrorKind::ConnectTimeout, now);
+                } else {
+                    self.quic_timeout(key, now);
+                }
+            }
             State::Connecting | State::Handshaking => {
                 if now >= c.since + w.connect_timeout_ns {
                     // A handshake has its own deadline (the connect
@@ -390,7 +411,14 @@ impl Worker {
                 }
             }
             State::Open => {
-                if c.proto.deadline().is_some_and(|d| now >= d) {
+                if let Protocol::H3(h) = &mut c.proto
+                    && h.deadline().is_some_and(|d| now >= d)
+                {
+                    h.keepalive(now);
+                    if !self.quic_timeout(key, now) {
+                        return;
+                    }
+                } else if c.proto.deadline().is_some_and(|d| now >= d) {
                     // Bytes it made owed (a ping) go out with the requests
                     // due, in the one write of `serve` below.
                     match self.with_proto(key, now, |p, _, t| p.on_time(t)) {

@@ -30,12 +30,14 @@ mod exchange;
 pub mod fuzzing;
 mod h2;
 mod h2_streams;
+mod h3;
 mod http1;
 mod io;
 mod lifecycle;
 mod linger;
 mod probe;
 mod protocol;
+mod quic;
 pub(super) mod socket;
 mod transport;
 mod ws;
@@ -385,6 +387,9 @@ pub struct Worker {
     probe_woken: u64,
     /// Failed sockets waiting for the server's close (see `linger.rs`).
     lingering: linger::Lingering,
+    /// UDP sockets and the QUIC endpoint, made at the first QUIC connect
+    /// (see `quic.rs`).
+    quic: Option<Box<quic::Quic>>,
 }
 
 impl Worker {
@@ -446,6 +451,7 @@ impl Worker {
             outage: 0,
             probe_woken: 0,
             lingering: Default::default(),
+            quic: None,
             shared,
             wl,
         })
@@ -547,9 +553,7 @@ impl Worker {
                     self.set_state(key, State::Idle);
                 }
                 State::Connecting | State::Handshaking => {
-                    if let Some(mut s) = self.conns[key].stream.take() {
-                        s.deregister(self.poll.registry());
-                    }
+                    self.drop_transport(key, false);
                     self.wheel.cancel(key as u32);
                     self.set_state(key, State::Idle);
                 }
@@ -575,9 +579,7 @@ impl Worker {
                 // The in-flight gauge keeps these: the report shows them.
                 self.close(key, CloseReason::Shutdown, now);
             } else if self.conns[key].state != State::Idle {
-                if let Some(mut s) = self.conns[key].stream.take() {
-                    s.deregister(self.poll.registry());
-                }
+                self.drop_transport(key, false);
                 self.set_state(key, State::Idle);
             }
         }

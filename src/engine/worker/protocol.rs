@@ -43,6 +43,7 @@ use std::sync::Arc;
 use super::WorkloadRt;
 pub(super) use super::exchange::{AtClose, Cx, Inflight, Issued, Output, Response, Tally};
 use super::h2::{H2, H2Rt};
+use super::h3::{H3, H3Rt, Keepalive};
 use super::http1::Http1;
 use super::ws::Ws;
 use crate::plan::{HttpVersion, WsMode, WsPlan};
@@ -61,6 +62,8 @@ pub enum ProtoRt {
     H2(Arc<H2Rt>),
     /// WebSocket: the upgrade, then messages.
     Ws(Arc<WsPlan>),
+    /// HTTP/3 over QUIC (`--http 3`).
+    H3(Arc<H3Rt>),
 }
 
 impl ProtoRt {
@@ -69,6 +72,28 @@ impl ProtoRt {
         let tls = w.target.tls.is_some();
         if let Some(plan) = &w.target.ws {
             return ProtoRt::Ws(plan.clone());
+        }
+        if w.http == HttpVersion::Http3
+            && let Some(t) = &w.target.tls
+        {
+            return ProtoRt::H3(Arc::new(H3Rt {
+                requests: w
+                    .target
+                    .requests
+                    .iter()
+                    .map(|r| crate::wire::h3::render_request(&r.bytes).expect("soakd's own HTTP/1.1 rendering parses"))
+                    .collect(),
+                streams: w.streams,
+                quic: crate::plan::h3::client_config(&t.config, w.streams)
+                    .expect("checked when the plan was built (plan::h3)"),
+                server_name: server_name(&t.server_name),
+                keepalive: match w.h3_keepalive {
+                    None => Keepalive::Auto,
+                    Some(None) => Keepalive::Off,
+                    Some(Some(d)) => Keepalive::Every(d.as_nanos() as u64),
+                },
+                idle_timeout: crate::plan::h3::IDLE_TIMEOUT.as_nanos() as u64,
+            }));
         }
         if !w.http.may_be_h2(tls) {
             return ProtoRt::Http1;
@@ -95,14 +120,22 @@ impl ProtoRt {
     pub(super) fn lanes(&self) -> u16 {
         match self {
             ProtoRt::H2(h) => h.streams.max(1),
+            ProtoRt::H3(h) => h.streams.max(1),
             ProtoRt::Http1 | ProtoRt::Ws(_) => 1,
         }
+    }
+
+    /// True for QUIC (its connections live on the worker's UDP sockets,
+    /// `quic.rs`).
+    pub(super) fn is_quic(&self) -> bool {
+        matches!(self, ProtoRt::H3(_))
     }
 
     /// In-flight entries a slot may need besides the pipeline depth.
     pub(super) fn depth(&self) -> u16 {
         match self {
             ProtoRt::H2(h) => h.streams,
+            ProtoRt::H3(h) => h.streams,
             ProtoRt::Http1 | ProtoRt::Ws(_) => 1,
         }
     }
@@ -126,6 +159,8 @@ pub(super) enum Protocol {
     /// WebSocket: the upgrade, then messages (boxed, like HTTP/2's, so an
     /// HTTP/1.1 slot does not pay for it).
     Ws(Box<Ws>),
+    /// HTTP/3: a QUIC connection's request streams (boxed, as HTTP/2's).
+    H3(Box<H3>),
 }
 
 impl Protocol {
@@ -136,6 +171,7 @@ impl Protocol {
         match &w.proto {
             ProtoRt::Ws(plan) => Protocol::Ws(Box::new(Ws::new(plan))),
             ProtoRt::H2(h) if h.cleartext => Protocol::H2(Box::new(H2::new(h.clone(), w.depth()))),
+            ProtoRt::H3(h) => Protocol::H3(Box::new(H3::new(h.clone(), w.depth()))),
             ProtoRt::H2(_) | ProtoRt::Http1 => Protocol::Http1(Http1::new(w.head)),
         }
     }
@@ -148,6 +184,8 @@ impl Protocol {
             ProtoRt::Ws(plan) => Protocol::Ws(Box::new(Ws::new(plan))),
             ProtoRt::H2(h) if h2 => Protocol::H2(Box::new(H2::new(h.clone(), w.depth()))),
             ProtoRt::H2(h) if h.required => return Err(ErrorKind::H2NotNegotiated),
+            // Never over TCP (see `quic.rs`).
+            ProtoRt::H3(_) => Protocol::new(w),
             ProtoRt::H2(_) | ProtoRt::Http1 => Protocol::Http1(Http1::new(w.head)),
         })
     }
@@ -157,6 +195,7 @@ impl Protocol {
     pub(super) fn version(&self) -> u8 {
         match self {
             Protocol::H2(_) => 20,
+            Protocol::H3(_) => 30,
             Protocol::Http1(_) | Protocol::Ws(_) => 11,
         }
     }
@@ -167,7 +206,7 @@ impl Protocol {
     #[inline]
     pub(super) fn step(&self, w: &WorkloadRt) -> Option<u64> {
         match self {
-            Protocol::H2(_) => w.lane_step_ns,
+            Protocol::H2(_) | Protocol::H3(_) => w.lane_step_ns,
             Protocol::Http1(_) | Protocol::Ws(_) => w.interval_ns,
         }
     }
@@ -181,6 +220,7 @@ impl Protocol {
         match self {
             Protocol::Http1(_) => w.pipeline,
             Protocol::H2(h) => h.capacity(w.lane_step_ns.is_some()),
+            Protocol::H3(h) => h.capacity(),
             Protocol::Ws(s) => s.capacity(w.pipeline),
         }
     }
@@ -189,7 +229,7 @@ impl Protocol {
     /// owed from now on; a handshake of its own must be done by `deadline`.
     pub(super) fn open(&mut self, deadline: u64) {
         match self {
-            Protocol::Http1(_) => {}
+            Protocol::Http1(_) | Protocol::H3(_) => {}
             Protocol::H2(h) => h.open(),
             Protocol::Ws(s) => s.open(deadline),
         }
@@ -202,6 +242,7 @@ impl Protocol {
         match self {
             Protocol::Ws(s) => s.deadline(),
             Protocol::H2(h) => h.deadline(),
+            Protocol::H3(h) => h.deadline(),
             Protocol::Http1(_) => None,
         }
     }
@@ -212,7 +253,8 @@ impl Protocol {
         match self {
             Protocol::Ws(s) => s.on_time(t),
             Protocol::H2(h) => h.on_time(t),
-            Protocol::Http1(_) => Output::Taken,
+            // The worker drives a QUIC connection's timers (`quic.rs`).
+            Protocol::Http1(_) | Protocol::H3(_) => Output::Taken,
         }
     }
 
@@ -224,6 +266,7 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.reset(),
             Protocol::H2(h) => h.reset(),
+            Protocol::H3(h) => h.reset(),
             Protocol::Ws(s) => s.reset(),
         }
     }
@@ -234,6 +277,7 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.in_flight(),
             Protocol::H2(h) => h.in_flight(),
+            Protocol::H3(h) => h.in_flight(),
             Protocol::Ws(s) => s.in_flight(),
         }
     }
@@ -245,6 +289,7 @@ impl Protocol {
     pub(super) fn cancel(&mut self, e: u16, written: u64) -> Option<Output> {
         match self {
             Protocol::H2(h) => h.cancel(e, written),
+            Protocol::H3(h) => Some(h.cancel(e)),
             Protocol::Http1(_) | Protocol::Ws(_) => None,
         }
     }
@@ -256,6 +301,7 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.oldest(),
             Protocol::H2(h) => h.oldest(),
+            Protocol::H3(h) => h.oldest(),
             Protocol::Ws(s) => s.oldest(),
         }
     }
@@ -268,6 +314,7 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => Issued::Entry(h.issue(depth)),
             Protocol::H2(h) => h.issue(t, req),
+            Protocol::H3(h) => h.issue(req),
             Protocol::Ws(s) => s.issue(t, depth),
         }
     }
@@ -278,6 +325,7 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.has_output(),
             Protocol::H2(h) => h.has_output(),
+            Protocol::H3(h) => h.owed,
             Protocol::Ws(s) => s.has_output(),
         }
     }
@@ -289,6 +337,8 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.outgoing(cx),
             Protocol::H2(h) => h.outgoing(cx),
+            // Packets, not bytes: `quic.rs` sends them.
+            Protocol::H3(_) => &[],
             Protocol::Ws(s) => s.outgoing(),
         }
     }
@@ -299,6 +349,7 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.sent(cx, n),
             Protocol::H2(h) => h.sent(n),
+            Protocol::H3(_) => {}
             Protocol::Ws(s) => s.sent(n),
         }
     }
@@ -311,6 +362,7 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.receive(cx, fresh),
             Protocol::H2(h) => h.receive(cx, t, fresh),
+            Protocol::H3(_) => (fresh.len(), Output::Taken),
             Protocol::Ws(s) => s.receive(cx, t, fresh),
         }
     }
@@ -320,6 +372,7 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.at_close(cx),
             Protocol::H2(h) => h.at_close(),
+            Protocol::H3(_) => AtClose::Idle,
             Protocol::Ws(s) => s.at_close(t),
         }
     }
@@ -334,7 +387,7 @@ impl Protocol {
                 h.closed(t);
                 false
             }
-            Protocol::Http1(_) => false,
+            Protocol::Http1(_) | Protocol::H3(_) => false,
         }
     }
 
@@ -347,7 +400,7 @@ impl Protocol {
                 h.start_close();
                 false
             }
-            Protocol::Http1(_) => false,
+            Protocol::Http1(_) | Protocol::H3(_) => false,
         }
     }
 
@@ -356,7 +409,7 @@ impl Protocol {
     pub(super) fn farewell(&self) -> bool {
         match self {
             Protocol::Ws(s) => s.has_output(),
-            Protocol::Http1(_) | Protocol::H2(_) => false,
+            Protocol::Http1(_) | Protocol::H2(_) | Protocol::H3(_) => false,
         }
     }
 
@@ -366,7 +419,7 @@ impl Protocol {
         match self {
             Protocol::Ws(s) => s.walk(t),
             Protocol::H2(h) => h.walk(t),
-            Protocol::Http1(_) => {}
+            Protocol::Http1(_) | Protocol::H3(_) => {}
         }
     }
 
@@ -376,7 +429,17 @@ impl Protocol {
         match self {
             Protocol::Http1(h) => h.relayout(old, new),
             Protocol::H2(h) => h.relayout(old, new),
+            Protocol::H3(h) => super::h3::relayout(h, old, new),
             Protocol::Ws(s) => s.relayout(old, new),
         }
+    }
+}
+
+/// The name a QUIC client sends and verifies: the TLS client's, as text.
+fn server_name(name: &rustls::pki_types::ServerName<'_>) -> String {
+    match name {
+        rustls::pki_types::ServerName::DnsName(d) => d.as_ref().to_string(),
+        rustls::pki_types::ServerName::IpAddress(ip) => std::net::IpAddr::from(*ip).to_string(),
+        other => format!("{other:?}"),
     }
 }

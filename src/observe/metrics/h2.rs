@@ -146,11 +146,11 @@ pub(super) const FAMILIES: &[Family] = &[
     },
     Family {
         name: "soakd_http_version_info",
-        help: "The HTTP version the target's connections speak: 1 for the one negotiated last, 0 for the other.",
+        help: "The HTTP version the target's connections speak: 1 for the one negotiated last, 0 for the others.",
         kind: MetricType::GAUGE,
         labels: &["target", "version"],
         fill: Fill::Target(|x, out| {
-            for (v, name) in [(11, "1.1"), (20, "2")] {
+            for (v, name) in crate::stats::Gauges::HTTP_VERSIONS {
                 let on = f64::from(u8::from(x.w.gauges.http_version == v));
                 out.push(value(x.kind, &[("target", x.t), ("version", name)], on));
             }
@@ -162,7 +162,7 @@ pub(super) const FAMILIES: &[Family] = &[
         kind: MetricType::GAUGE,
         labels: &["target", "version"],
         fill: Fill::Target(|x, out| {
-            for (i, name) in ["1.1", "2"].into_iter().enumerate() {
+            for (i, (_, name)) in crate::stats::Gauges::HTTP_VERSIONS.into_iter().enumerate() {
                 let n = x.w.gauges.http_open[i] as f64;
                 out.push(value(x.kind, &[("target", x.t), ("version", name)], n));
             }

@@ -1,0 +1,363 @@
+//! The worker's QUIC I/O: UDP sockets, one quinn-proto [`Endpoint`], and
+//! the glue between them and the loop's slots (HTTP/3, `h3.rs`).
+//!
+//! A TCP connection is a socket the loop registers; a QUIC connection is
+//! not: every connection of a worker shares its UDP socket (one per local
+//! address), and the endpoint routes each datagram to its connection by
+//! connection id. So readiness of a UDP socket is one event for many
+//! slots: [`Worker::on_quic`] reads until the socket is drained, hands
+//! each datagram to the endpoint and its connection, queues the slots it
+//! touched, and then drives each once ([`Worker::quic_drive`]): the
+//! connection's events become the loop's [`Output`]s, acted on as a
+//! byte-stream protocol's are (`io.rs`, `settle`), and the packets they
+//! made owed go out in one pass ([`Worker::quic_transmit`]).
+//!
+//! Timers: quinn-proto says when a connection next needs the clock
+//! (loss detection, acknowledgements, keep-alive PINGs, the idle timeout);
+//! that time is the protocol's deadline, armed on the same `O(1)` wheel
+//! entry as the slot's other deadlines (`io.rs`, `arm`), so an idle QUIC
+//! connection costs a wake-up per keep-alive and nothing between.
+//!
+//! A connection dropped before quinn drained it (a failure, a churn, the
+//! stop) is told to the endpoint as drained at once, so its ids are
+//! forgotten and a later datagram for it meets no connection, never the
+//! slot's next one.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use mio::net::UdpSocket;
+use quinn_proto::{DatagramEvent, Endpoint, EndpointConfig, EndpointEvent};
+
+use super::conn::{State, tick_ceil};
+use super::h3::{instant, timer_ns};
+use super::protocol::{Cx, Output, Protocol, ProtoRt};
+use super::{Worker, socket};
+use crate::stats::{self, ErrorKind};
+
+/// The token key of the worker's UDP sockets (the generation field
+/// carries the socket's index); below the lingering sockets' key.
+pub(super) const QUIC_KEY: usize = crate::netio::KEY_LIMIT - 2;
+
+/// Bytes of one datagram read: QUIC's packets fit a 1,500-byte path
+/// (soakd sends no larger), with room for a peer that pads to more.
+const MAX_DATAGRAM: usize = 2048;
+
+/// Socket buffers asked for: a burst of a few thousand connections' packets
+/// (a ramp's handshakes, a keep-alive round) must not be dropped by the
+/// kernel before the loop reads them.
+const SOCKET_BUFFER: usize = 4 << 20;
+
+/// Datagrams read per readiness event before other slots get a turn.
+const READ_BUDGET: usize = 1024;
+
+/// A slot key that no connection handle maps to.
+const NO_SLOT: u32 = u32::MAX;
+
+/// What a worker keeps for QUIC, made at its first QUIC connect.
+pub(super) struct Quic {
+    endpoint: Endpoint,
+    /// By local address: the socket and the address it was bound to.
+    sockets: Vec<(IpAddr, UdpSocket)>,
+    /// By connection handle: the slot it belongs to.
+    owners: Vec<u32>,
+    /// Datagrams as quinn takes them (one buffer, split per datagram and
+    /// reclaimed once quinn lets go of it).
+    rx: BytesMut,
+    /// One datagram's bytes, read.
+    read: Vec<u8>,
+    /// Packets quinn makes, one at a time.
+    tx: Vec<u8>,
+    /// Slots a read touched, to drive once it is done.
+    queue: Vec<u32>,
+}
+
+impl Quic {
+    fn new() -> Quic {
+        Quic {
+            endpoint: Endpoint::new(Arc::new(EndpointConfig::default()), None, true, None),
+            sockets: Vec::new(),
+            owners: Vec::new(),
+            rx: BytesMut::with_capacity(64 * 1024),
+            read: vec![0; MAX_DATAGRAM],
+            tx: Vec::with_capacity(MAX_DATAGRAM),
+            queue: Vec::new(),
+        }
+    }
+
+    /// The socket for local address `local` (bound on first use).
+    fn socket(&mut self, registry: &mio::Registry, local: IpAddr) -> io::Result<usize> {
+        if let Some(i) = self.sockets.iter().position(|(a, _)| *a == local) {
+            return Ok(i);
+        }
+        let s = socket2::Socket::new(
+            socket2::Domain::for_address(SocketAddr::new(local, 0)),
+            socket2::Type::DGRAM,
+            Some(socket2::Protocol::UDP),
+        )?;
+        s.set_nonblocking(true)?;
+        let _ = s.set_recv_buffer_size(SOCKET_BUFFER);
+        let _ = s.set_send_buffer_size(SOCKET_BUFFER);
+        s.bind(&SocketAddr::new(local, 0).into())?;
+        let mut udp = UdpSocket::from_std(s.into());
+        let i = self.sockets.len();
+        registry.register(&mut udp, crate::netio::token(QUIC_KEY, i as u32), mio::Interest::READABLE)?;
+        self.sockets.push((local, udp));
+        Ok(i)
+    }
+}
+
+impl Worker {
+    /// Starts slot `key`'s QUIC connection (the slot is `Connecting`): the
+    /// handshake's first packet goes out now; the connection is open once
+    /// quinn says the handshake is done (`quic_drive`).
+    pub(super) fn start_quic(&mut self, key: usize, now: u64) {
+        let c = &self.conns[key];
+        let wi = c.workload as usize;
+        let w = &self.wl[wi];
+        let ProtoRt::H3(rt) = &w.proto else {
+            return self.fail(key, ErrorKind::ConnectOther, now);
+        };
+        let rt = rt.clone();
+        let addr = w.addr;
+        let local = if w.sources.is_empty() {
+            match addr {
+                SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+            }
+        } else {
+            w.sources[self.shard.local(c.slot) as usize % w.sources.len()]
+        };
+        let q = self.quic.get_or_insert_with(|| Box::new(Quic::new()));
+        let sock = match q.socket(self.poll.registry(), local) {
+            Ok(i) => i,
+            Err(e) => return self.fail(key, socket::classify_connect(&e), now),
+        };
+        let at = instant(self.shared.start, now);
+        let (handle, conn) = match q.endpoint.connect(at, rt.quic.clone(), addr, &rt.server_name) {
+            Ok(made) => made,
+            Err(e) => {
+                crate::netio::log_once("quic_connect", || format!("QUIC: cannot start a connection: {e}"));
+                return self.fail(key, ErrorKind::ConnectOther, now);
+            }
+        };
+        if q.owners.len() <= handle.0 {
+            q.owners.resize(handle.0 + 1, NO_SLOT);
+        }
+        q.owners[handle.0] = key as u32;
+        let c = &mut self.conns[key];
+        let Protocol::H3(h) = &mut c.proto else {
+            return self.fail(key, ErrorKind::ConnectOther, now);
+        };
+        h.attach(handle, conn, sock as u8);
+        // One state for QUIC's whole handshake (transport and TLS in one):
+        // its deadline is the connect timeout.
+        self.set_state(key, State::Handshaking);
+        self.quic_transmit(key);
+    }
+
+    /// Readiness of UDP socket `i`: reads it dry, hands each datagram to
+    /// the endpoint and its connection, then drives every connection that
+    /// got one.
+    pub(super) fn on_quic(&mut self, i: usize) {
+        let now = self.now();
+        let at = instant(self.shared.start, now);
+        let Some(q) = self.quic.as_deref_mut() else { return };
+        let Some((_, sock)) = q.sockets.get(i) else { return };
+        for _ in 0..READ_BUDGET {
+            let (n, from) = match sock.recv_from(&mut q.read) {
+                Ok(got) => got,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                // An ICMP error queued on the socket (a port unreachable
+                // for one of many peers): nothing to route it to; the
+                // connection's own timers judge it.
+                Err(_) => continue,
+            };
+            q.rx.reserve(MAX_DATAGRAM);
+            q.rx.extend_from_slice(&q.read[..n]);
+            let datagram = q.rx.split();
+            q.tx.clear();
+            match q.endpoint.handle(at, from, None, None, datagram, &mut q.tx) {
+                Some(DatagramEvent::ConnectionEvent(handle, ev)) => {
+                    let key = q.owners.get(handle.0).copied().unwrap_or(NO_SLOT);
+                    if let Some(c) = self.conns.get_mut(key as usize)
+                        && let Protocol::H3(h) = &mut c.proto
+                        && h.handle == handle
+                        && let Some(conn) = h.conn()
+                    {
+                        conn.handle_event(ev);
+                        h.heard(now);
+                        if !h.queued {
+                            h.queued = true;
+                            q.queue.push(key);
+                        }
+                    }
+                }
+                // A stateless reset or version negotiation the endpoint
+                // answers itself.
+                Some(DatagramEvent::Response(t)) => {
+                    let _ = sock.send_to(&q.tx[..t.size], t.destination);
+                }
+                Some(DatagramEvent::NewConnection(_)) | None => {}
+            }
+        }
+        let mut queue = std::mem::take(&mut q.queue);
+        for &key in &queue {
+            if let Some(c) = self.conns.get_mut(key as usize)
+                && let Protocol::H3(h) = &mut c.proto
+            {
+                h.queued = false;
+                self.quic_drive(key as usize, now);
+            }
+        }
+        queue.clear();
+        if let Some(q) = self.quic.as_deref_mut() {
+            q.queue = queue;
+        }
+    }
+
+    /// Acts on everything slot `key`'s connection has to say, then sends
+    /// what it owes and arms its timer. Returns false when the connection
+    /// is gone afterwards.
+    pub(super) fn quic_drive(&mut self, key: usize, now: u64) -> bool {
+        let mut ready = false;
+        loop {
+            let out = {
+                let Worker {
+                    conns,
+                    wl,
+                    inflight,
+                    max_pipeline,
+                    quic,
+                    ..
+                } = self;
+                let Some(q) = quic.as_deref_mut() else { return false };
+                let c = &mut conns[key];
+                let Protocol::H3(h) = &mut c.proto else { return false };
+                let cx = Cx::of(&wl[c.workload as usize], inflight, key, *max_pipeline);
+                h.poll(&mut q.endpoint, &cx, now)
+            };
+            match out {
+                Output::Taken => break,
+                Output::Opened if self.conns[key].state == State::Handshaking => {
+                    self.quic_opened(key, now);
+                    if self.conns[key].state != State::Open {
+                        return false;
+                    }
+                }
+                Output::Ready => ready = true,
+                Output::Failed { .. } | Output::Retry(_) => {
+                    ready = true;
+                    self.settle(key, out, now);
+                }
+                out => {
+                    if !self.settle(key, out, now) {
+                        return false;
+                    }
+                }
+            }
+        }
+        if ready && self.conns[key].state == State::Open && !self.pump(key, now) {
+            return false;
+        }
+        self.quic_transmit(key);
+        self.arm(key);
+        true
+    }
+
+    /// The handshake is done: counted as TCP's connect and TLS's
+    /// handshake are together (QUIC does both in one), then the slot
+    /// opens as any connection does.
+    fn quic_opened(&mut self, key: usize, now: u64) {
+        let c = &mut self.conns[key];
+        let wi = c.workload as usize;
+        let st = &mut self.local[wi];
+        let took = now.saturating_sub(c.since);
+        stats::record_ns(&mut st.connect, took);
+        stats::record_ns(&mut st.tls_handshake, took);
+        st.counters.tls_handshakes[0] += 1;
+        // QUIC is TLS 1.3 only (RFC 9001).
+        self.gauges[wi].tls_version = 0x0304;
+        self.on_connected(key, now);
+    }
+
+    /// Sends every packet slot `key`'s connection owes, and notes its next
+    /// timer (a handshaking slot's wheel entry is armed here: `arm` is for
+    /// open ones). A socket that will not take a packet drops it, as the
+    /// network may: QUIC's loss recovery sends it again.
+    pub(super) fn quic_transmit(&mut self, key: usize) -> bool {
+        let now = self.now();
+        let at = instant(self.shared.start, now);
+        let Some(q) = self.quic.as_deref_mut() else { return false };
+        let Some(c) = self.conns.get_mut(key) else { return false };
+        let wi = c.workload as usize;
+        let Protocol::H3(h) = &mut c.proto else { return false };
+        let sock = h.sock as usize;
+        let mut sent = 0u64;
+        if let Some(conn) = h.conn() {
+            loop {
+                q.tx.clear();
+                let Some(t) = conn.poll_transmit(at, 1, &mut q.tx) else { break };
+                if let Some((_, s)) = q.sockets.get(sock)
+                    && s.send_to(&q.tx[..t.size], t.destination).is_ok()
+                {
+                    sent += t.size as u64;
+                }
+            }
+            h.timer_ns = timer_ns(self.shared.start, conn.poll_timeout());
+        }
+        h.owed = false;
+        let timer = h.timer_ns;
+        self.local[wi].counters.bytes_sent += sent;
+        let c = &self.conns[key];
+        if c.state == State::Handshaking {
+            let deadline = (c.since + self.wl[wi].connect_timeout_ns).min(timer);
+            self.wheel.schedule(key as u32, tick_ceil(deadline));
+        }
+        true
+    }
+
+    /// quinn's timer of slot `key` is due (or its connect deadline):
+    /// the connection handles it and is driven. Returns false when the
+    /// connection is gone afterwards.
+    pub(super) fn quic_timeout(&mut self, key: usize, now: u64) -> bool {
+        let at = instant(self.shared.start, now);
+        if let Protocol::H3(h) = &mut self.conns[key].proto
+            && h.timer_ns <= now
+            && let Some(conn) = h.conn()
+        {
+            conn.handle_timeout(at);
+        }
+        self.quic_drive(key, now)
+    }
+
+    /// Drops slot `key`'s QUIC connection, if it has one: with a
+    /// CONNECTION_CLOSE (H3_NO_ERROR) first when `polite`, and told to the
+    /// endpoint as drained unless quinn said so already.
+    pub(super) fn quic_forget(&mut self, key: usize, polite: bool) {
+        let Some(c) = self.conns.get_mut(key) else { return };
+        let Protocol::H3(h) = &mut c.proto else { return };
+        if h.conn().is_none() {
+            return;
+        }
+        if polite {
+            let at = instant(self.shared.start, self.now());
+            if let Protocol::H3(h) = &mut self.conns[key].proto {
+                h.close(at);
+            }
+            self.quic_transmit(key);
+        }
+        let Some(q) = self.quic.as_deref_mut() else { return };
+        let Protocol::H3(h) = &mut self.conns[key].proto else { return };
+        let handle = h.handle;
+        let drained = h.drained;
+        if h.take_conn().is_some() && !drained {
+            let _ = q.endpoint.handle_event(handle, EndpointEvent::drained());
+        }
+        if let Some(o) = q.owners.get_mut(handle.0) {
+            *o = NO_SLOT;
+        }
+    }
+}
