@@ -25,11 +25,7 @@ pub fn encode_block(fields: &[(&[u8], &[u8])]) -> Vec<u8> {
 /// (reused across calls, so steady state allocates nothing); static
 /// entries and raw literals are borrowed. A block whose Required Insert
 /// Count is not 0, or that names the dynamic table, is an error.
-pub fn decode_block(
-    block: &[u8],
-    scratch: &mut Vec<u8>,
-    field: impl FnMut(&[u8], &[u8]),
-) -> Result<(), QpackError> {
+pub fn decode_block(block: &[u8], scratch: &mut Vec<u8>, field: impl FnMut(&[u8], &[u8])) -> Result<(), QpackError> {
     let _ = (block, scratch, field);
     todo!()
 }
