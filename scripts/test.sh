@@ -150,7 +150,7 @@ section "Python protocol peers"
 # installed once (again only when a pin changes); the tests find its python
 # through SOAKD_TEST_PYTHON (tests/util's `test_python`).
 PEERS_VENV=${SOAKD_PEERS_VENV:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/soakd/peers-venv}
-PEERS_PINS="h2==4.4.1 websockets==17.4 grpcio==1.85.1 grpcio-reflection==1.85.1 grpcio-tools==1.85.1 protobuf==7.36.2 prometheus-client==0.26.0"
+PEERS_PINS="h2==4.4.1 websockets==17.4 grpcio==1.85.1 grpcio-reflection==1.85.1 grpcio-tools==1.85.1 protobuf==7.36.2 prometheus-client==0.26.0 aioquic==1.7.2"
 if [ "$(cat "$PEERS_VENV/pins" 2>/dev/null)" != "$PEERS_PINS" ]; then
     if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
         echo "python3 venv: missing, installing python3-venv"
@@ -163,7 +163,7 @@ if [ "$(cat "$PEERS_VENV/pins" 2>/dev/null)" != "$PEERS_PINS" ]; then
     echo "$PEERS_PINS" >"$PEERS_VENV/pins"
 fi
 export SOAKD_TEST_PYTHON="$PEERS_VENV/bin/python"
-"$SOAKD_TEST_PYTHON" -c 'import h2, websockets, grpc, grpc_reflection, grpc_tools, prometheus_client; print("python peers: h2", h2.__version__, "websockets", websockets.__version__, "grpcio", grpc.__version__)'
+"$SOAKD_TEST_PYTHON" -c 'import h2, websockets, grpc, grpc_reflection, grpc_tools, prometheus_client, aioquic; print("python peers: h2", h2.__version__, "websockets", websockets.__version__, "grpcio", grpc.__version__, "aioquic", aioquic.__version__)'
 
 # ---------------------------------------------------------------------------
 section "Kubernetes manifests and Dockerfile"

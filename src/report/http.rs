@@ -9,29 +9,33 @@ use serde::{Deserialize, Serialize};
 
 use crate::stats::{Gauges, H2Code, H2Stats};
 use crate::wire::grpc::Code;
+use crate::wire::h3::ErrorCode as H3Code;
 
 /// A workload's HTTP figures.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct HttpFigures {
-    /// The version asked for (`--http`: `"1.1"`, `"2"` or `"auto"`;
+    /// The version asked for (`--http`: `"1.1"`, `"2"`, `"3"` or `"auto"`;
     /// `null` in a report from an older soakd).
     #[serde(default)]
     pub requested: Option<String>,
     /// Concurrent streams per HTTP/2 connection asked for (`--streams`).
     #[serde(default)]
     pub streams: u16,
-    /// The version negotiated last: `"1.1"` or `"2"` (`null` before any
+    /// The version negotiated last: `"1.1"`, `"2"` or `"3"` (`null` before any
     /// connection).
     pub version: Option<String>,
     /// The lowest SETTINGS_MAX_CONCURRENT_STREAMS the server announced
     /// (`null`: none seen).
     pub streams_limit: Option<u32>,
-    /// GOAWAYs received, by error code (codes seen only).
+    /// GOAWAYs received, by error code (codes seen only); HTTP/3's, which
+    /// carry no code, under `GOAWAY`.
     pub goaways: BTreeMap<String, u64>,
-    /// Streams the server reset, by error code (codes seen only).
+    /// Streams the server reset, by error code (codes seen only; HTTP/3's
+    /// named `H3_...`).
     pub resets: BTreeMap<String, u64>,
-    /// Requests sent again on a new connection (GOAWAY, REFUSED_STREAM).
+    /// Requests sent again on a new connection (GOAWAY, REFUSED_STREAM,
+    /// H3_REQUEST_REJECTED).
     pub retried: u64,
     /// A gRPC workload's calls (`null` for other workloads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -146,14 +150,28 @@ impl HttpFigures {
         HttpFigures {
             requested: None,
             streams: 0,
-            version: match g.http_version {
-                11 => Some("1.1".into()),
-                20 => Some("2".into()),
-                _ => None,
-            },
+            version: Gauges::HTTP_VERSIONS
+                .iter()
+                .find(|(v, _)| *v == g.http_version)
+                .map(|(_, name)| name.to_string()),
             streams_limit: (g.h2_streams_limit != 0).then_some(g.h2_streams_limit),
-            goaways: by_code(&h2.goaways),
-            resets: by_code(&h2.resets),
+            goaways: {
+                let mut g: BTreeMap<String, u64> = by_code(&h2.goaways);
+                if h2.h3_goaways > 0 {
+                    g.insert("GOAWAY".into(), h2.h3_goaways);
+                }
+                g
+            },
+            resets: {
+                let mut r: BTreeMap<String, u64> = by_code(&h2.resets);
+                r.extend(
+                    H3Code::ALL
+                        .iter()
+                        .filter(|k| h2.h3_resets[**k as usize] > 0)
+                        .map(|k| (k.name().to_string(), h2.h3_resets[*k as usize])),
+                );
+                r
+            },
             retried: h2.retried,
             grpc: None,
             ping: None,

@@ -1,6 +1,6 @@
-//! What an HTTP/2 workload counts beyond requests: GOAWAYs and stream
-//! resets by error code, the requests sent again because the server
-//! said it had not processed them, and gRPC calls by status code.
+//! What an HTTP/2 or HTTP/3 workload counts beyond requests: GOAWAYs and
+//! stream resets by error code, the requests sent again because the
+//! server said it had not processed them, and gRPC calls by status code.
 //!
 //! These live beside the [`Counters`](super::Counters), not in them: the
 //! counters are summed into every timeline point, and two arrays of 15
@@ -19,6 +19,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::H2Code;
+use crate::wire::h3::ErrorCode as H3Code;
 use crate::wire::grpc::Code as GrpcCode;
 
 /// HTTP/2 counters of one workload.
@@ -35,6 +36,11 @@ pub struct H2Stats {
     /// gRPC calls that ended, by status code (a gRPC workload's calls ride
     /// HTTP/2 streams; see `engine::worker::h2`).
     pub grpc_calls: [u64; GrpcCode::COUNT],
+    /// HTTP/3: GOAWAYs received (an HTTP/3 GOAWAY carries no code).
+    pub h3_goaways: u64,
+    /// HTTP/3: request streams the server reset, by code
+    /// (H3_REQUEST_REJECTED ones are sent again, counted in `retried`).
+    pub h3_resets: [u64; H3Code::COUNT],
 }
 
 impl H2Stats {
@@ -47,6 +53,10 @@ impl H2Stats {
             *a += b;
         }
         self.retried += o.retried;
+        self.h3_goaways += o.h3_goaways;
+        for (a, b) in self.h3_resets.iter_mut().zip(o.h3_resets) {
+            *a += b;
+        }
         for (a, b) in self.grpc_calls.iter_mut().zip(o.grpc_calls) {
             *a += b;
         }

@@ -39,7 +39,7 @@ use quinn_proto::{
 };
 
 use super::exchange::Ending;
-use super::protocol::{Cx, Inflight, Issued, Output, Response};
+use super::protocol::{Cx, Inflight, Issued, Output, Response, Tally};
 use crate::netio::log_once;
 use crate::plan::CheckState;
 use crate::stats::ErrorKind;
@@ -357,7 +357,7 @@ impl H3 {
     /// a response, a request failed or handed back, the connection's end,
     /// or `Taken` when nothing is left (`Ready` first if streams became
     /// free). Endpoint events go to `ep` on the way.
-    pub(super) fn poll(&mut self, ep: &mut Endpoint, cx: &Cx<'_>, t_now: u64) -> Output {
+    pub(super) fn poll(&mut self, ep: &mut Endpoint, cx: &Cx<'_>, t: &mut Tally<'_>) -> Output {
         if let Some(e) = self.handed.pop() {
             return Output::Retry(e);
         }
@@ -377,9 +377,9 @@ impl H3 {
         let mut ready = false;
         while let Some(ev) = self.conn.as_deref_mut().and_then(|c| c.poll()) {
             let out = match ev {
-                Event::Connected => Some(self.on_connected(t_now)),
+                Event::Connected => Some(self.on_connected(t.now)),
                 Event::ConnectionLost { reason } => Some(self.lost(&reason)),
-                Event::Stream(StreamEvent::Readable { id }) => self.on_readable(cx, id),
+                Event::Stream(StreamEvent::Readable { id }) => self.on_readable(cx, t, id),
                 Event::Stream(StreamEvent::Opened { dir: Dir::Uni }) => {
                     self.accept_uni();
                     None
@@ -395,7 +395,7 @@ impl H3 {
                     self.write_rest(cx, id);
                     None
                 }
-                Event::Stream(StreamEvent::Stopped { id, error_code }) => self.on_stopped(cx, id, error_code),
+                Event::Stream(StreamEvent::Stopped { id, error_code }) => self.on_stopped(cx, t, id, error_code),
                 _ => None,
             };
             self.owed = true;
@@ -451,13 +451,13 @@ impl H3 {
 
     /// The server stopped reading a request stream: rejected, the request
     /// is handed back; otherwise its answer (or reset) still decides.
-    fn on_stopped(&mut self, cx: &Cx<'_>, id: StreamId, code: VarInt) -> Option<Output> {
+    fn on_stopped(&mut self, cx: &Cx<'_>, t: &mut Tally<'_>, id: StreamId, code: VarInt) -> Option<Output> {
         let e = self.lane_of(id)?;
-        (code.into_inner() == error::REQUEST_REJECTED).then(|| self.reject(cx, e))
+        (code.into_inner() == error::REQUEST_REJECTED).then(|| self.reject(cx, t, e))
     }
 
     /// Entry `e` was not processed: handed back, unless it was too often.
-    fn reject(&mut self, cx: &Cx<'_>, e: u16) -> Output {
+    fn reject(&mut self, cx: &Cx<'_>, t: &mut Tally<'_>, e: u16) -> Output {
         self.free(e);
         if cx.entries[e as usize].handed_back + 1 >= MAX_HANDED_BACK {
             Output::Failed {
@@ -465,6 +465,7 @@ impl H3 {
                 kind: ErrorKind::StreamReset,
             }
         } else {
+            t.st.h2_mut().retried += 1;
             Output::Retry(e)
         }
     }
@@ -485,9 +486,9 @@ impl H3 {
         }
     }
 
-    fn on_readable(&mut self, cx: &Cx<'_>, id: StreamId) -> Option<Output> {
+    fn on_readable(&mut self, cx: &Cx<'_>, t: &mut Tally<'_>, id: StreamId) -> Option<Output> {
         if id.dir() == Dir::Uni {
-            return self.on_peer_uni(cx, id);
+            return self.on_peer_uni(cx, t, id);
         }
         let e = self.lane_of(id)?;
         let conn = self.conn.as_deref_mut()?;
@@ -517,6 +518,7 @@ impl H3 {
                 }
                 Err(ReadError::Blocked) => break,
                 Err(ReadError::Reset(code)) => {
+                    t.st.h2_mut().h3_resets[h3::ErrorCode::from_u64(code.into_inner()) as usize] += 1;
                     end = Some(reset_end(code));
                     break;
                 }
@@ -535,7 +537,7 @@ impl H3 {
                     failed_checks,
                 }))
             }
-            StreamEnd::Rejected => Some(self.reject(cx, e)),
+            StreamEnd::Rejected => Some(self.reject(cx, t, e)),
             StreamEnd::Failed(kind) => {
                 if kind == ErrorKind::H3Protocol
                     && let Some(conn) = self.conn.as_deref_mut()
@@ -553,7 +555,7 @@ impl H3 {
     /// stream's frames are read (a GOAWAY acts), QPACK's streams are
     /// drained (with a table of 0 bytes they carry nothing soakd needs),
     /// any other type is refused.
-    fn on_peer_uni(&mut self, cx: &Cx<'_>, id: StreamId) -> Option<Output> {
+    fn on_peer_uni(&mut self, cx: &Cx<'_>, t: &mut Tally<'_>, id: StreamId) -> Option<Output> {
         let i = self.peer_uni.iter().position(|p| p.id == id)?;
         let conn = self.conn.as_deref_mut()?;
         let mut rs = conn.recv_stream(id);
@@ -619,13 +621,14 @@ impl H3 {
             });
             return Some(Output::Error(ErrorKind::H3Protocol));
         }
-        goaway.and_then(|id| self.on_goaway(cx, id))
+        goaway.and_then(|id| self.on_goaway(cx, t, id))
     }
 
     /// A GOAWAY: no new request on this connection; those on streams at or
     /// above `id` were not processed and are handed back; once nothing is
     /// in flight the connection ends.
-    fn on_goaway(&mut self, cx: &Cx<'_>, id: u64) -> Option<Output> {
+    fn on_goaway(&mut self, cx: &Cx<'_>, t: &mut Tally<'_>, id: u64) -> Option<Output> {
+        t.st.h2_mut().h3_goaways += 1;
         self.goaway = Some(self.goaway.map_or(id, |g| g.min(id)));
         let above: Vec<u16> = self
             .order
@@ -634,7 +637,7 @@ impl H3 {
             .filter(|&e| self.lanes[e as usize].id.is_some_and(|s| VarInt::from(s).into_inner() >= id))
             .collect();
         for e in above {
-            match self.reject(cx, e) {
+            match self.reject(cx, t, e) {
                 Output::Retry(e) => self.handed.push(e),
                 Output::Failed { entry, kind } => self.failed.push((entry, kind)),
                 _ => {}

@@ -33,7 +33,7 @@ use quinn_proto::{DatagramEvent, Endpoint, EndpointConfig, EndpointEvent};
 
 use super::conn::{State, tick_ceil};
 use super::h3::{instant, timer_ns};
-use super::protocol::{Cx, Output, Protocol, ProtoRt};
+use super::protocol::{Cx, Output, ProtoRt, Protocol, Tally};
 use super::{Worker, socket};
 use crate::stats::{self, ErrorKind};
 
@@ -231,13 +231,21 @@ impl Worker {
                     inflight,
                     max_pipeline,
                     quic,
+                    local,
+                    gauges,
                     ..
                 } = self;
                 let Some(q) = quic.as_deref_mut() else { return false };
                 let c = &mut conns[key];
+                let wi = c.workload as usize;
                 let Protocol::H3(h) = &mut c.proto else { return false };
-                let cx = Cx::of(&wl[c.workload as usize], inflight, key, *max_pipeline);
-                h.poll(&mut q.endpoint, &cx, now)
+                let cx = Cx::of(&wl[wi], inflight, key, *max_pipeline);
+                let mut t = Tally {
+                    st: &mut local[wi],
+                    g: &mut gauges[wi],
+                    now,
+                };
+                h.poll(&mut q.endpoint, &cx, &mut t)
             };
             match out {
                 Output::Taken => break,

@@ -8,6 +8,7 @@ use prometheus::proto::MetricType;
 
 use super::{Family, Fill, value};
 use crate::stats::H2Code;
+use crate::wire::h3::ErrorCode as H3Code;
 use crate::wire::grpc::Code;
 
 impl super::Metrics {
@@ -127,6 +128,25 @@ pub(super) const FAMILIES: &[Family] = &[
         fill: Fill::Target(|x, out| {
             for c in H2Code::ALL {
                 let v = x.w.h2.resets[c as usize] as f64;
+                out.push(value(x.kind, &[("target", x.t), ("code", c.name())], v));
+            }
+        }),
+    },
+    Family {
+        name: "soakd_h3_goaways_total",
+        help: "HTTP/3 GOAWAY frames received (graceful: the requests above it are sent again on a new connection).",
+        kind: MetricType::COUNTER,
+        labels: &["target"],
+        fill: Fill::Target(|x, out| out.push(x.one(x.w.h2.h3_goaways))),
+    },
+    Family {
+        name: "soakd_h3_stream_resets_total",
+        help: "HTTP/3 request streams the server reset, by error code (H3_REQUEST_REJECTED ones are sent again).",
+        kind: MetricType::COUNTER,
+        labels: &["target", "code"],
+        fill: Fill::Target(|x, out| {
+            for c in H3Code::ALL {
+                let v = x.w.h2.h3_resets[c as usize] as f64;
                 out.push(value(x.kind, &[("target", x.t), ("code", c.name())], v));
             }
         }),

@@ -84,32 +84,73 @@ pub mod error {
 /// error, never an unbounded buffer.
 pub const MAX_HEADERS_BYTES: usize = 64 * 1024;
 
-/// The name of an HTTP/3 or QPACK application error code ("H3_NO_ERROR",
-/// …), or "unknown" for any other (reserved greasing codes included).
-pub fn error_name(code: u64) -> &'static str {
-    match code {
-        error::NO_ERROR => "H3_NO_ERROR",
-        error::GENERAL_PROTOCOL_ERROR => "H3_GENERAL_PROTOCOL_ERROR",
-        error::INTERNAL_ERROR => "H3_INTERNAL_ERROR",
-        error::STREAM_CREATION_ERROR => "H3_STREAM_CREATION_ERROR",
-        error::CLOSED_CRITICAL_STREAM => "H3_CLOSED_CRITICAL_STREAM",
-        error::FRAME_UNEXPECTED => "H3_FRAME_UNEXPECTED",
-        error::FRAME_ERROR => "H3_FRAME_ERROR",
-        error::EXCESSIVE_LOAD => "H3_EXCESSIVE_LOAD",
-        error::ID_ERROR => "H3_ID_ERROR",
-        error::SETTINGS_ERROR => "H3_SETTINGS_ERROR",
-        error::MISSING_SETTINGS => "H3_MISSING_SETTINGS",
-        error::REQUEST_REJECTED => "H3_REQUEST_REJECTED",
-        error::REQUEST_CANCELLED => "H3_REQUEST_CANCELLED",
-        error::REQUEST_INCOMPLETE => "H3_REQUEST_INCOMPLETE",
-        error::MESSAGE_ERROR => "H3_MESSAGE_ERROR",
-        error::CONNECT_ERROR => "H3_CONNECT_ERROR",
-        error::VERSION_FALLBACK => "H3_VERSION_FALLBACK",
-        error::QPACK_DECOMPRESSION_FAILED => "QPACK_DECOMPRESSION_FAILED",
-        error::QPACK_ENCODER_STREAM_ERROR => "QPACK_ENCODER_STREAM_ERROR",
-        error::QPACK_DECODER_STREAM_ERROR => "QPACK_DECODER_STREAM_ERROR",
-        _ => "unknown",
+name_table! {
+    /// An HTTP/3 or QPACK application error code (RFC 9114 §8.1, RFC 9204
+    /// §6) by name, and `other` for any other (reserved greasing codes
+    /// included): a closed set, so it can be a metric label.
+    pub enum ErrorCode {
+        /// 0x100: graceful.
+        NoError = "H3_NO_ERROR",
+        /// 0x101.
+        GeneralProtocolError = "H3_GENERAL_PROTOCOL_ERROR",
+        /// 0x102.
+        InternalError = "H3_INTERNAL_ERROR",
+        /// 0x103.
+        StreamCreationError = "H3_STREAM_CREATION_ERROR",
+        /// 0x104.
+        ClosedCriticalStream = "H3_CLOSED_CRITICAL_STREAM",
+        /// 0x105.
+        FrameUnexpected = "H3_FRAME_UNEXPECTED",
+        /// 0x106.
+        FrameError = "H3_FRAME_ERROR",
+        /// 0x107.
+        ExcessiveLoad = "H3_EXCESSIVE_LOAD",
+        /// 0x108.
+        IdError = "H3_ID_ERROR",
+        /// 0x109.
+        SettingsError = "H3_SETTINGS_ERROR",
+        /// 0x10a.
+        MissingSettings = "H3_MISSING_SETTINGS",
+        /// 0x10b: the request was not processed; safe to retry.
+        RequestRejected = "H3_REQUEST_REJECTED",
+        /// 0x10c.
+        RequestCancelled = "H3_REQUEST_CANCELLED",
+        /// 0x10d.
+        RequestIncomplete = "H3_REQUEST_INCOMPLETE",
+        /// 0x10e.
+        MessageError = "H3_MESSAGE_ERROR",
+        /// 0x10f.
+        ConnectError = "H3_CONNECT_ERROR",
+        /// 0x110.
+        VersionFallback = "H3_VERSION_FALLBACK",
+        /// 0x200.
+        QpackDecompressionFailed = "QPACK_DECOMPRESSION_FAILED",
+        /// 0x201.
+        QpackEncoderStreamError = "QPACK_ENCODER_STREAM_ERROR",
+        /// 0x202.
+        QpackDecoderStreamError = "QPACK_DECODER_STREAM_ERROR",
+        /// Any other code.
+        Other = "other",
     }
+}
+
+impl ErrorCode {
+    /// The name of a code as it arrived on the wire: HTTP/3's run from
+    /// 0x100 (17 of them), QPACK's from 0x200 (3).
+    pub fn from_u64(code: u64) -> ErrorCode {
+        let i = match code {
+            0x100..=0x110 => code - 0x100,
+            0x200..=0x202 => 17 + code - 0x200,
+            _ => return ErrorCode::Other,
+        };
+        ErrorCode::ALL[i as usize]
+    }
+}
+
+/// The name of an HTTP/3 or QPACK application error code ("H3_NO_ERROR",
+/// …), or "other" for any other (see [`ErrorCode`]).
+pub fn error_name(code: u64) -> &'static str {
+    ErrorCode::from_u64(code).name()
 }
 
 /// The largest value a variable-length integer holds: 2^62 - 1.
@@ -585,8 +626,14 @@ mod tests {
             error_name(error::QPACK_DECODER_STREAM_ERROR),
             "QPACK_DECODER_STREAM_ERROR"
         );
-        assert_eq!(error_name(0x1f * 7 + 0x21), "unknown", "a reserved code");
-        assert_eq!(error_name(0x111), "unknown");
+        assert_eq!(error_name(0x1f * 7 + 0x21), "other", "a reserved code");
+        assert_eq!(error_name(0x111), "other");
+        assert_eq!(error_name(0xff), "other");
+        assert_eq!(error_name(0x203), "other");
+        // The table and the numbers agree.
+        for (i, c) in ErrorCode::ALL[..17].iter().enumerate() {
+            assert_eq!(ErrorCode::from_u64(0x100 + i as u64), *c);
+        }
         assert_eq!(FrameError::TooLarge.code(), error::EXCESSIVE_LOAD);
     }
 
