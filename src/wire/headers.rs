@@ -112,6 +112,24 @@ pub fn content_length(value: &[u8]) -> Option<u64> {
     })
 }
 
+/// Connection-specific fields, which HTTP/2 and HTTP/3 do not carry (RFC
+/// 9113 §8.2.2, RFC 9114 §4.2): a request derived from its HTTP/1.1
+/// rendering drops them.
+const CONNECTION_FIELDS: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// True for a field of an HTTP/1.1 head that HTTP/2 and HTTP/3 forbid: a
+/// connection-specific one, or `TE` with any value but `trailers`.
+pub fn connection_specific(name: &str, value: &[u8]) -> bool {
+    CONNECTION_FIELDS.iter().any(|c| name.eq_ignore_ascii_case(c))
+        || (name.eq_ignore_ascii_case("te") && !value.eq_ignore_ascii_case(b"trailers"))
+}
+
 /// A short reason phrase for a status code. Clients must not depend on
 /// it, so an uncommon code gets its class's name.
 pub fn reason(code: u16) -> &'static str {
@@ -158,6 +176,26 @@ pub fn reason(code: u16) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connection_specific_fields() {
+        for (name, value) in [
+            ("Connection", "close"),
+            ("keep-alive", "5"),
+            ("Upgrade", "h2c"),
+            ("TE", "gzip"),
+        ] {
+            assert!(connection_specific(name, value.as_bytes()), "{name}");
+        }
+        for (name, value) in [
+            ("te", "trailers"),
+            ("TE", "Trailers"),
+            ("host", "h"),
+            ("x-upgrade", "1"),
+        ] {
+            assert!(!connection_specific(name, value.as_bytes()), "{name}");
+        }
+    }
 
     fn h<'a>(name: &'a str, value: &'a str) -> httparse::Header<'a> {
         httparse::Header {

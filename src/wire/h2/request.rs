@@ -11,6 +11,7 @@
 
 use super::frame::{DEFAULT_MAX_FRAME_SIZE, encode_headers};
 use super::hpack::encode_block;
+use crate::wire::headers::connection_specific;
 
 /// One request ready for any HTTP/2 connection.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,15 +27,6 @@ pub struct H2Request {
     /// SETTINGS_MAX_HEADER_LIST_SIZE is compared with.
     pub list_size: u32,
 }
-
-/// Fields HTTP/2 does not carry (RFC 9113 §8.2.2).
-const CONNECTION_FIELDS: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "upgrade",
-];
 
 /// Derives the HTTP/2 form of `http1`, a request soakd rendered (so it
 /// parses); `https` gives `:scheme`.
@@ -58,8 +50,7 @@ pub fn render_request(http1: &[u8], https: bool) -> Result<H2Request, String> {
         .headers
         .iter()
         .filter(|h| !h.name.eq_ignore_ascii_case("host"))
-        .filter(|h| !CONNECTION_FIELDS.iter().any(|c| h.name.eq_ignore_ascii_case(c)))
-        .filter(|h| !h.name.eq_ignore_ascii_case("te") || h.value.eq_ignore_ascii_case(b"trailers"))
+        .filter(|h| !connection_specific(h.name, h.value))
         .map(|h| (h.name.to_ascii_lowercase().into_bytes(), h.value))
         .collect();
     let mut fields: Vec<(&[u8], &[u8])> = vec![

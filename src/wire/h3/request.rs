@@ -1,6 +1,10 @@
 //! A request as an HTTP/3 request stream's bytes, derived once from its
 //! HTTP/1.1 rendering (as `h2::render_request` does for HTTP/2).
 
+use super::frame::{encode_data, encode_headers};
+use super::qpack::encode_block;
+use crate::wire::headers::connection_specific;
+
 /// One request ready for any HTTP/3 connection: the whole content of its
 /// request stream (a HEADERS frame, then a DATA frame when it has a body),
 /// written and finished as one.
@@ -16,6 +20,117 @@ pub struct H3Request {
 /// HTTP/3 forbids (RFC 9114 §4.2, as HTTP/2's); the body after the head
 /// becomes one DATA frame.
 pub fn render_request(http1: &[u8]) -> Result<H3Request, String> {
-    let _ = http1;
-    todo!()
+    let mut headers = [httparse::EMPTY_HEADER; 128];
+    let mut req = httparse::Request::new(&mut headers);
+    let body_at = match req.parse(http1) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Err("the request's head is incomplete".into()),
+        Err(e) => return Err(format!("the request does not parse ({e})")),
+    };
+    let method = req.method.unwrap_or("GET").as_bytes();
+    let path = req.path.unwrap_or("/").as_bytes();
+    let authority = req
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("host"))
+        .map_or(&b""[..], |h| h.value);
+    let lower: Vec<(Vec<u8>, &[u8])> = req
+        .headers
+        .iter()
+        .filter(|h| !h.name.eq_ignore_ascii_case("host") && !connection_specific(h.name, h.value))
+        .map(|h| (h.name.to_ascii_lowercase().into_bytes(), h.value))
+        .collect();
+    // QUIC is always TLS: the scheme is https.
+    let mut fields: Vec<(&[u8], &[u8])> = vec![
+        (b":method", method),
+        (b":scheme", b"https"),
+        (b":authority", authority),
+        (b":path", path),
+    ];
+    fields.extend(lower.iter().map(|(n, v)| (&n[..], *v)));
+    let block = encode_block(&fields);
+    let body = &http1[body_at..];
+    // Two frame headers: a 1-byte type and a length of at most 8 bytes.
+    let mut frames = Vec::with_capacity(block.len() + body.len() + 18);
+    encode_headers(&mut frames, &block);
+    if !body.is_empty() {
+        encode_data(&mut frames, body);
+    }
+    Ok(H3Request { frames })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::h3::{Frame, FrameReader, decode_block};
+
+    /// The request's fields and body, read back as a server would.
+    fn read(r: &H3Request) -> (Vec<(String, String)>, Option<Vec<u8>>) {
+        let mut reader = FrameReader::new();
+        let mut at = 0;
+        let mut fields = Vec::new();
+        let mut body: Option<Vec<u8>> = None;
+        while at < r.frames.len() {
+            let (n, f) = reader.next(&r.frames[at..]).unwrap();
+            at += n;
+            match f {
+                Some(Frame::Headers(block)) => decode_block(block, &mut Vec::new(), |n, v| {
+                    fields.push((String::from_utf8_lossy(n).into(), String::from_utf8_lossy(v).into()))
+                })
+                .unwrap(),
+                Some(Frame::Data(d)) => body.get_or_insert_with(Vec::new).extend_from_slice(d),
+                f => panic!("{f:?}"),
+            }
+        }
+        assert!(reader.at_boundary());
+        (fields, body)
+    }
+
+    fn owned(fields: &[(&str, &str)]) -> Vec<(String, String)> {
+        fields.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    }
+
+    #[test]
+    fn a_get_becomes_pseudo_headers_and_lower_case_fields() {
+        let r = render_request(
+            b"GET /a?b=1 HTTP/1.1\r\nHost: x.test:8443\r\nUser-Agent: soakd\r\nX-Trace: On\r\nConnection: close\r\n\
+              TE: trailers\r\nTransfer-Encoding: chunked\r\nKeep-Alive: 5\r\n\r\n",
+        )
+        .unwrap();
+        let (fields, body) = read(&r);
+        let want = [
+            (":method", "GET"),
+            (":scheme", "https"),
+            (":authority", "x.test:8443"),
+            (":path", "/a?b=1"),
+            ("user-agent", "soakd"),
+            ("x-trace", "On"),
+            ("te", "trailers"),
+        ];
+        assert_eq!(fields, owned(&want));
+        assert_eq!(body, None, "no body: no DATA frame");
+    }
+
+    #[test]
+    fn a_post_body_becomes_one_data_frame() {
+        let bytes = b"POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\nTE: gzip\r\n\r\nabcd";
+        let r = render_request(bytes).unwrap();
+        let (fields, body) = read(&r);
+        let want = [
+            (":method", "POST"),
+            (":scheme", "https"),
+            (":authority", "h"),
+            (":path", "/p"),
+            ("content-length", "4"),
+        ];
+        assert_eq!(fields, owned(&want));
+        assert_eq!(body.as_deref(), Some(&b"abcd"[..]));
+        assert!(r.frames.ends_with(b"\x00\x04abcd"), "{:x?}", r.frames);
+    }
+
+    #[test]
+    fn a_head_that_does_not_parse_is_an_error() {
+        assert!(render_request(b"GET / HTTP/1.1\r\nHost: h\r\n").is_err());
+        assert!(render_request(b"GET / HTTP/1.1\r\nBad Header\r\n\r\n").is_err());
+    }
 }
