@@ -39,6 +39,7 @@ pub(super) fn demo(args: DemoArgs) -> Result<(), Error> {
         fault: None,
         tls: tls.as_ref().map(|t| t.config.clone()),
         h2: args.h2,
+        h3: false,
         grpc: args.grpc.then_some(server::GrpcService {
             status: None,
             max_age: None,

@@ -513,6 +513,12 @@ pub struct TargetArgs {
     /// before. Needed by the HTTP/2 faults.
     #[arg(long)]
     pub h2: bool,
+    /// Serve HTTP/3 as well (needs --tls): QUIC on UDP at the same address
+    /// and port as the TCP listener, ALPN h3, the same routes as HTTP/2;
+    /// TCP clients are served as before. Of the faults, goaway@N and
+    /// never-answer[@N] act on it (others are refused with --h3).
+    #[arg(long)]
+    pub h3: bool,
     /// Serve the test gRPC service soakd.test.v1.Echo of
     /// tests/proto/echo.proto on HTTP/2 (implies --h2): Unary echoes the
     /// request; Subscribe (server streaming) sends `count` replies (0:

@@ -25,6 +25,13 @@ pub(super) fn target_tls(
 }
 
 pub(super) fn serve_target(args: TargetArgs) -> Result<(), Error> {
+    if args.h3 && args.tls_client_ca.is_some() {
+        // Not yet carried over to QUIC (untested there): refused rather
+        // than half-working.
+        return Err(Error::Usage(
+            "--tls-client-ca is not supported with --h3 yet: drop one of them".to_string(),
+        ));
+    }
     let tls = target_tls(
         args.tls,
         args.tls_cert.as_ref(),
@@ -38,6 +45,7 @@ pub(super) fn serve_target(args: TargetArgs) -> Result<(), Error> {
         fault: args.fault,
         tls: tls.as_ref().map(|t| t.config.clone()),
         h2: args.h2,
+        h3: args.h3,
         grpc: args.grpc.then_some(server::GrpcService {
             status: args.grpc_status,
             max_age: args.max_connection_age,
@@ -53,6 +61,9 @@ pub(super) fn serve_target(args: TargetArgs) -> Result<(), Error> {
     })?;
     if let Some(t) = &tls {
         println!("certificate {} sha256 {}", t.cert_path.display(), t.fingerprint);
+    }
+    if let Some(addr) = handle.h3_addr() {
+        println!("serving HTTP/3 on udp {addr}");
     }
     // Tests and scripts read this line to learn the port.
     println!("listening on {}", handle.local_addr());

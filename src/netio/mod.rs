@@ -149,6 +149,31 @@ impl AcceptPause {
     }
 }
 
+/// Sets an integer socket option socket2 does not expose (the engine's
+/// `IP_BIND_ADDRESS_NO_PORT`, Linux 4.2+: bind the address now, pick the
+/// port at connect time, and `IP_LOCAL_PORT_RANGE`; the target's
+/// `IP_MTU_DISCOVER` for QUIC).
+#[allow(unsafe_code)]
+pub fn set_int(socket: &socket2::Socket, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `socket` is a valid open descriptor for the duration of the
+    // call, and the option value points at a live c_int of the given size.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@ use mio::Token;
 
 use super::fault::{Every, FaultLayer};
 use super::grpc::{self, GrpcServing};
-use super::h2_responses::{BAD_REQUEST, Response, TOO_LARGE, render_table};
+use super::h2_responses::{self, BAD_REQUEST, Response, TOO_LARGE, render_table};
 use super::outage::Schedule;
 use super::responses::Route;
 use super::ticks::Ticks;
@@ -102,7 +102,7 @@ pub(super) struct Serving {
 impl Serving {
     pub(super) fn new(delay: Duration, degrade: Degrade, fault: Option<Fault>) -> Serving {
         Serving {
-            table: render_table(),
+            table: render_table(crate::wire::h2::encode_block),
             delay,
             degrade,
             started: Instant::now(),
@@ -415,7 +415,7 @@ impl H2Conn {
             Err(HpackError::Compression) => return self.fail(cx, ErrorCode::CompressionError),
             Err(HpackError::ListTooLarge) => TOO_LARGE,
             Ok(()) => match route.filter(|_| has_method) {
-                Some(route) => route.index() * 2 + usize::from(method_head),
+                Some(route) => h2_responses::index(route, method_head),
                 None => BAD_REQUEST,
             },
         };

@@ -31,13 +31,22 @@
 //! request the responder answers; the upgraded socket's frames then go to
 //! `ws.rs`, on `wire::ws`'s codec, and the `ws-*` faults act there.
 //!
+//! HTTP/2 (`--h2`) is sniffed on the same TCP connections (`h2.rs`). HTTP/3
+//! (`--tls --h3`) is QUIC on a UDP socket at the TCP listener's address
+//! and port, served by one thread of its own (`h3.rs`): QUIC is
+//! datagrams and timers rather than streams of bytes, so it has its own
+//! loop rather than a kind of connection in the workers'.
+//!
 //! Files: this one (settings, binding, starting and stopping the threads),
 //! `worker.rs` (a thread's event loop, on `netio`'s server core shared with
 //! the metrics exporter), `conn.rs` (one connection), `responder.rs`
 //! (requests to responses, delays, faults), `responses.rs` (the table
 //! rendered at start), `fault.rs` (fault modes), `tls.rs` (certificates),
 //! `ws.rs` (WebSocket sockets, pushes and their faults), `ws_socket.rs`
-//! (one upgraded socket's state).
+//! (one upgraded socket's state), `h2.rs`, `h2_conn.rs` and
+//! `h2_responses.rs` (HTTP/2, and the response table HTTP/3 shares),
+//! `h3.rs` (the QUIC thread: socket, quinn-proto endpoint, timers) and
+//! `h3_conn.rs` (one HTTP/3 connection's streams, responses and faults).
 
 use std::io;
 use std::net::SocketAddr;
@@ -59,6 +68,8 @@ mod grpc;
 mod h2;
 mod h2_conn;
 mod h2_responses;
+mod h3;
+mod h3_conn;
 mod outage;
 mod proto;
 mod responder;
@@ -103,6 +114,12 @@ pub struct TargetConfig {
     pub h2: bool,
     /// `--grpc`: serve the test gRPC service (implies `h2`).
     pub grpc: Option<GrpcService>,
+    /// Serve HTTP/3 too (`--h3`, needs `tls`): QUIC on UDP at the same
+    /// address and port as the TCP listener (see
+    /// [`TargetHandle::h3_addr`]), ALPN `h3`, the same routes as HTTP/2.
+    /// Of the faults, `goaway@N` and `never-answer[@N]` act on it; with
+    /// any other `spawn` fails, as it does with `--restart-every`.
+    pub h3: bool,
     /// Restarts and brownouts on a schedule (`--restart-every`,
     /// `--brownout-every`; see `outage.rs`); the default has none.
     pub outage: OutageSchedule,
@@ -125,6 +142,7 @@ impl Default for TargetConfig {
             tls: None,
             h2: false,
             grpc: None,
+            h3: false,
             outage: OutageSchedule::default(),
             reuse_port: false,
         }
@@ -135,6 +153,8 @@ impl Default for TargetConfig {
 #[derive(Debug)]
 pub struct TargetHandle {
     addr: SocketAddr,
+    /// The UDP address HTTP/3 is served on (`--h3`).
+    h3_addr: Option<SocketAddr>,
     stop: Arc<AtomicBool>,
     threads: Vec<(Waker, JoinHandle<()>)>,
     /// The thread growing memory and descriptors (`--leak`, `--fd-leak`).
@@ -145,6 +165,12 @@ impl TargetHandle {
     /// The address the target actually listens on (port 0 resolved).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// With [`TargetConfig::h3`], the UDP address HTTP/3 is served on:
+    /// [`TargetHandle::local_addr`]'s, on UDP.
+    pub fn h3_addr(&self) -> Option<SocketAddr> {
+        self.h3_addr
     }
 
     /// Stops every server thread and waits for them; all listeners and
@@ -186,13 +212,31 @@ pub fn spawn(cfg: &TargetConfig) -> Result<TargetHandle, Error> {
     if cfg.threads == 0 {
         return Err(Error::Usage("the target needs at least 1 thread".to_string()));
     }
+    if cfg.h3 && cfg.tls.is_none() {
+        return Err(Error::Usage(
+            "--h3 needs --tls: QUIC is always encrypted (add --tls, or --tls-cert and --tls-key)".to_string(),
+        ));
+    }
+    if cfg.h3 && cfg.outage.restart_every.is_some() {
+        return Err(Error::Usage(
+            "--restart-every cannot be combined with --h3: the restarts drop TCP listeners and connections only"
+                .to_string(),
+        ));
+    }
     if let Some(fault) = &cfg.fault {
         fault.validate().map_err(Error::Usage)?;
         if matches!(fault.mode, FaultMode::HandshakeStall | FaultMode::CloseNoNotify) && cfg.tls.is_none() {
             return Err(Error::Usage(format!("the {} fault needs --tls", fault.mode.name())));
         }
+        if cfg.h3 && !h3_conn::H3_FAULTS.contains(&fault.mode) {
+            return Err(Error::Usage(format!(
+                "the {} fault does not act on HTTP/3: with --h3 use goaway@N (HTTP/3, and HTTP/2 with --h2) or never-answer[@N] (HTTP/3 and HTTP/1.1)",
+                fault.mode.name()
+            )));
+        }
         let h2 = cfg.h2 || cfg.grpc.is_some();
-        if fault.mode.layer() == FaultLayer::H2 && !h2 {
+        // `goaway` acts on HTTP/3 too: with --h3 it needs no --h2.
+        if fault.mode.layer() == FaultLayer::H2 && !h2 && !(cfg.h3 && fault.mode == FaultMode::Goaway) {
             return Err(Error::Usage(format!(
                 "the {} fault acts on HTTP/2 connections: add --h2",
                 fault.mode.name()
@@ -234,6 +278,13 @@ pub fn spawn(cfg: &TargetConfig) -> Result<TargetHandle, Error> {
     for _ in 1..cfg.threads {
         listeners.push(bind(addr, reuse_port, backlog)?);
     }
+    // HTTP/3: the QUIC configuration from the TCP side's certificate, and
+    // the UDP socket on the port the TCP listener got (port 0 resolved).
+    // One QUIC thread, so SO_REUSEPORT only for --reuse-port.
+    let h3 = match (&cfg.tls, cfg.h3) {
+        (Some(tls), true) => Some((h3::server_config(tls)?, h3::bind(addr, cfg.reuse_port)?)),
+        _ => None,
+    };
 
     let responses = Arc::new(Responses::build(cfg.fault.map(|f| f.mode)));
     // With --h2 a TLS client may pick h2 by ALPN; one offering only
@@ -252,12 +303,22 @@ pub fn spawn(cfg: &TargetConfig) -> Result<TargetHandle, Error> {
     let cfg = &cfg;
     let mut handle = TargetHandle {
         addr,
+        h3_addr: h3.is_some().then_some(addr),
         stop: Arc::new(AtomicBool::new(false)),
         threads: Vec::with_capacity(cfg.threads),
         leak: None,
     };
     for (index, listener) in listeners.into_iter().enumerate() {
         match worker::start(index, listener, cfg, &responses, &handle.stop) {
+            Ok(thread) => handle.threads.push(thread),
+            Err(err) => {
+                handle.stop();
+                return Err(err);
+            }
+        }
+    }
+    if let Some((server, socket)) = h3 {
+        match h3::start(socket, server, cfg, &handle.stop) {
             Ok(thread) => handle.threads.push(thread),
             Err(err) => {
                 handle.stop();

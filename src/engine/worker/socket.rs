@@ -62,6 +62,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, TcpKeepalive, Type};
 
+use crate::netio::set_int;
 use crate::plan::defaults;
 use crate::stats::ErrorKind;
 
@@ -340,30 +341,6 @@ pub fn classify_established(e: &io::Error) -> ErrorKind {
         (None, io::ErrorKind::InvalidData) => ErrorKind::Protocol,
         (None, io::ErrorKind::UnexpectedEof) => ErrorKind::Eof,
         _ => ErrorKind::Reset,
-    }
-}
-
-/// Sets an integer socket option socket2 does not expose
-/// (`IP_BIND_ADDRESS_NO_PORT`, Linux 4.2+: bind the address now, pick the
-/// port at connect time; `IP_LOCAL_PORT_RANGE`).
-#[allow(unsafe_code)]
-fn set_int(socket: &Socket, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: `socket` is a valid open descriptor for the duration of the
-    // call, and the option value points at a live c_int of the given size.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
     }
 }
 
