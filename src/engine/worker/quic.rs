@@ -189,6 +189,7 @@ impl Worker {
                     {
                         conn.handle_event(ev);
                         h.heard(now);
+                        self.local[c.workload as usize].counters.bytes_received += n as u64;
                         if !h.queued {
                             h.queued = true;
                             q.queue.push(key);
