@@ -170,7 +170,11 @@ fn keepalive_holds_connections_past_the_servers_idle_timeout() {
     let before = peer.stat("connections");
     let r = run_h3(&peer, &["-c", "3", "-i", "1h", "-d", "7s", "--h3-keepalive", "off"], 60);
     let idle = r.report["errors"]["quic_idle_timeout"].as_u64().unwrap_or(0);
-    assert!(idle >= 3, "without keep-alive the idle timeout ends them: {:?}", errors(&r.report));
+    assert!(
+        idle >= 3,
+        "without keep-alive the idle timeout ends them: {:?}",
+        errors(&r.report)
+    );
     assert!(peer.stat("connections") >= before + 6, "soakd reconnected after each");
 }
 
@@ -197,7 +201,11 @@ fn goaway_every_50_requests_loses_nothing() {
         Duration::from_secs(5),
         "the server's answers equal soakd's completed",
     );
-    assert!(peer.stat("goaways") >= completed / 50 - 2, "goaways {}", peer.stat("goaways"));
+    assert!(
+        peer.stat("goaways") >= completed / 50 - 2,
+        "goaways {}",
+        peer.stat("goaways")
+    );
     let http = &r.report["workloads"][0]["http"];
     assert_eq!(http["goaways"]["GOAWAY"], peer.stat("goaways"), "{http:#}");
 }
@@ -211,7 +219,11 @@ fn a_reset_stream_fails_one_request_and_keeps_the_connection() {
     let resets = r.report["errors"]["stream_reset"].as_u64().unwrap_or(0);
     assert_eq!(resets, peer.stat("resets"), "{:?}", errors(&r.report));
     assert!(resets >= 9, "{:?}", errors(&r.report));
-    assert_eq!(u(&r.report, "/requests/completed"), 100, "failed requests go back in the budget");
+    assert_eq!(
+        u(&r.report, "/requests/completed"),
+        100,
+        "failed requests go back in the budget"
+    );
     assert_eq!(peer.stat("connections"), 1, "the connection stayed");
     let http = &r.report["workloads"][0]["http"];
     assert_eq!(http["resets"]["H3_INTERNAL_ERROR"], resets, "{http:#}");
@@ -223,7 +235,11 @@ fn a_server_that_never_answers_is_a_timeout_not_a_hang() {
         return;
     };
     let started = std::time::Instant::now();
-    let r = run_h3(&peer, &["-c", "2", "-i", "200ms", "-d", "3s", "--request-timeout", "1s"], 60);
+    let r = run_h3(
+        &peer,
+        &["-c", "2", "-i", "200ms", "-d", "3s", "--request-timeout", "1s"],
+        60,
+    );
     assert!(started.elapsed() < Duration::from_secs(20));
     let timeouts = r.report["errors"]["timeout"].as_u64().unwrap_or(0);
     assert!(timeouts >= 4, "{:?}", errors(&r.report));
@@ -298,7 +314,16 @@ fn http3_needs_an_https_url_and_says_so() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--http 3 needs an https:// URL"), "{err}");
     let out = util::soakd_timeout(
-        &["run", "https://127.0.0.1:1/", "--http", "3", "--pipeline", "4", "-d", "1s"],
+        &[
+            "run",
+            "https://127.0.0.1:1/",
+            "--http",
+            "3",
+            "--pipeline",
+            "4",
+            "-d",
+            "1s",
+        ],
         30,
     );
     assert_eq!(out.status.code(), Some(2));

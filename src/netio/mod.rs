@@ -23,7 +23,8 @@
 //! and pending output); `read.rs` (the one read step of every
 //! read-until-drained loop); `server.rs` (the HTTP/1 servers' core);
 //! `wait.rs` (the engine's wait, finer than a millisecond, without a timer
-//! descriptor).
+//! descriptor); `udp.rs` (batched datagrams for QUIC: `recvmmsg`,
+//! `sendmmsg`, segmentation offload).
 
 pub mod fetch;
 pub mod pool;
@@ -36,6 +37,7 @@ mod tls;
 mod tls_client;
 mod tls_errors;
 mod tls_server;
+pub mod udp;
 mod wait;
 mod write;
 

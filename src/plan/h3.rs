@@ -8,8 +8,7 @@
 //! unidirectional ones (its control stream, QPACK's two, and greasing);
 //! receive windows of 64 KiB a stream and 256 KiB a connection; no
 //! keep-alive of quinn's own (soakd sends its PINGs from what the two
-//! sides negotiated, `engine/worker/h3.rs`); segmentation offload off, as
-//! soakd hands the socket one datagram at a time.
+//! sides negotiated, `engine/worker/h3.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,9 +59,8 @@ impl WorkloadSpec {
             )));
         }
         if let Some(t) = tls {
-            client_config(&t.config, self.streams).map_err(|e| {
-                Error::Usage(format!("{} 3: this TLS client cannot speak QUIC ({e})", key("http")))
-            })?;
+            client_config(&t.config, self.streams)
+                .map_err(|e| Error::Usage(format!("{} 3: this TLS client cannot speak QUIC ({e})", key("http"))))?;
         }
         Ok(())
     }
@@ -81,7 +79,6 @@ pub fn client_config(tls: &Arc<rustls::ClientConfig>, streams: u16) -> Result<qu
         .send_window(256 * 1024)
         .keep_alive_interval(None)
         .datagram_receive_buffer_size(None)
-        .enable_segmentation_offload(false)
         .max_idle_timeout(Some(IDLE_TIMEOUT.try_into().expect("30 s is a valid idle timeout")));
     config.transport_config(Arc::new(t));
     Ok(config)

@@ -19,8 +19,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::H2Code;
-use crate::wire::h3::ErrorCode as H3Code;
 use crate::wire::grpc::Code as GrpcCode;
+use crate::wire::h3::ErrorCode as H3Code;
 
 /// HTTP/2 counters of one workload.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

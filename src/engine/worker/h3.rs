@@ -34,9 +34,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quinn_proto::{
-    ConnectionError, ConnectionHandle, Dir, Endpoint, Event, ReadError, StreamEvent, StreamId, VarInt,
-};
+use quinn_proto::{ConnectionError, ConnectionHandle, Dir, Endpoint, Event, ReadError, StreamEvent, StreamId, VarInt};
 
 use super::exchange::Ending;
 use super::protocol::{Cx, Inflight, Issued, Output, Response, Tally};
@@ -634,7 +632,11 @@ impl H3 {
             .order
             .iter()
             .copied()
-            .filter(|&e| self.lanes[e as usize].id.is_some_and(|s| VarInt::from(s).into_inner() >= id))
+            .filter(|&e| {
+                self.lanes[e as usize]
+                    .id
+                    .is_some_and(|s| VarInt::from(s).into_inner() >= id)
+            })
             .collect();
         for e in above {
             match self.reject(cx, t, e) {

@@ -498,6 +498,8 @@ impl Worker {
             }
             self.expire_timers(now);
             self.run_ramp(now);
+            // The datagrams everything above made leave together.
+            self.quic_flush();
             if now >= self.next_flush {
                 if now >= self.next_walk {
                     self.walk(now);
@@ -584,6 +586,7 @@ impl Worker {
             }
         }
         self.lingering.expire(self.poll.registry(), u64::MAX);
+        self.quic_flush();
         self.flush(now);
     }
 

@@ -35,23 +35,28 @@ use super::conn::{State, tick_ceil};
 use super::h3::{instant, timer_ns};
 use super::protocol::{Cx, Output, ProtoRt, Protocol, Tally};
 use super::{Worker, socket};
+use crate::netio::udp::{RecvBatch, SendBatch};
 use crate::stats::{self, ErrorKind};
 
 /// The token key of the worker's UDP sockets (the generation field
 /// carries the socket's index); below the lingering sockets' key.
 pub(super) const QUIC_KEY: usize = crate::netio::KEY_LIMIT - 2;
 
-/// Bytes of one datagram read: QUIC's packets fit a 1,500-byte path
-/// (soakd sends no larger), with room for a peer that pads to more.
-const MAX_DATAGRAM: usize = 2048;
+/// Bytes of one datagram read (see `netio::udp`).
+const MAX_DATAGRAM: usize = crate::netio::udp::SLOT;
+
+/// Datagrams quinn may make at once for one connection when segmentation
+/// offload is on: a run to one destination, sent as one message.
+const GSO_RUN: usize = 10;
 
 /// Socket buffers asked for: a burst of a few thousand connections' packets
 /// (a ramp's handshakes, a keep-alive round) must not be dropped by the
 /// kernel before the loop reads them.
 const SOCKET_BUFFER: usize = 4 << 20;
 
-/// Datagrams read per readiness event before other slots get a turn.
-const READ_BUDGET: usize = 1024;
+/// `recvmmsg` calls per readiness event before other slots get a turn
+/// (of [`crate::netio::udp::BATCH`] datagrams each).
+const READ_BUDGET: usize = 32;
 
 /// A slot key that no connection handle maps to.
 const NO_SLOT: u32 = u32::MAX;
@@ -61,14 +66,16 @@ pub(super) struct Quic {
     endpoint: Endpoint,
     /// By local address: the socket and the address it was bound to.
     sockets: Vec<(IpAddr, UdpSocket)>,
+    /// By socket: the datagrams this wakeup made, sent at its end.
+    send: Vec<SendBatch>,
+    /// One `recvmmsg`'s datagrams.
+    recv: Box<RecvBatch>,
     /// By connection handle: the slot it belongs to.
     owners: Vec<u32>,
     /// Datagrams as quinn takes them (one buffer, split per datagram and
     /// reclaimed once quinn lets go of it).
     rx: BytesMut,
-    /// One datagram's bytes, read.
-    read: Vec<u8>,
-    /// Packets quinn makes, one at a time.
+    /// Packets quinn makes, a connection's run at a time.
     tx: Vec<u8>,
     /// Slots a read touched, to drive once it is done.
     queue: Vec<u32>,
@@ -79,10 +86,11 @@ impl Quic {
         Quic {
             endpoint: Endpoint::new(Arc::new(EndpointConfig::default()), None, true, None),
             sockets: Vec::new(),
+            send: Vec::new(),
+            recv: Box::new(RecvBatch::new()),
             owners: Vec::new(),
             rx: BytesMut::with_capacity(64 * 1024),
-            read: vec![0; MAX_DATAGRAM],
-            tx: Vec::with_capacity(MAX_DATAGRAM),
+            tx: Vec::with_capacity(MAX_DATAGRAM * GSO_RUN),
             queue: Vec::new(),
         }
     }
@@ -103,8 +111,13 @@ impl Quic {
         s.bind(&SocketAddr::new(local, 0).into())?;
         let mut udp = UdpSocket::from_std(s.into());
         let i = self.sockets.len();
-        registry.register(&mut udp, crate::netio::token(QUIC_KEY, i as u32), mio::Interest::READABLE)?;
+        registry.register(
+            &mut udp,
+            crate::netio::token(QUIC_KEY, i as u32),
+            mio::Interest::READABLE,
+        )?;
         self.sockets.push((local, udp));
+        self.send.push(SendBatch::default());
         Ok(i)
     }
 }
@@ -167,41 +180,49 @@ impl Worker {
         let Some(q) = self.quic.as_deref_mut() else { return };
         let Some((_, sock)) = q.sockets.get(i) else { return };
         for _ in 0..READ_BUDGET {
-            let (n, from) = match sock.recv_from(&mut q.read) {
-                Ok(got) => got,
+            let n = match q.recv.recv(sock) {
+                Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 // An ICMP error queued on the socket (a port unreachable
                 // for one of many peers): nothing to route it to; the
                 // connection's own timers judge it.
                 Err(_) => continue,
             };
-            q.rx.reserve(MAX_DATAGRAM);
-            q.rx.extend_from_slice(&q.read[..n]);
-            let datagram = q.rx.split();
-            q.tx.clear();
-            match q.endpoint.handle(at, from, None, None, datagram, &mut q.tx) {
-                Some(DatagramEvent::ConnectionEvent(handle, ev)) => {
-                    let key = q.owners.get(handle.0).copied().unwrap_or(NO_SLOT);
-                    if let Some(c) = self.conns.get_mut(key as usize)
-                        && let Protocol::H3(h) = &mut c.proto
-                        && h.handle == handle
-                        && let Some(conn) = h.conn()
-                    {
-                        conn.handle_event(ev);
-                        h.heard(now);
-                        self.local[c.workload as usize].counters.bytes_received += n as u64;
-                        if !h.queued {
-                            h.queued = true;
-                            q.queue.push(key);
+            for d in 0..n {
+                let (bytes, from) = q.recv.get(d);
+                let Some(from) = from else { continue };
+                let len = bytes.len();
+                q.rx.reserve(MAX_DATAGRAM);
+                q.rx.extend_from_slice(bytes);
+                let datagram = q.rx.split();
+                q.tx.clear();
+                match q.endpoint.handle(at, from, None, None, datagram, &mut q.tx) {
+                    Some(DatagramEvent::ConnectionEvent(handle, ev)) => {
+                        let key = q.owners.get(handle.0).copied().unwrap_or(NO_SLOT);
+                        if let Some(c) = self.conns.get_mut(key as usize)
+                            && let Protocol::H3(h) = &mut c.proto
+                            && h.handle == handle
+                            && let Some(conn) = h.conn()
+                        {
+                            conn.handle_event(ev);
+                            h.heard(now);
+                            self.local[c.workload as usize].counters.bytes_received += len as u64;
+                            if !h.queued {
+                                h.queued = true;
+                                q.queue.push(key);
+                            }
                         }
                     }
+                    // A stateless reset or version negotiation the endpoint
+                    // answers itself.
+                    Some(DatagramEvent::Response(t)) => {
+                        q.send[i].push(t.destination, &q.tx[..t.size], t.segment_size);
+                    }
+                    Some(DatagramEvent::NewConnection(_)) | None => {}
                 }
-                // A stateless reset or version negotiation the endpoint
-                // answers itself.
-                Some(DatagramEvent::Response(t)) => {
-                    let _ = sock.send_to(&q.tx[..t.size], t.destination);
-                }
-                Some(DatagramEvent::NewConnection(_)) | None => {}
+            }
+            if n < crate::netio::udp::BATCH {
+                break;
             }
         }
         let mut queue = std::mem::take(&mut q.queue);
@@ -299,20 +320,29 @@ impl Worker {
     pub(super) fn quic_transmit(&mut self, key: usize) -> bool {
         let now = self.now();
         let at = instant(self.shared.start, now);
-        let Some(q) = self.quic.as_deref_mut() else { return false };
+        let Some(q) = self.quic.as_deref_mut() else {
+            return false;
+        };
         let Some(c) = self.conns.get_mut(key) else { return false };
         let wi = c.workload as usize;
         let Protocol::H3(h) = &mut c.proto else { return false };
         let sock = h.sock as usize;
         let mut sent = 0u64;
-        if let Some(conn) = h.conn() {
+        if let Some(conn) = h.conn()
+            && let Some(out) = q.send.get_mut(sock)
+        {
+            let run = if out.gso() { GSO_RUN } else { 1 };
             loop {
                 q.tx.clear();
-                let Some(t) = conn.poll_transmit(at, 1, &mut q.tx) else { break };
-                if let Some((_, s)) = q.sockets.get(sock)
-                    && s.send_to(&q.tx[..t.size], t.destination).is_ok()
+                let Some(t) = conn.poll_transmit(at, run, &mut q.tx) else {
+                    break;
+                };
+                out.push(t.destination, &q.tx[..t.size], t.segment_size);
+                sent += t.size as u64;
+                if out.is_full()
+                    && let Some((_, s)) = q.sockets.get(sock)
                 {
-                    sent += t.size as u64;
+                    out.flush(s);
                 }
             }
             h.timer_ns = timer_ns(self.shared.start, conn.poll_timeout());
@@ -326,6 +356,17 @@ impl Worker {
             self.wheel.schedule(key as u32, tick_ceil(deadline));
         }
         true
+    }
+
+    /// Sends the datagrams this wakeup made (see `netio::udp`): called once
+    /// per turn of the loop, after everything that may have made some.
+    pub(super) fn quic_flush(&mut self) {
+        let Some(q) = self.quic.as_deref_mut() else { return };
+        for (out, (_, s)) in q.send.iter_mut().zip(&q.sockets) {
+            if !out.is_empty() {
+                out.flush(s);
+            }
+        }
     }
 
     /// quinn's timer of slot `key` is due (or its connect deadline):
@@ -359,7 +400,9 @@ impl Worker {
             self.quic_transmit(key);
         }
         let Some(q) = self.quic.as_deref_mut() else { return };
-        let Protocol::H3(h) = &mut self.conns[key].proto else { return };
+        let Protocol::H3(h) = &mut self.conns[key].proto else {
+            return;
+        };
         let handle = h.handle;
         let drained = h.drained;
         if h.take_conn().is_some() && !drained {

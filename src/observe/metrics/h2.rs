@@ -8,8 +8,8 @@ use prometheus::proto::MetricType;
 
 use super::{Family, Fill, value};
 use crate::stats::H2Code;
-use crate::wire::h3::ErrorCode as H3Code;
 use crate::wire::grpc::Code;
+use crate::wire::h3::ErrorCode as H3Code;
 
 impl super::Metrics {
     /// Marks workload `i` (the last one when `None`) as a gRPC target

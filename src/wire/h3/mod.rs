@@ -21,8 +21,8 @@ mod qpack;
 mod request;
 
 pub use frame::{
-    Frame, FrameError, FrameReader, MAX_HEADERS_BYTES, control_preamble, encode_data, encode_goaway, encode_headers,
-    ErrorCode, error, error_name, get_varint, kind, put_varint, setting, stream_type,
+    ErrorCode, Frame, FrameError, FrameReader, MAX_HEADERS_BYTES, control_preamble, encode_data, encode_goaway,
+    encode_headers, error, error_name, get_varint, kind, put_varint, setting, stream_type,
 };
 pub use qpack::{QpackError, decode_block, encode_block};
 pub use request::{H3Request, render_request};
