@@ -229,6 +229,39 @@ fn a_reset_stream_fails_one_request_and_keeps_the_connection() {
     assert_eq!(http["resets"]["H3_INTERNAL_ERROR"], resets, "{http:#}");
 }
 
+/// `--h3-0rtt` with planned churn (a new connection every 5 requests):
+/// every connection after the first resumes its session and sends its
+/// first requests as 0-RTT data, which aioquic accepts; nothing is lost
+/// or sent twice.
+#[test]
+fn zero_rtt_requests_on_resumed_connections() {
+    let Some(peer) = Peer::start(&["plain"]) else {
+        return;
+    };
+    let r = run_h3(
+        &peer,
+        &["-c", "1", "-n", "50", "--max-requests-per-conn", "5", "--h3-0rtt", "on"],
+        60,
+    );
+    assert!(r.status.success(), "exit {}\n{}", r.status, r.stderr);
+    assert_eq!(errors(&r.report), vec![], "{}", r.stderr);
+    assert_eq!(u(&r.report, "/requests/completed"), 50);
+    assert_eq!(peer.stat("requests"), 50, "none was sent twice");
+    let http = &r.report["workloads"][0]["http"];
+    let accepted = http["zero_rtt_accepted"].as_u64().unwrap_or(0);
+    assert!(
+        accepted >= 5,
+        "{http:#}\n{:?}",
+        std::fs::read_to_string(peer.dir.join("stats.json"))
+    );
+    assert_eq!(
+        accepted,
+        peer.stat("early_data"),
+        "both sides count the same 0-RTT handshakes"
+    );
+    assert_eq!(http["zero_rtt_rejected"], 0);
+}
+
 #[test]
 fn a_server_that_never_answers_is_a_timeout_not_a_hang() {
     let Some(peer) = Peer::start(&["silent"]) else {

@@ -325,6 +325,10 @@ workload_settings! {
     /// server, or `off`; by default after half the idle timeout the two
     /// sides negotiated.
     h3_keepalive: Option<OrOff> as PingDur, flag "h3-keepalive", into h3_keepalive, reload recycle;
+    /// HTTP/3: on a resumed connection, send requests as 0-RTT data before
+    /// the handshake completes (needs --tls-resumption on; replayable, so
+    /// only for requests safe to repeat).
+    h3_0rtt: Option<bool> as OnOff, shown defaults::H3_0RTT, flag "h3-0rtt", into h3_0rtt, reload recycle;
     // WebSocket
     /// ws://: send TEXT on each connection's schedule (paced -i, open loop
     /// -r, or closed loop) and time it to the next message received.

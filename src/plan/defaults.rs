@@ -176,6 +176,11 @@ pub const WEIGHT: u32 = 1;
 /// keepalive): off unless asked, as gRPC clients default to (a server
 /// enforces a minimum interval and punishes pings more often than that).
 pub const H2_PING: Option<Duration> = None;
+
+/// HTTP/3: send the first requests of a resumed connection as 0-RTT data
+/// (`--h3-0rtt`): off unless asked, as 0-RTT requests can be replayed
+/// (RFC 9001 §9.2) and not every request is safe to send twice.
+pub const H3_0RTT: bool = false;
 /// How long a PING of `--h2-ping` may go without its ACK before the
 /// connection is failed (`h2_ping_timeout`): gRPC's default keepalive
 /// timeout (20 s in C-core, grpc-go and grpc-java).

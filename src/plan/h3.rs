@@ -58,8 +58,16 @@ impl WorkloadSpec {
                 key("tls_max")
             )));
         }
+        if self.h3_0rtt == Some(true) && tls.is_some_and(|t| !t.resumption()) {
+            return Err(Error::Usage(format!(
+                "{} needs sessions to resume: drop {} off, or {}",
+                key("h3_0rtt"),
+                key("tls_resumption"),
+                key("h3_0rtt")
+            )));
+        }
         if let Some(t) = tls {
-            client_config(&t.config, self.streams)
+            client_config(&t.config, self.streams, self.h3_0rtt == Some(true))
                 .map_err(|e| Error::Usage(format!("{} 3: this TLS client cannot speak QUIC ({e})", key("http"))))?;
         }
         Ok(())
@@ -67,9 +75,23 @@ impl WorkloadSpec {
 }
 
 /// quinn-proto's client configuration for a workload whose TLS client is
-/// `tls` (ALPN `h3` already set, see `plan::WorkloadSpec::build`).
-pub fn client_config(tls: &Arc<rustls::ClientConfig>, streams: u16) -> Result<quinn_proto::ClientConfig, String> {
-    let crypto = QuicClientConfig::try_from(tls.clone()).map_err(|e| e.to_string())?;
+/// `tls` (ALPN `h3` already set, see `plan::WorkloadSpec::build`); with
+/// `zero_rtt`, TLS offers early data on a resumed session.
+pub fn client_config(
+    tls: &Arc<rustls::ClientConfig>,
+    streams: u16,
+    zero_rtt: bool,
+) -> Result<quinn_proto::ClientConfig, String> {
+    let crypto = if zero_rtt {
+        // A copy that shares the session store (`resumption` holds it in
+        // an Arc): tickets the workload's connections got still resume.
+        let mut t = (**tls).clone();
+        t.enable_early_data = true;
+        QuicClientConfig::try_from(t)
+    } else {
+        QuicClientConfig::try_from(tls.clone())
+    }
+    .map_err(|e| e.to_string())?;
     let mut config = quinn_proto::ClientConfig::new(Arc::new(crypto));
     let mut t = TransportConfig::default();
     t.max_concurrent_bidi_streams(VarInt::from_u32(0))

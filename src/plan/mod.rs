@@ -143,6 +143,8 @@ pub struct Workload {
     /// `--h3-keepalive`: `None` by default (half the negotiated idle
     /// timeout), `Some(None)` off, `Some(Some(d))` after `d` of silence.
     pub h3_keepalive: Option<Option<std::time::Duration>>,
+    /// `--h3-0rtt`: requests as 0-RTT data on resumed connections.
+    pub h3_0rtt: bool,
 }
 
 /// How each connection of a workload behaves: carried from the flags or
@@ -531,6 +533,8 @@ pub struct WorkloadSpec {
     pub h2_ping: Option<Option<std::time::Duration>>,
     /// `--h3-keepalive` as given (`Some(None)`: off).
     pub h3_keepalive: Option<Option<std::time::Duration>>,
+    /// `--h3-0rtt` as given.
+    pub h3_0rtt: Option<bool>,
     /// WebSocket settings (only for `ws://`/`wss://` URLs).
     pub ws: WsSpec,
     /// gRPC settings (only for `grpc://`/`grpcs://` URLs).
@@ -644,12 +648,17 @@ impl WorkloadSpec {
                 key("h3_keepalive")
             )));
         }
-        if self.h3_keepalive.is_some() && http != HttpVersion::Http3 {
-            return Err(Error::Usage(format!(
-                "{} is HTTP/3's keepalive and this workload does not speak HTTP/3; drop it, or add {} 3",
-                key("h3_keepalive"),
-                key("http")
-            )));
+        for (given, name) in [
+            (self.h3_keepalive.is_some(), "h3_keepalive"),
+            (self.h3_0rtt.is_some(), "h3_0rtt"),
+        ] {
+            if given && http != HttpVersion::Http3 {
+                return Err(Error::Usage(format!(
+                    "{} is an HTTP/3 setting and this workload does not speak HTTP/3; drop it, or add {} 3",
+                    key(name),
+                    key("http")
+                )));
+            }
         }
         if http == HttpVersion::Http3 {
             self.check_h3(&parsed, tls.as_ref(), key)?;
@@ -705,6 +714,7 @@ impl WorkloadSpec {
             h2_window: self.h2_window,
             h2_ping,
             h3_keepalive: self.h3_keepalive,
+            h3_0rtt: self.h3_0rtt.unwrap_or(defaults::H3_0RTT),
         })
     }
 }

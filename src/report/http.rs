@@ -35,8 +35,16 @@ pub struct HttpFigures {
     /// named `H3_...`).
     pub resets: BTreeMap<String, u64>,
     /// Requests sent again on a new connection (GOAWAY, REFUSED_STREAM,
-    /// H3_REQUEST_REJECTED).
+    /// H3_REQUEST_REJECTED, 0-RTT rejected).
     pub retried: u64,
+    /// HTTP/3 handshakes whose 0-RTT requests the server accepted
+    /// (`--h3-0rtt`).
+    #[serde(default)]
+    pub zero_rtt_accepted: u64,
+    /// HTTP/3 handshakes whose 0-RTT requests the server rejected (they
+    /// were sent again).
+    #[serde(default)]
+    pub zero_rtt_rejected: u64,
     /// A gRPC workload's calls (`null` for other workloads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grpc: Option<GrpcFigures>,
@@ -173,6 +181,8 @@ impl HttpFigures {
                 r
             },
             retried: h2.retried,
+            zero_rtt_accepted: h2.h3_0rtt[0],
+            zero_rtt_rejected: h2.h3_0rtt[1],
             grpc: None,
             ping: None,
         }
@@ -199,6 +209,8 @@ impl HttpFigures {
             goaways: add(&self.goaways, &o.goaways),
             resets: add(&self.resets, &o.resets),
             retried: self.retried + o.retried,
+            zero_rtt_accepted: self.zero_rtt_accepted + o.zero_rtt_accepted,
+            zero_rtt_rejected: self.zero_rtt_rejected + o.zero_rtt_rejected,
             grpc: match (&self.grpc, &o.grpc) {
                 (Some(a), Some(b)) => {
                     let calls = add(&a.calls, &b.calls);

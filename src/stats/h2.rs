@@ -41,6 +41,9 @@ pub struct H2Stats {
     /// HTTP/3: request streams the server reset, by code
     /// (H3_REQUEST_REJECTED ones are sent again, counted in `retried`).
     pub h3_resets: [u64; H3Code::COUNT],
+    /// HTTP/3: handshakes that carried 0-RTT requests (`--h3-0rtt`), the
+    /// server accepting them, or rejecting them (sent again).
+    pub h3_0rtt: [u64; 2],
 }
 
 impl H2Stats {
@@ -55,6 +58,9 @@ impl H2Stats {
         self.retried += o.retried;
         self.h3_goaways += o.h3_goaways;
         for (a, b) in self.h3_resets.iter_mut().zip(o.h3_resets) {
+            *a += b;
+        }
+        for (a, b) in self.h3_0rtt.iter_mut().zip(o.h3_0rtt) {
             *a += b;
         }
         for (a, b) in self.grpc_calls.iter_mut().zip(o.grpc_calls) {

@@ -8,8 +8,9 @@ Makes a self-signed certificate for 127.0.0.1 and localhost in DIR
 127.0.0.1, port 0, prints "port N" once listening, answers every request
 with 200 "ok" and a `content-type: text/plain` unless MODE says otherwise,
 and rewrites DIR/stats.json after each change: handshakes completed
-("connections"), requests answered, GOAWAYs sent, connections the server
-timed out idle.
+("connections"), of them resumed and with 0-RTT data accepted, requests
+answered, GOAWAYs sent, connections the server timed out idle. It keeps
+session tickets, so a client may resume and send 0-RTT requests.
 
 Modes:
   plain           answer everything
@@ -49,7 +50,15 @@ DIR = sys.argv[1]
 MODE = sys.argv[2]
 ARG = float(sys.argv[3]) if len(sys.argv) > 3 else 0
 
-STATS = {"connections": 0, "requests": 0, "goaways": 0, "idle_closed": 0, "resets": 0}
+STATS = {
+    "connections": 0,
+    "requests": 0,
+    "goaways": 0,
+    "idle_closed": 0,
+    "resets": 0,
+    "resumed": 0,
+    "early_data": 0,
+}
 
 
 def write_stats():
@@ -110,6 +119,8 @@ class Server(QuicConnectionProtocol):
             self.h3 = H3Connection(self._quic)
         elif isinstance(event, HandshakeCompleted):
             STATS["connections"] += 1
+            STATS["resumed"] += int(event.session_resumed)
+            STATS["early_data"] += int(event.early_data_accepted)
             write_stats()
         elif isinstance(event, ConnectionTerminated):
             if "idle" in (event.reason_phrase or "").lower():
@@ -162,7 +173,16 @@ async def main():
     idle = ARG if MODE == "idle" else 60.0
     cfg = QuicConfiguration(is_client=False, alpn_protocols=H3_ALPN, idle_timeout=idle)
     cfg.load_cert_chain(cert, key)
-    server = await serve("127.0.0.1", 0, configuration=cfg, create_protocol=Server)
+    # Session tickets, so a client may resume (and send 0-RTT requests).
+    tickets = {}
+    server = await serve(
+        "127.0.0.1",
+        0,
+        configuration=cfg,
+        create_protocol=Server,
+        session_ticket_fetcher=lambda label: tickets.pop(label, None),
+        session_ticket_handler=lambda t: tickets.__setitem__(t.ticket, t),
+    )
     port = server._transport.get_extra_info("sockname")[1]
     write_stats()
     print(f"port {port}", flush=True)

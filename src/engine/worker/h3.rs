@@ -68,6 +68,8 @@ pub struct H3Rt {
     pub keepalive: Keepalive,
     /// The idle timeout soakd announces (ns; 0: none).
     pub idle_timeout: u64,
+    /// `--h3-0rtt`: requests go out as 0-RTT data on a resumed session.
+    pub zero_rtt: bool,
 }
 
 /// How a connection is kept alive (`--h3-keepalive`).
@@ -135,8 +137,12 @@ pub(super) struct H3 {
     /// server (ns; 0: none), and when the next is due.
     ping_every: u64,
     next_ping: u64,
-    /// The handshake is done.
+    /// The handshake is done, or 0-RTT lets requests go before it is.
     connected: bool,
+    /// Requests went out as 0-RTT data; the handshake is still to finish.
+    early: bool,
+    /// When the connect started (ns), for the handshake's time.
+    pub(super) started: u64,
     /// A stream opened ahead for the next request (see the module doc).
     spare: Option<StreamId>,
     /// Per in-flight entry.
@@ -172,6 +178,8 @@ impl H3 {
             ping_every: 0,
             next_ping: u64::MAX,
             connected: false,
+            early: false,
+            started: 0,
             spare: None,
             lanes: (0..depth).map(|_| Lane::default()).collect(),
             order: VecDeque::new(),
@@ -186,8 +194,10 @@ impl H3 {
     }
 
     /// Takes a connection just made by the endpoint.
-    pub(super) fn attach(&mut self, handle: ConnectionHandle, conn: quinn_proto::Connection, sock: u8) {
+    pub(super) fn attach(&mut self, handle: ConnectionHandle, conn: quinn_proto::Connection, sock: u8, now: u64) {
         self.handle = handle;
+        self.started = now;
+        self.early = false;
         self.sock = sock;
         self.drained = false;
         self.ping_every = 0;
@@ -208,6 +218,7 @@ impl H3 {
     /// Drops the connection: the worker tells the endpoint it is gone.
     pub(super) fn take_conn(&mut self) -> Option<Box<quinn_proto::Connection>> {
         self.connected = false;
+        self.early = false;
         self.spare = None;
         self.timer_ns = u64::MAX;
         self.owed = false;
@@ -375,7 +386,7 @@ impl H3 {
         let mut ready = false;
         while let Some(ev) = self.conn.as_deref_mut().and_then(|c| c.poll()) {
             let out = match ev {
-                Event::Connected => Some(self.on_connected(t.now)),
+                Event::Connected => Some(self.on_connected(cx, t)),
                 Event::ConnectionLost { reason } => Some(self.lost(&reason)),
                 Event::Stream(StreamEvent::Readable { id }) => self.on_readable(cx, t, id),
                 Event::Stream(StreamEvent::Opened { dir: Dir::Uni }) => {
@@ -407,10 +418,57 @@ impl H3 {
         if ready { Output::Ready } else { Output::Taken }
     }
 
-    /// The handshake is done: the control stream and its SETTINGS go out,
-    /// and a stream is opened ahead for the first request.
-    fn on_connected(&mut self, now: u64) -> Output {
+    /// With `--h3-0rtt` and a session to resume: the connection takes
+    /// requests now, as 0-RTT data, before its handshake is done. True
+    /// when it does.
+    pub(super) fn early_open(&mut self) -> bool {
+        if !self.rt.zero_rtt || !self.conn.as_deref().is_some_and(|c| c.has_0rtt()) {
+            return false;
+        }
+        self.early = true;
+        self.open_streams();
+        true
+    }
+
+    /// The control stream and its SETTINGS, and a stream opened ahead for
+    /// the first request.
+    fn open_streams(&mut self) {
         self.connected = true;
+        if let Some(conn) = self.conn.as_deref_mut() {
+            if let Some(id) = conn.streams().open(Dir::Uni) {
+                // A control stream is never finished (RFC 9114 §6.2.1).
+                let _ = conn.send_stream(id).write(&h3::control_preamble());
+            }
+            self.spare = conn.streams().open(Dir::Bi);
+            self.owed = true;
+        }
+    }
+
+    /// The handshake is done. After 0-RTT: the server accepted the early
+    /// requests (they stand), or rejected them, and quinn forgot their
+    /// streams: every one is handed back and sent again on new streams,
+    /// after a new control stream. Otherwise the streams open now.
+    fn on_connected(&mut self, cx: &Cx<'_>, t: &mut Tally<'_>) -> Output {
+        let now = t.now;
+        if self.early {
+            self.early = false;
+            let accepted = self.conn.as_deref().is_some_and(|c| c.accepted_0rtt());
+            t.st.h2_mut().h3_0rtt[usize::from(!accepted)] += 1;
+            if !accepted {
+                let lost: Vec<u16> = self.order.iter().copied().collect();
+                for e in lost {
+                    match self.reject(cx, t, e) {
+                        Output::Retry(e) => self.handed.push(e),
+                        Output::Failed { entry, kind } => self.failed.push((entry, kind)),
+                        _ => {}
+                    }
+                }
+                self.spare = None;
+                self.open_streams();
+            }
+        } else {
+            self.open_streams();
+        }
         if let Some(conn) = self.conn.as_deref_mut() {
             self.ping_every = match self.rt.keepalive {
                 Keepalive::Off => 0,
@@ -420,11 +478,6 @@ impl H3 {
             if self.ping_every != 0 {
                 self.next_ping = now + self.ping_every;
             }
-            if let Some(id) = conn.streams().open(Dir::Uni) {
-                // A control stream is never finished (RFC 9114 §6.2.1).
-                let _ = conn.send_stream(id).write(&h3::control_preamble());
-            }
-            self.spare = conn.streams().open(Dir::Bi);
         }
         Output::Opened
     }

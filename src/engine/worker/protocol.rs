@@ -84,7 +84,7 @@ impl ProtoRt {
                     .map(|r| crate::wire::h3::render_request(&r.bytes).expect("soakd's own HTTP/1.1 rendering parses"))
                     .collect(),
                 streams: w.streams,
-                quic: crate::plan::h3::client_config(&t.config, w.streams)
+                quic: crate::plan::h3::client_config(&t.config, w.streams, w.h3_0rtt)
                     .expect("checked when the plan was built (plan::h3)"),
                 server_name: server_name(&t.server_name),
                 keepalive: match w.h3_keepalive {
@@ -93,6 +93,7 @@ impl ProtoRt {
                     Some(Some(d)) => Keepalive::Every(d.as_nanos() as u64),
                 },
                 idle_timeout: crate::plan::h3::IDLE_TIMEOUT.as_nanos() as u64,
+                zero_rtt: w.h3_0rtt,
             }));
         }
         if !w.http.may_be_h2(tls) {

@@ -164,10 +164,17 @@ impl Worker {
         let Protocol::H3(h) = &mut c.proto else {
             return self.fail(key, ErrorKind::ConnectOther, now);
         };
-        h.attach(handle, conn, sock as u8);
+        h.attach(handle, conn, sock as u8, now);
+        let early = h.early_open();
         // One state for QUIC's whole handshake (transport and TLS in one):
         // its deadline is the connect timeout.
         self.set_state(key, State::Handshaking);
+        if early {
+            // 0-RTT: the connection opens now and its first requests ride
+            // the handshake's flight (a server that never answers ends it
+            // by its idle timeout, and the requests by theirs).
+            self.on_connected(key, now);
+        }
         self.quic_transmit(key);
     }
 
@@ -271,9 +278,15 @@ impl Worker {
             };
             match out {
                 Output::Taken => break,
-                Output::Opened if self.conns[key].state == State::Handshaking => {
-                    self.quic_opened(key, now);
-                    if self.conns[key].state != State::Open {
+                Output::Opened => {
+                    self.quic_handshake_done(key, now);
+                    if self.conns[key].state == State::Handshaking {
+                        self.on_connected(key, now);
+                        if self.conns[key].state != State::Open {
+                            return false;
+                        }
+                    } else if !self.settle(key, Output::Opened, now) {
+                        // After 0-RTT: the server answered; requests may flow.
                         return false;
                     }
                 }
@@ -298,19 +311,20 @@ impl Worker {
     }
 
     /// The handshake is done: counted as TCP's connect and TLS's
-    /// handshake are together (QUIC does both in one), then the slot
-    /// opens as any connection does.
-    fn quic_opened(&mut self, key: usize, now: u64) {
+    /// handshake are together (QUIC does both in one); resumed when it
+    /// carried 0-RTT data the server accepted.
+    fn quic_handshake_done(&mut self, key: usize, now: u64) {
         let c = &mut self.conns[key];
         let wi = c.workload as usize;
+        let Protocol::H3(h) = &mut c.proto else { return };
+        let resumed = h.conn().is_some_and(|c| c.accepted_0rtt());
         let st = &mut self.local[wi];
-        let took = now.saturating_sub(c.since);
+        let took = now.saturating_sub(h.started);
         stats::record_ns(&mut st.connect, took);
         stats::record_ns(&mut st.tls_handshake, took);
-        st.counters.tls_handshakes[0] += 1;
+        st.counters.tls_handshakes[usize::from(resumed)] += 1;
         // QUIC is TLS 1.3 only (RFC 9001).
         self.gauges[wi].tls_version = 0x0304;
-        self.on_connected(key, now);
     }
 
     /// Sends every packet slot `key`'s connection owes, and notes its next

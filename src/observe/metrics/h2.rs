@@ -152,6 +152,18 @@ pub(super) const FAMILIES: &[Family] = &[
         }),
     },
     Family {
+        name: "soakd_h3_zero_rtt_total",
+        help: "HTTP/3 handshakes that carried 0-RTT requests (--h3-0rtt), by whether the server accepted them (rejected ones are sent again).",
+        kind: MetricType::COUNTER,
+        labels: &["target", "result"],
+        fill: Fill::Target(|x, out| {
+            for (i, result) in ["accepted", "rejected"].into_iter().enumerate() {
+                let v = x.w.h2.h3_0rtt[i] as f64;
+                out.push(value(x.kind, &[("target", x.t), ("result", result)], v));
+            }
+        }),
+    },
+    Family {
         name: "soakd_h2_streams_open",
         help: "HTTP/2 streams open: requests in flight while the target speaks HTTP/2.",
         kind: MetricType::GAUGE,
