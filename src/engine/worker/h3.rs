@@ -337,11 +337,11 @@ impl H3 {
         }
     }
 
-    /// Closes the connection with H3_NO_ERROR (planned churn, the stop):
-    /// its CONNECTION_CLOSE is owed.
-    pub(super) fn close(&mut self, now: Instant) {
+    /// Closes the connection with application error `code`: its
+    /// CONNECTION_CLOSE is owed.
+    pub(super) fn close(&mut self, now: Instant, code: u64) {
         if let Some(conn) = self.conn.as_deref_mut() {
-            let code = VarInt::from_u64(error::NO_ERROR).expect("a small code");
+            let code = VarInt::from_u64(code).expect("a small code");
             conn.close(now, code, bytes::Bytes::new());
             self.owed = true;
         }

@@ -177,8 +177,8 @@ impl Worker {
     /// answered any more: they count as failed with `eof`.
     pub(super) fn close(&mut self, key: usize, reason: CloseReason, now: u64) {
         self.proto_closed(key, now);
-        // A QUIC connection says why it ends unless it broke.
-        self.quic_forget(key, reason != CloseReason::Error);
+        // A QUIC connection says why it ends.
+        self.quic_forget(key, reason == CloseReason::Error);
         let c = &mut self.conns[key];
         let wi = c.workload as usize;
         if let Some(mut s) = c.stream.take() {
@@ -243,13 +243,13 @@ impl Worker {
         }
     }
 
-    /// Lets go of slot `key`'s socket or QUIC connection, if any, without a
-    /// word to the server unless `polite` (a QUIC CONNECTION_CLOSE).
-    pub(super) fn drop_transport(&mut self, key: usize, polite: bool) {
+    /// Lets go of slot `key`'s socket or QUIC connection, if any (a QUIC
+    /// one says so, see `quic_forget`; `failed` picks its code).
+    pub(super) fn drop_transport(&mut self, key: usize, failed: bool) {
         if let Some(mut s) = self.conns[key].stream.take() {
             s.deregister(self.poll.registry());
         }
-        self.quic_forget(key, polite);
+        self.quic_forget(key, failed);
     }
 
     /// Takes a slot out of the worker for good.
@@ -321,7 +321,7 @@ impl Worker {
             self.conns[key].proto.reset();
             self.close(key, CloseReason::Error, now);
         } else {
-            self.drop_transport(key, false);
+            self.drop_transport(key, true);
         }
         let st = &mut self.local[wi].counters;
         // One error per request lost, or one for the connection when no

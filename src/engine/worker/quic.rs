@@ -36,6 +36,7 @@ use super::h3::{instant, timer_ns};
 use super::protocol::{Cx, Output, ProtoRt, Protocol, Tally};
 use super::{Worker, socket};
 use crate::netio::udp::{RecvBatch, SendBatch};
+use crate::wire::h3::error;
 use crate::stats::{self, ErrorKind};
 
 /// The token key of the worker's UDP sockets (the generation field
@@ -397,20 +398,19 @@ impl Worker {
         self.quic_drive(key, now)
     }
 
-    /// Drops slot `key`'s QUIC connection, if it has one: with a
-    /// CONNECTION_CLOSE (H3_NO_ERROR) first when `polite`, and told to the
-    /// endpoint as drained unless quinn said so already.
-    pub(super) fn quic_forget(&mut self, key: usize, polite: bool) {
+    /// Drops slot `key`'s QUIC connection, if it has one: a
+    /// CONNECTION_CLOSE goes out first unless the connection is closed
+    /// already (H3_NO_ERROR for a planned end, H3_GENERAL_PROTOCOL_ERROR
+    /// when soakd gives up on it, so the server frees its state at once
+    /// rather than at its idle timeout), and the endpoint is told it is
+    /// drained unless quinn said so already.
+    pub(super) fn quic_forget(&mut self, key: usize, failed: bool) {
+        let at = instant(self.shared.start, self.now());
         let Some(c) = self.conns.get_mut(key) else { return };
         let Protocol::H3(h) = &mut c.proto else { return };
-        if h.conn().is_none() {
-            return;
-        }
-        if polite {
-            let at = instant(self.shared.start, self.now());
-            if let Protocol::H3(h) = &mut self.conns[key].proto {
-                h.close(at);
-            }
+        let Some(conn) = h.conn() else { return };
+        if !conn.is_closed() {
+            h.close(at, if failed { error::GENERAL_PROTOCOL_ERROR } else { error::NO_ERROR });
             self.quic_transmit(key);
         }
         let Some(q) = self.quic.as_deref_mut() else { return };
