@@ -71,6 +71,13 @@ pub(super) fn serve_target(args: TargetArgs) -> Result<(), Error> {
     let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
         .map_err(|e| Error::io("installing signal handlers", e))?;
     let _ = signals.forever().next();
+    if let Some(c) = handle.h3_counts() {
+        // The server's side of what HTTP/3 clients counted (tests compare).
+        eprintln!(
+            "soakd target: HTTP/3 answered {} requests, refused {} streams (H3_REQUEST_REJECTED), sent {} GOAWAYs",
+            c.answered, c.rejected, c.goaways
+        );
+    }
     handle.stop();
     Ok(())
 }
