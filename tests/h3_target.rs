@@ -37,7 +37,10 @@ fn stop(target: &BuiltinTarget) -> Served {
     let line = util::wait_for(
         || {
             let err = target.stderr();
-            let line = err.lines().find(|l| l.starts_with("soakd target: HTTP/3 answered"))?;
+            // Whole: stderr is unbuffered, the line may be seen half written.
+            let line = err
+                .lines()
+                .find(|l| l.starts_with("soakd target: HTTP/3 answered") && l.ends_with(" GOAWAYs"))?;
             Some(line.to_string())
         },
         Duration::from_secs(10),
