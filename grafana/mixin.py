@@ -665,7 +665,7 @@ def panels():
            descriptor leak (soakd's own are in the soakd process row).""",
            w=6),
     ] + server_panels() + baseline_panels() + outage_panels() + websocket_panels() \
-        + h2_panels() + grpc_panels() + grpc_stream_panels()
+        + h2_panels() + h3_panels() + grpc_panels() + grpc_stream_panels()
 
 
 # The server watch (--target-metrics, --prometheus, --target-pidfile,
@@ -854,9 +854,48 @@ def h2_panels():
             ('max by (target, version) (%s) > 0'
              % sel('soakd_http_version_info'), '{{target}} HTTP/{{version}}'),
         ], """The HTTP version each target's connections negotiated last
-           (soakd_http_version_info is 1 for it): with --http auto, a line
-           moving from HTTP/2 to HTTP/1.1 means the server (or a proxy in
-           front of it) stopped offering h2 in ALPN.""", w=6),
+           (soakd_http_version_info is 1 for it: 1.1, 2, or 3 for --http 3
+           over QUIC): with --http auto, a line moving from HTTP/2 to
+           HTTP/1.1 means the server (or a proxy in front of it) stopped
+           offering h2 in ALPN.""", w=6),
+    ]
+
+
+# HTTP/3
+def h3_panels():
+    """The HTTP/3 row: GOAWAYs, stream resets by code, connections open.
+    Empty unless a workload runs with --http 3."""
+    return [
+        row('HTTP/3'),
+        timeseries('HTTP/3 GOAWAYs', 'short', [
+            ('sum by (target) (increase(%s[$__rate_interval])) > 0'
+             % sel('soakd_h3_goaways_total'), '{{target}}'),
+        ], """HTTP/3 GOAWAY frames the servers sent, per interval. An HTTP/3
+           GOAWAY carries no error code: it is always graceful (a server or
+           load balancer retiring a connection): soakd finishes the requests
+           below it and sends the others again on a new connection, not
+           errors. A server that gives up on a connection closes it with an
+           HTTP/3 error code instead, counted as h3_closed errors.""", w=8,
+           overrides=[by_query('A', prop('custom.drawStyle', 'bars'),
+                               prop('custom.fillOpacity', 80))]),
+        timeseries('HTTP/3 stream resets by code', 'short', [
+            ('sum by (target, code) (increase(%s[$__rate_interval])) > 0'
+             % sel('soakd_h3_stream_resets_total'), '{{target}} {{code}}'),
+        ], """HTTP/3 request streams the servers reset (RESET_STREAM), per
+           interval, by HTTP/3 error code. H3_REQUEST_REJECTED means the
+           request was not processed and soakd sends it again; the others
+           count as stream_reset errors of their requests.""", w=8,
+           overrides=[by_query('A', prop('custom.drawStyle', 'bars'),
+                               prop('custom.fillOpacity', 80))]),
+        timeseries('HTTP/3 connections open', 'short', [
+            ('sum by (target) (%s)'
+             % sel('soakd_http_connections_open', T + ',version="3"'),
+             '{{target}}'),
+        ], """QUIC connections with HTTP/3 established, all instances of a
+           target together. Below the workload's connections: handshakes
+           failing or connections lost (quic_* and h3_* errors; an idle
+           timeout means the keep-alive is off or longer than the
+           server's idle timeout).""", w=8, summed=True),
     ]
 
 

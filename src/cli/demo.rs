@@ -11,7 +11,7 @@ use super::{Cli, Command, DemoArgs};
 use crate::plan::{ReportDest, defaults};
 use crate::{Error, server};
 
-/// Streams per connection of the HTTP/2 and gRPC demos.
+/// Streams per connection of the HTTP/2, HTTP/3 and gRPC demos.
 const DEMO_STREAMS: u32 = 10;
 
 /// A rate as the banner says it: `10,000` or `0.5`.
@@ -31,7 +31,8 @@ fn format_rate(rate: f64) -> String {
 }
 
 pub(super) fn demo(args: DemoArgs) -> Result<(), Error> {
-    let tls = target_tls(args.tls, None, None, None)?;
+    // QUIC is always encrypted: --h3 brings TLS with it.
+    let tls = target_tls(args.tls || args.h3, None, None, None)?;
     let handle = server::spawn(&server::TargetConfig {
         listen: ([127, 0, 0, 1], 0).into(),
         threads: 1,
@@ -39,7 +40,7 @@ pub(super) fn demo(args: DemoArgs) -> Result<(), Error> {
         fault: None,
         tls: tls.as_ref().map(|t| t.config.clone()),
         h2: args.h2,
-        h3: false,
+        h3: args.h3,
         grpc: args.grpc.then_some(server::GrpcService {
             status: None,
             max_age: None,
@@ -60,7 +61,11 @@ pub(super) fn demo(args: DemoArgs) -> Result<(), Error> {
     let url = format!("{scheme}://{}{path}", handle.local_addr());
     // HTTP/2 and gRPC pace each of a connection's streams as a connection
     // is paced (`--streams`, `-i`): the banner says the rate that makes.
-    let streams: u32 = if args.h2 || args.grpc { DEMO_STREAMS } else { 1 };
+    let streams: u32 = if args.h2 || args.h3 || args.grpc {
+        DEMO_STREAMS
+    } else {
+        1
+    };
     let what = match (args.ws, args.grpc) {
         (true, _) => "message",
         (_, true) => "call",
@@ -69,9 +74,10 @@ pub(super) fn demo(args: DemoArgs) -> Result<(), Error> {
     let rate = f64::from(args.connections) * f64::from(streams) / args.interval.as_secs_f64();
     eprintln!(
         "soakd demo: built-in target on {url}{}; holding {} connections, one {what} every {} on each{}: {} {what}s/s{}",
-        match (args.h2, args.grpc) {
-            (_, true) => ", gRPC calls of soakd.test.v1.Echo/Unary",
-            (true, _) => " over HTTP/2",
+        match (args.h2, args.h3, args.grpc) {
+            (_, _, true) => ", gRPC calls of soakd.test.v1.Echo/Unary",
+            (true, _, _) => " over HTTP/2",
+            (_, true, _) => " over HTTP/3",
             _ => "",
         },
         args.connections,
@@ -119,6 +125,16 @@ pub(super) fn demo(args: DemoArgs) -> Result<(), Error> {
         argv.extend([
             "--http".into(),
             "2".into(),
+            "--streams".into(),
+            DEMO_STREAMS.to_string(),
+        ]);
+    }
+    if args.h3 {
+        // HTTP/3 over QUIC to the target's UDP port (the TCP port's
+        // number), ten streams on each connection.
+        argv.extend([
+            "--http".into(),
+            "3".into(),
             "--streams".into(),
             DEMO_STREAMS.to_string(),
         ]);

@@ -620,6 +620,11 @@ pub struct DemoArgs {
     /// --interval (h2c; h2 by ALPN with --tls).
     #[arg(long, conflicts_with_all = ["ws", "h2"])]
     pub grpc: bool,
+    /// Soak the target over HTTP/3 instead (QUIC, so always over TLS: a
+    /// certificate the target makes at start, trusted through --cacert),
+    /// ten streams per connection, each paced by --interval.
+    #[arg(long, conflicts_with_all = ["ws", "h2", "grpc"])]
+    pub h3: bool,
 }
 
 /// Runs a parsed command line; `main` maps the error to an exit code.

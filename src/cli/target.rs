@@ -71,6 +71,15 @@ pub(super) fn serve_target(args: TargetArgs) -> Result<(), Error> {
     let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
         .map_err(|e| Error::io("installing signal handlers", e))?;
     let _ = signals.forever().next();
+    if let Some(c) = handle.h3_counts() {
+        // The server's side of what HTTP/3 clients counted (tests compare).
+        // One write of the whole line (stderr is unbuffered).
+        let line = format!(
+            "soakd target: HTTP/3 answered {} requests, refused {} streams (H3_REQUEST_REJECTED), sent {} GOAWAYs\n",
+            c.answered, c.rejected, c.goaways
+        );
+        let _ = std::io::stderr().write_all(line.as_bytes());
+    }
     handle.stop();
     Ok(())
 }

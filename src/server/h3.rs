@@ -54,7 +54,7 @@ use quinn_proto::{
 };
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::h3_conn::{Cx, H3Conn, Serving};
+use super::h3_conn::{Cx, H3Conn, H3Counters, Serving};
 use super::{EVENTS, TargetConfig};
 use crate::Error;
 use crate::netio::{WAKER, set_int};
@@ -161,6 +161,7 @@ pub(super) fn start(
     server: ServerConfig,
     cfg: &TargetConfig,
     stop: &Arc<AtomicBool>,
+    counts: Arc<H3Counters>,
 ) -> Result<(Waker, JoinHandle<()>), Error> {
     let poll = Poll::new().map_err(|e| Error::io("creating the target's HTTP/3 poll", e))?;
     let waker = Waker::new(poll.registry(), WAKER).map_err(|e| Error::io("creating the target's HTTP/3 waker", e))?;
@@ -176,7 +177,7 @@ pub(super) fn start(
         conns: Vec::new(),
         dirty: Vec::new(),
         deadlines: Deadlines::new(),
-        serving: Serving::new(cfg.delay, cfg.degrade, cfg.fault, cfg.outage),
+        serving: Serving::new(cfg.delay, cfg.degrade, cfg.fault, cfg.outage, counts),
         rx: BytesMut::with_capacity(ARENA),
         tx: Vec::with_capacity(MAX_DATAGRAM),
         fired: Vec::new(),

@@ -23,6 +23,8 @@
 //!   vectors but for the client's two or three unidirectional streams.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -46,6 +48,39 @@ pub(super) struct Due {
     pub(super) handle: usize,
     pub(super) serial: u64,
     pub(super) stream: StreamId,
+}
+
+/// What the HTTP/3 thread has done, shared with [`super::TargetHandle`]
+/// (relaxed counters: each is written by the one thread, read any time).
+#[derive(Debug, Default)]
+pub(super) struct H3Counters {
+    answered: AtomicU64,
+    rejected: AtomicU64,
+    goaways: AtomicU64,
+}
+
+impl H3Counters {
+    pub(super) fn snapshot(&self) -> H3Counts {
+        H3Counts {
+            answered: self.answered.load(Ordering::Relaxed),
+            rejected: self.rejected.load(Ordering::Relaxed),
+            goaways: self.goaways.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// What the target's HTTP/3 has done so far (see
+/// [`super::TargetHandle::h3_counts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct H3Counts {
+    /// Requests whose whole response was handed to QUIC, its stream
+    /// finished.
+    pub answered: u64,
+    /// Request streams refused with H3_REQUEST_REJECTED (opened above a
+    /// GOAWAY, or on a connection closing): never processed.
+    pub rejected: u64,
+    /// GOAWAY frames sent (`goaway@N`).
+    pub goaways: u64,
 }
 
 /// What every HTTP/3 connection of the thread answers from.
@@ -73,11 +108,19 @@ pub(super) struct Serving {
     scratch: Vec<u8>,
     /// The serial of the next connection.
     next_serial: u64,
+    /// Answers, refusals and GOAWAYs, for `TargetHandle::h3_counts`.
+    counts: Arc<H3Counters>,
 }
 
 impl Serving {
     /// Renders the responses; only runs at start.
-    pub(super) fn new(delay: Duration, degrade: Degrade, fault: Option<Fault>, brownouts: Schedule) -> Serving {
+    pub(super) fn new(
+        delay: Duration,
+        degrade: Degrade,
+        fault: Option<Fault>,
+        brownouts: Schedule,
+        counts: Arc<H3Counters>,
+    ) -> Serving {
         let table = h2_responses::render_table(h3::encode_block)
             .into_iter()
             .map(|r| {
@@ -107,6 +150,7 @@ impl Serving {
             queue: VecDeque::new(),
             scratch: Vec::new(),
             next_serial: 0,
+            counts,
         }
     }
 
@@ -309,6 +353,7 @@ impl H3Conn {
                 let code = VarInt::from_u32(error::REQUEST_REJECTED as u32);
                 let _ = self.conn.send_stream(id).reset(code);
                 let _ = self.conn.recv_stream(id).stop(code);
+                cx.th.counts.rejected.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
             if self.muted {
@@ -345,6 +390,7 @@ impl H3Conn {
         h3::encode_goaway(&mut frame, id);
         let _ = self.conn.send_stream(control).write(&frame);
         self.goaway = Some(id);
+        cx.th.counts.goaways.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Reads what arrived on request stream `i`; answers it once whole.
@@ -469,6 +515,8 @@ impl H3Conn {
         req.phase = Phase::Sent;
         if stream.finish().is_err() {
             self.requests.swap_remove(i);
+        } else {
+            cx.th.counts.answered.fetch_add(1, Ordering::Relaxed);
         }
     }
 

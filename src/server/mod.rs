@@ -84,6 +84,7 @@ pub use degrade::{Degrade, parse_fd_leak, parse_leak, parse_slowdown};
 use fault::FaultLayer;
 pub use fault::{Fault, FaultMode, fault_help};
 pub use grpc::{GrpcService, parse_status as parse_grpc_status};
+pub use h3_conn::H3Counts;
 pub use outage::Schedule as OutageSchedule;
 use responses::*;
 
@@ -159,6 +160,8 @@ pub struct TargetHandle {
     threads: Vec<(Waker, JoinHandle<()>)>,
     /// The thread growing memory and descriptors (`--leak`, `--fd-leak`).
     leak: Option<JoinHandle<()>>,
+    /// What the HTTP/3 thread answered, refused and sent (`--h3`).
+    h3_counts: Option<Arc<h3_conn::H3Counters>>,
 }
 
 impl TargetHandle {
@@ -171,6 +174,13 @@ impl TargetHandle {
     /// [`TargetHandle::local_addr`]'s, on UDP.
     pub fn h3_addr(&self) -> Option<SocketAddr> {
         self.h3_addr
+    }
+
+    /// With [`TargetConfig::h3`], what HTTP/3 has answered, refused and
+    /// sent so far (`soakd target` prints it when it stops, for tests to
+    /// count the server's side).
+    pub fn h3_counts(&self) -> Option<H3Counts> {
+        self.h3_counts.as_deref().map(h3_conn::H3Counters::snapshot)
     }
 
     /// Stops every server thread and waits for them; all listeners and
@@ -307,6 +317,7 @@ pub fn spawn(cfg: &TargetConfig) -> Result<TargetHandle, Error> {
         stop: Arc::new(AtomicBool::new(false)),
         threads: Vec::with_capacity(cfg.threads),
         leak: None,
+        h3_counts: None,
     };
     for (index, listener) in listeners.into_iter().enumerate() {
         match worker::start(index, listener, cfg, &responses, &handle.stop) {
@@ -318,7 +329,9 @@ pub fn spawn(cfg: &TargetConfig) -> Result<TargetHandle, Error> {
         }
     }
     if let Some((server, socket)) = h3 {
-        match h3::start(socket, server, cfg, &handle.stop) {
+        let counts = Arc::new(h3_conn::H3Counters::default());
+        handle.h3_counts = Some(Arc::clone(&counts));
+        match h3::start(socket, server, cfg, &handle.stop, counts) {
             Ok(thread) => handle.threads.push(thread),
             Err(err) => {
                 handle.stop();
