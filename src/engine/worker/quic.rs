@@ -36,8 +36,8 @@ use super::h3::{instant, timer_ns};
 use super::protocol::{Cx, Output, ProtoRt, Protocol, Tally};
 use super::{Worker, socket};
 use crate::netio::udp::{RecvBatch, SendBatch};
-use crate::wire::h3::error;
 use crate::stats::{self, ErrorKind};
+use crate::wire::h3::error;
 
 /// The token key of the worker's UDP sockets (the generation field
 /// carries the socket's index); below the lingering sockets' key.
@@ -408,7 +408,14 @@ impl Worker {
         let Protocol::H3(h) = &mut c.proto else { return };
         let Some(conn) = h.conn() else { return };
         if !conn.is_closed() {
-            h.close(at, if failed { error::GENERAL_PROTOCOL_ERROR } else { error::NO_ERROR });
+            h.close(
+                at,
+                if failed {
+                    error::GENERAL_PROTOCOL_ERROR
+                } else {
+                    error::NO_ERROR
+                },
+            );
             self.quic_transmit(key);
         }
         let Some(q) = self.quic.as_deref_mut() else { return };

@@ -141,7 +141,7 @@ pub(super) const FAMILIES: &[Family] = &[
     },
     Family {
         name: "soakd_h3_stream_resets_total",
-        help: "HTTP/3 request streams the server reset, by error code (H3_REQUEST_REJECTED ones are sent again).",
+        help: "HTTP/3 request streams the server reset (a RESET_STREAM read), by error code; H3_REQUEST_REJECTED ones are sent again, as are those a GOAWAY hands back (counted in retried, not here).",
         kind: MetricType::COUNTER,
         labels: &["target", "code"],
         fill: Fill::Target(|x, out| {
