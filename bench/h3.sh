@@ -44,6 +44,7 @@ D=${D:-20}
 B_CONNS=${B_CONNS:-100}
 B_STREAMS=${B_STREAMS:-10}
 PERF_SECS=${PERF_SECS:-10}
+PERF_LIMIT=${PERF_LIMIT:-0.5}
 SKIP_A=${SKIP_A:-0}
 SKIP_B=${SKIP_B:-0}
 SKIP_C=${SKIP_C:-0}
@@ -136,7 +137,7 @@ pss_kib() {
 
 # open_conns PORT: soakd's open connections, from its metrics.
 open_conns() {
-    curl -s --max-time 2 "http://127.0.0.1:$1/metrics" 2>/dev/null |
+    { curl -s --max-time 2 "http://127.0.0.1:$1/metrics" 2>/dev/null || true; } |
         awk '/^soakd_connections\{.*state="open"/ {n += $2} END {print n + 0}'
 }
 
@@ -239,7 +240,7 @@ hold() {
     R[$kind.peak_open]=$(json_get "$WORK/$kind.json" .connections.peak_open)
     R[$kind.opened]=$(json_get "$WORK/$kind.json" .connections.opened)
     R[$kind.completed]=$(json_get "$WORK/$kind.json" .requests.completed)
-    R[$kind.ramp_report]=$(json_get "$WORK/$kind.json" .connections.ramp_seconds)
+    R[$kind.ramp_report]=$(calc "$(json_get "$WORK/$kind.json" .connections.ramp_seconds)")
     R[$kind.soakd_b]=$(calc "($waited - $base_rss) * 1024 / $CONNS")
     R[$kind.soakd_pss_b]=$(calc "(${R[$kind.pss]} - $base_pss) * 1024 / $CONNS")
     R[$kind.target_b]=$(calc "(${R[$kind.t_rss]} - $t_before) * 1024 / $CONNS")
@@ -350,8 +351,17 @@ if [ "$SKIP_C" = 0 ]; then
         stop_pid "$pid"
         LOAD_PID=
         if [ "$rc" = 0 ] && [ -s "$WORK/perf.data" ]; then
-            timeout 300 perf report -i "$WORK/perf.data" --stdio --no-children --percent-limit 2 2>/dev/null |
-                head -60 >"$WORK/perf.txt" || true
+            # Flat (-g none): a release build has no frame pointers, so
+            # its call chains say little; by shared object, then by symbol.
+            {
+                echo "by shared object:"
+                timeout 300 perf report -i "$WORK/perf.data" --stdio --no-children --sort dso -g none \
+                    --percent-limit 1 2>/dev/null | grep -v '^#' | grep -v '^$' || true
+                echo
+                echo "symbols at ${PERF_LIMIT}% and over (PERF_LIMIT), self time:"
+                timeout 300 perf report -i "$WORK/perf.data" --stdio --no-children --percent-limit "$PERF_LIMIT" \
+                    -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -50 || true
+            } | sed 's/ *$//' >"$WORK/perf.txt"
             PERF_LINES=$(cat "$WORK/perf.txt")
         else
             PERF_LINES="perf record failed (exit $rc): $(tail -n 3 "$WORK/perf-record.out" | tr '\n' ' ')"
