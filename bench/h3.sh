@@ -29,7 +29,7 @@
 # the build; KEEP=DIR keeps the reports and logs.
 #
 #   bench/h3.sh                                   # the full run: ~25 min
-#   CONNS=300 HOLD=20 D=5 bench/h3.sh             # a smoke test: ~2 min
+#   CONNS=300 HOLD=20 D=5 bench/h3.sh             # a smoke test: ~1.5 min
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
