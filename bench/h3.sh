@@ -384,6 +384,11 @@ if [ "$SKIP_A" = 0 ]; then
     done
     for kind in quic tcp; do
         [ "${R[$kind.error_kinds]}" = - ] || echo "$kind errors: ${R[$kind.error_kinds]}"
+        if [ "${R[$kind.errors]}" = 0 ] && [ "${R[$kind.open_at_end]}" = "$CONNS" ]; then
+            echo "$kind: held: 0 errors, $CONNS open at the end"
+        else
+            echo "$kind: NOT HELD: ${R[$kind.errors]} errors, ${R[$kind.open_at_end]} of $CONNS open at the end"
+        fi
     done
     echo "idle CPU QUIC / TLS-TCP: $(calc "${R[quic.cpu_pct]} / ${R[tcp.cpu_pct]}")" \
         "(over ${R[quic.idle_s]} s and ${R[tcp.idle_s]} s in the middle of each hold)"
