@@ -150,17 +150,17 @@ expect_body_contains = "pong"
     }
 }
 
-/// The server's idle timeout is 2 s and the connections send nothing of
-/// their own for 7 s (one request each, then an hour's pace): the
-/// keep-alive (by default half the negotiated idle timeout) holds them,
-/// so the server sees no new connection; with it off they time out and
-/// soakd reconnects, counted as `quic_idle_timeout`.
+/// The server's idle timeout is 4 s and the connections send nothing of
+/// their own for 10 s (at most one request each, then an hour's pace):
+/// the keep-alive (by default half the negotiated idle timeout, 2 s) holds
+/// them, so the server sees no new connection; with it off they time out
+/// (twice each) and soakd reconnects, counted as `quic_idle_timeout`.
 #[test]
 fn keepalive_holds_connections_past_the_servers_idle_timeout() {
-    let Some(peer) = Peer::start(&["idle", "2"]) else {
+    let Some(peer) = Peer::start(&["idle", "4"]) else {
         return;
     };
-    let r = run_h3(&peer, &["-c", "3", "-i", "1h", "-d", "7s"], 60);
+    let r = run_h3(&peer, &["-c", "3", "-i", "1h", "-d", "10s"], 60);
     assert!(r.status.success(), "exit {}\n{}", r.status, r.stderr);
     assert_eq!(errors(&r.report), vec![], "{}", r.stderr);
     assert_eq!(peer.stat("connections"), 3, "no connection was made twice");
@@ -168,7 +168,11 @@ fn keepalive_holds_connections_past_the_servers_idle_timeout() {
     assert_eq!(u(&r.report, "/connections/open_at_end"), 3);
 
     let before = peer.stat("connections");
-    let r = run_h3(&peer, &["-c", "3", "-i", "1h", "-d", "7s", "--h3-keepalive", "off"], 60);
+    let r = run_h3(
+        &peer,
+        &["-c", "3", "-i", "1h", "-d", "10s", "--h3-keepalive", "off"],
+        60,
+    );
     let idle = r.report["errors"]["quic_idle_timeout"].as_u64().unwrap_or(0);
     assert!(
         idle >= 3,
@@ -254,10 +258,13 @@ fn zero_rtt_requests_on_resumed_connections() {
         "{http:#}\n{:?}",
         std::fs::read_to_string(peer.dir.join("stats.json"))
     );
-    assert_eq!(
-        accepted,
-        peer.stat("early_data"),
-        "both sides count the same 0-RTT handshakes"
+    // Both sides count the same 0-RTT handshakes, but for the last: the
+    // slot reconnects once its budget is spent, and that handshake may
+    // finish on the server after soakd stopped looking.
+    let early = peer.stat("early_data");
+    assert!(
+        early == accepted || early == accepted + 1,
+        "soakd {accepted}, aioquic {early}"
     );
     assert_eq!(http["zero_rtt_rejected"], 0);
 }
@@ -305,6 +312,20 @@ fn a_certificate_soakd_does_not_trust_is_tls_certificate() {
     assert!(bad >= 2, "{:?}\n{}", errors(&r.report), r.stderr);
     assert_eq!(peer.stat("connections"), 0);
     assert!(r.stderr.contains("certificate"), "{}", r.stderr);
+}
+
+/// A server that speaks no QUIC version soakd does answers with Version
+/// Negotiation: `quic_version`, at once, not a timeout.
+#[test]
+fn a_server_of_another_quic_version_is_quic_version() {
+    let Some(peer) = Peer::start(&["v2-only"]) else {
+        return;
+    };
+    let r = run_h3(&peer, &["-c", "2", "-d", "2s", "--connect-timeout", "5s"], 60);
+    let n = r.report["errors"]["quic_version"].as_u64().unwrap_or(0);
+    assert!(n >= 2, "{:?}\n{}", errors(&r.report), r.stderr);
+    assert_eq!(r.report["errors"]["connect_timeout"].as_u64().unwrap_or(0), 0);
+    assert_eq!(peer.stat("connections"), 0);
 }
 
 #[test]

@@ -25,6 +25,8 @@ Modes:
                   H3_INTERNAL_ERROR instead of answered
   silent          completes handshakes and acknowledges packets, never
                   answers a request
+  v2-only         speaks QUIC version 2 only (RFC 9369): a client that
+                  offers version 1 gets a Version Negotiation packet
 """
 
 import asyncio
@@ -41,6 +43,7 @@ from aioquic.h3.connection import H3_ALPN, ErrorCode, FrameType, H3Connection, e
 from aioquic.h3.events import HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import ConnectionTerminated, HandshakeCompleted, ProtocolNegotiated
+from aioquic.quic.packet import QuicProtocolVersion
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -172,6 +175,8 @@ async def main():
     cert, key = make_cert()
     idle = ARG if MODE == "idle" else 60.0
     cfg = QuicConfiguration(is_client=False, alpn_protocols=H3_ALPN, idle_timeout=idle)
+    if MODE == "v2-only":
+        cfg.supported_versions = [QuicProtocolVersion.VERSION_2]
     cfg.load_cert_chain(cert, key)
     # Session tickets, so a client may resume (and send 0-RTT requests).
     tickets = {}

@@ -9,7 +9,8 @@
 //! and a stop leaves every slot `Idle`.
 //!
 //! What a connection speaks lives behind one seam, [`protocol::Protocol`]
-//! (HTTP/1.1, HTTP/2, WebSocket): the loop hands it due requests, write room and bytes
+//! (HTTP/1.1, HTTP/2, WebSocket, and HTTP/3 over the worker's QUIC sockets,
+//! `quic.rs`): the loop hands it due requests, write room and bytes
 //! that arrived, and it answers with bytes to send and responses that name
 //! the in-flight entry they complete. The loop keeps the socket, the
 //! schedule, the timer wheel and the counters, so a new protocol touches
@@ -496,6 +497,9 @@ impl Worker {
             if outage != self.outage {
                 self.on_outage(outage, now);
             }
+            if let Some(i) = self.quic_unread() {
+                self.on_quic(i);
+            }
             self.expire_timers(now);
             self.run_ramp(now);
             // The datagrams everything above made leave together.
@@ -526,6 +530,9 @@ impl Worker {
 
     /// When the loop must wake next (ns): a timer, a ramp token or a flush.
     fn next_wakeup(&self) -> u64 {
+        if self.quic_unread().is_some() {
+            return 0;
+        }
         let mut next = self.next_flush;
         if let Some(tick) = self.wheel.next_deadline() {
             next = next.min(tick * TICK_NS);

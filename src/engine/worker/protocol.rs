@@ -37,6 +37,13 @@
 //! A new protocol is one more variant of [`Protocol`] (and of [`ProtoRt`],
 //! its per-workload settings) and one module like `http1.rs`: dispatch is a
 //! `match` per call, no trait object, and nothing is allocated per request.
+//!
+//! HTTP/3 is the one protocol without a byte stream: its QUIC connection
+//! lives in the protocol state, and the worker's QUIC driver (`quic.rs`)
+//! takes the place of the socket's reads and writes, handing its
+//! connection datagrams and timeouts and acting on the same [`Output`]s
+//! (`H3::poll`); the schedule, entries, timers and counters are the loop's
+//! as for every other protocol.
 
 use std::sync::Arc;
 

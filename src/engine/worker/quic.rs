@@ -77,6 +77,10 @@ pub(super) struct Quic {
     tx: Vec<u8>,
     /// Slots a read touched, to drive once it is done.
     queue: Vec<u32>,
+    /// A socket whose read stopped at [`READ_BUDGET`] with datagrams left:
+    /// read again on the loop's next turn, without waiting (its readiness
+    /// is edge-triggered and will not be reported again for them).
+    unread: Option<usize>,
 }
 
 impl Quic {
@@ -88,6 +92,7 @@ impl Quic {
             recv: Box::new(RecvBatch::new()),
             owners: Vec::new(),
             tx: Vec::with_capacity(MAX_DATAGRAM * GSO_RUN),
+            unread: None,
             queue: Vec::new(),
         }
     }
@@ -183,10 +188,14 @@ impl Worker {
         let at = instant(self.shared.start, now);
         let Some(q) = self.quic.as_deref_mut() else { return };
         let Some((_, sock)) = q.sockets.get(i) else { return };
+        q.unread = Some(i);
         for _ in 0..READ_BUDGET {
             let n = match q.recv.recv(sock) {
                 Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    q.unread = None;
+                    break;
+                }
                 // An ICMP error queued on the socket (a port unreachable
                 // for one of many peers): nothing to route it to; the
                 // connection's own timers judge it.
@@ -227,7 +236,9 @@ impl Worker {
                     Some(DatagramEvent::NewConnection(_)) | None => {}
                 }
             }
+            // A short batch: the socket was drained.
             if n < crate::netio::udp::BATCH {
+                q.unread = None;
                 break;
             }
         }
@@ -369,6 +380,12 @@ impl Worker {
             self.wheel.schedule(key as u32, tick_ceil(deadline));
         }
         true
+    }
+
+    /// The socket whose last read left datagrams behind, if any (see
+    /// `Quic::unread`); the loop reads it again before it waits.
+    pub(super) fn quic_unread(&self) -> Option<usize> {
+        self.quic.as_deref().and_then(|q| q.unread)
     }
 
     /// Sends the datagrams this wakeup made (see `netio::udp`): called once
