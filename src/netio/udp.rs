@@ -89,9 +89,9 @@ impl RecvBatch {
             return Err(io::Error::last_os_error());
         }
         let n = n as usize;
-        for i in 0..n {
-            self.lens[i] = msgs[i].msg_len as usize;
-            self.addr_lens[i] = msgs[i].msg_hdr.msg_namelen;
+        for (i, m) in msgs[..n].iter().enumerate() {
+            self.lens[i] = m.msg_len as usize;
+            self.addr_lens[i] = m.msg_hdr.msg_namelen;
         }
         Ok(n)
     }
