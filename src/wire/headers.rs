@@ -130,6 +130,41 @@ pub fn connection_specific(name: &str, value: &[u8]) -> bool {
         || (name.eq_ignore_ascii_case("te") && !value.eq_ignore_ascii_case(b"trailers"))
 }
 
+/// A request's field list as HTTP/2 and HTTP/3 carry it, derived from
+/// its HTTP/1.1 rendering (the one place a request is put together):
+/// `:method`, `:scheme` (`scheme`), `:authority` from Host, `:path`, then
+/// the other fields with lower-case names, less the connection-specific
+/// ones ([`connection_specific`]). Also where the body starts in `http1`.
+/// Once per workload, at render time: the list is owned.
+#[allow(clippy::type_complexity)]
+pub fn request_fields(http1: &[u8], scheme: &[u8]) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, usize), String> {
+    let mut headers = [httparse::EMPTY_HEADER; 128];
+    let mut req = httparse::Request::new(&mut headers);
+    let body_at = match req.parse(http1) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Err("the request's head is incomplete".into()),
+        Err(e) => return Err(format!("the request does not parse ({e})")),
+    };
+    let authority = req
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("host"))
+        .map_or(&b""[..], |h| h.value);
+    let mut fields: Vec<(Vec<u8>, Vec<u8>)> = vec![
+        (b":method".to_vec(), req.method.unwrap_or("GET").as_bytes().to_vec()),
+        (b":scheme".to_vec(), scheme.to_vec()),
+        (b":authority".to_vec(), authority.to_vec()),
+        (b":path".to_vec(), req.path.unwrap_or("/").as_bytes().to_vec()),
+    ];
+    fields.extend(
+        req.headers
+            .iter()
+            .filter(|h| !h.name.eq_ignore_ascii_case("host") && !connection_specific(h.name, h.value))
+            .map(|h| (h.name.to_ascii_lowercase().into_bytes(), h.value.to_vec())),
+    );
+    Ok((fields, body_at))
+}
+
 /// A short reason phrase for a status code. Clients must not depend on
 /// it, so an uncommon code gets its class's name.
 pub fn reason(code: u16) -> &'static str {

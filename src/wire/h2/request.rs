@@ -11,7 +11,7 @@
 
 use super::frame::{DEFAULT_MAX_FRAME_SIZE, encode_headers};
 use super::hpack::encode_block;
-use crate::wire::headers::connection_specific;
+use crate::wire::headers::request_fields;
 
 /// One request ready for any HTTP/2 connection.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,35 +31,9 @@ pub struct H2Request {
 /// Derives the HTTP/2 form of `http1`, a request soakd rendered (so it
 /// parses); `https` gives `:scheme`.
 pub fn render_request(http1: &[u8], https: bool) -> Result<H2Request, String> {
-    let mut headers = [httparse::EMPTY_HEADER; 128];
-    let mut req = httparse::Request::new(&mut headers);
-    let body_at = match req.parse(http1) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) => return Err("the request's head is incomplete".into()),
-        Err(e) => return Err(format!("the request does not parse ({e})")),
-    };
-    let method = req.method.unwrap_or("GET").as_bytes();
-    let path = req.path.unwrap_or("/").as_bytes();
-    let authority = req
-        .headers
-        .iter()
-        .find(|h| h.name.eq_ignore_ascii_case("host"))
-        .map_or(&b""[..], |h| h.value);
     let scheme: &[u8] = if https { b"https" } else { b"http" };
-    let lower: Vec<(Vec<u8>, &[u8])> = req
-        .headers
-        .iter()
-        .filter(|h| !h.name.eq_ignore_ascii_case("host"))
-        .filter(|h| !connection_specific(h.name, h.value))
-        .map(|h| (h.name.to_ascii_lowercase().into_bytes(), h.value))
-        .collect();
-    let mut fields: Vec<(&[u8], &[u8])> = vec![
-        (b":method", method),
-        (b":scheme", scheme),
-        (b":authority", authority),
-        (b":path", path),
-    ];
-    fields.extend(lower.iter().map(|(n, v)| (&n[..], *v)));
+    let (owned, body_at) = request_fields(http1, scheme)?;
+    let fields: Vec<(&[u8], &[u8])> = owned.iter().map(|(n, v)| (&n[..], &v[..])).collect();
     let list_size = fields.iter().map(|(n, v)| n.len() + v.len() + 32).sum::<usize>();
     let list_size = u32::try_from(list_size).unwrap_or(u32::MAX);
     let block = encode_block(&fields);

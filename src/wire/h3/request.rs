@@ -3,7 +3,7 @@
 
 use super::frame::{encode_data, encode_headers};
 use super::qpack::encode_block;
-use crate::wire::headers::connection_specific;
+use crate::wire::headers::request_fields;
 
 /// One request ready for any HTTP/3 connection: the whole content of its
 /// request stream (a HEADERS frame, then a DATA frame when it has a body),
@@ -20,34 +20,9 @@ pub struct H3Request {
 /// HTTP/3 forbids (RFC 9114 §4.2, as HTTP/2's); the body after the head
 /// becomes one DATA frame.
 pub fn render_request(http1: &[u8]) -> Result<H3Request, String> {
-    let mut headers = [httparse::EMPTY_HEADER; 128];
-    let mut req = httparse::Request::new(&mut headers);
-    let body_at = match req.parse(http1) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) => return Err("the request's head is incomplete".into()),
-        Err(e) => return Err(format!("the request does not parse ({e})")),
-    };
-    let method = req.method.unwrap_or("GET").as_bytes();
-    let path = req.path.unwrap_or("/").as_bytes();
-    let authority = req
-        .headers
-        .iter()
-        .find(|h| h.name.eq_ignore_ascii_case("host"))
-        .map_or(&b""[..], |h| h.value);
-    let lower: Vec<(Vec<u8>, &[u8])> = req
-        .headers
-        .iter()
-        .filter(|h| !h.name.eq_ignore_ascii_case("host") && !connection_specific(h.name, h.value))
-        .map(|h| (h.name.to_ascii_lowercase().into_bytes(), h.value))
-        .collect();
     // QUIC is always TLS: the scheme is https.
-    let mut fields: Vec<(&[u8], &[u8])> = vec![
-        (b":method", method),
-        (b":scheme", b"https"),
-        (b":authority", authority),
-        (b":path", path),
-    ];
-    fields.extend(lower.iter().map(|(n, v)| (&n[..], *v)));
+    let (owned, body_at) = request_fields(http1, b"https")?;
+    let fields: Vec<(&[u8], &[u8])> = owned.iter().map(|(n, v)| (&n[..], &v[..])).collect();
     let block = encode_block(&fields);
     let body = &http1[body_at..];
     // Two frame headers: a 1-byte type and a length of at most 8 bytes.
