@@ -36,8 +36,9 @@ use std::time::{Duration, Instant};
 
 use quinn_proto::{ConnectionError, ConnectionHandle, Dir, Endpoint, Event, ReadError, StreamEvent, StreamId, VarInt};
 
-use super::exchange::Ending;
-use super::protocol::{Cx, Inflight, Issued, Output, Response, Tally};
+use super::exchange::{Cx, Ending, Inflight, Issued, Output, Response, Tally};
+use super::h3_ends::{StreamEnd, lost_kind, reset_end};
+use super::h3_response::{Lane, read_response};
 use crate::netio::log_once;
 use crate::plan::CheckState;
 use crate::stats::ErrorKind;
@@ -91,23 +92,6 @@ impl PartialEq for H3Rt {
     fn eq(&self, o: &H3Rt) -> bool {
         self.requests == o.requests && self.streams == o.streams && self.server_name == o.server_name
     }
-}
-
-/// One request stream: an in-flight entry's stream and what is known of
-/// its response.
-#[derive(Debug, Default)]
-struct Lane {
-    /// The stream, while the entry is in flight.
-    id: Option<StreamId>,
-    /// Bytes of the request not yet taken by the stream (its flow-control
-    /// window was smaller than the request).
-    unsent: u32,
-    /// The response's frames.
-    reader: FrameReader,
-    /// The final status, once its field section arrived.
-    status: u16,
-    /// The request's checks, as the response walks past them.
-    check: CheckState,
 }
 
 /// One of the server's unidirectional streams.
@@ -728,145 +712,6 @@ impl H3 {
         }
         Output::Error(lost_kind(reason, was_connected))
     }
-}
-
-/// Feeds one chunk of a response stream to its lane: the field section's
-/// status and fields, the body's bytes, to the checks as they pass.
-fn read_response(lane: &mut Lane, checks: Option<&crate::plan::Checks>, mut b: &[u8]) -> Result<(), ErrorKind> {
-    while !b.is_empty() {
-        let (used, frame) = lane.reader.next(b).map_err(|_| ErrorKind::H3Protocol)?;
-        match frame {
-            Some(Frame::Headers(block)) if lane.status == 0 => {
-                let mut status = 0u16;
-                let mut seen = 0u64;
-                let fields = checks.filter(|c| c.wants_fields());
-                let decoded = SCRATCH.with_borrow_mut(|scratch| {
-                    h3::decode_block(block, scratch, |n, v| {
-                        if n == b":status" {
-                            status = std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
-                        } else if let Some(c) = fields
-                            && !n.starts_with(b":")
-                        {
-                            c.on_field(&mut seen, n, v);
-                        }
-                    })
-                });
-                if decoded.is_err() || status == 0 {
-                    return Err(ErrorKind::H3Protocol);
-                }
-                // An interim answer (1xx): the final one follows.
-                if status >= 200 {
-                    lane.status = status;
-                    if let Some(c) = fields {
-                        c.end_fields(&mut lane.check, seen);
-                    }
-                }
-            }
-            // Trailers: nothing soakd judges.
-            Some(Frame::Headers(_)) => {}
-            Some(Frame::Data(d)) => {
-                if lane.status == 0 {
-                    return Err(ErrorKind::H3Protocol);
-                }
-                if let Some(c) = checks
-                    && c.wants_body()
-                    && !d.is_empty()
-                {
-                    c.on_body(&mut lane.check, d);
-                }
-            }
-            Some(Frame::Settings(_) | Frame::Goaway(_)) => return Err(ErrorKind::H3Protocol),
-            Some(Frame::Other(_)) | None => {}
-        }
-        b = &b[used..];
-    }
-    Ok(())
-}
-
-thread_local! {
-    /// Huffman-decoded strings of a field section (kept, so steady state
-    /// allocates nothing).
-    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// How a request stream ended.
-enum StreamEnd {
-    /// A whole response with this status.
-    Complete(u16),
-    /// The server reset it with H3_REQUEST_REJECTED: not processed.
-    Rejected,
-    /// The stream failed alone.
-    Failed(ErrorKind),
-}
-
-/// A stream the server reset: rejected (sent again) or reset, the code's
-/// name logged once.
-fn reset_end(code: VarInt) -> StreamEnd {
-    let code = code.into_inner();
-    if code == error::REQUEST_REJECTED {
-        return StreamEnd::Rejected;
-    }
-    let name = h3::error_name(code);
-    log_once(&format!("h3_reset_{name}"), || {
-        format!("HTTP/3: the server reset a request stream with {name} (0x{code:x})")
-    });
-    StreamEnd::Failed(ErrorKind::StreamReset)
-}
-
-/// The error kind of a connection lost for `reason`; the particulars (a
-/// code's name, the server's reason) are logged once per code.
-pub(super) fn lost_kind(reason: &ConnectionError, connected: bool) -> ErrorKind {
-    match reason {
-        ConnectionError::VersionMismatch => ErrorKind::QuicVersion,
-        ConnectionError::Reset => ErrorKind::QuicStatelessReset,
-        ConnectionError::TimedOut if connected => ErrorKind::QuicIdleTimeout,
-        ConnectionError::TimedOut => ErrorKind::ConnectTimeout,
-        ConnectionError::TransportError(e) => crypto_kind(u64::from(e.code), &e.reason, "soakd", connected),
-        ConnectionError::ConnectionClosed(c) => {
-            let reason = String::from_utf8_lossy(&c.reason);
-            crypto_kind(u64::from(c.error_code), &reason, "the server", connected)
-        }
-        ConnectionError::ApplicationClosed(c) => {
-            let code = c.error_code.into_inner();
-            let name = h3::error_name(code);
-            log_once(&format!("h3_closed_{name}"), || {
-                format!(
-                    "HTTP/3: the server closed the connection with {name} (0x{code:x}): {}",
-                    String::from_utf8_lossy(&c.reason)
-                )
-            });
-            ErrorKind::H3Closed
-        }
-        ConnectionError::LocallyClosed | ConnectionError::CidsExhausted => ErrorKind::QuicTransport,
-    }
-}
-
-/// TLS alerts that say a certificate was refused (RFC 8446 §6.2):
-/// bad_certificate, unsupported_certificate, certificate_revoked,
-/// certificate_expired, certificate_unknown, unknown_ca.
-const CERTIFICATE_ALERTS: [u64; 6] = [42, 43, 44, 45, 46, 48];
-
-/// A transport error's kind: QUIC carries a TLS alert as CRYPTO_ERROR
-/// 0x100 + alert (RFC 9001 §4.8), which is a TLS failure like one over
-/// TCP; anything else is a transport error by its code's name.
-fn crypto_kind(code: u64, reason: &str, by: &str, connected: bool) -> ErrorKind {
-    if (0x100..0x200).contains(&code) {
-        let alert = code - 0x100;
-        let kind = if CERTIFICATE_ALERTS.contains(&alert) {
-            ErrorKind::TlsCertificate
-        } else {
-            ErrorKind::TlsHandshake
-        };
-        log_once(&format!("quic_crypto_{alert}"), || {
-            format!("QUIC handshake failed ({by} sent TLS alert {alert}): {reason}")
-        });
-        return kind;
-    }
-    let _ = connected;
-    log_once(&format!("quic_transport_{code}"), || {
-        format!("QUIC: {by} closed the connection with transport error 0x{code:x}: {reason}")
-    });
-    ErrorKind::QuicTransport
 }
 
 /// The idle timeout both sides keep (ns): the smaller of the two

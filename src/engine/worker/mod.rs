@@ -32,6 +32,8 @@ pub mod fuzzing;
 mod h2;
 mod h2_streams;
 mod h3;
+mod h3_ends;
+mod h3_response;
 mod http1;
 mod io;
 mod lifecycle;
