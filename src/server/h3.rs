@@ -35,8 +35,10 @@
 //! every connection on it without routing by connection id.
 //!
 //! Per connection: quinn's state with small windows (64 KiB a stream,
-//! 256 KiB the connection, 100 concurrent requests), so 10,000 idle QUIC
-//! connections stay cheap, and `h3_conn.rs`'s small struct.
+//! 256 KiB the connection, 18 concurrent requests granted at first and up
+//! to 100 as the client uses them: quinn keeps a receive state for every
+//! stream granted), so 10,000 idle QUIC connections stay cheap, and
+//! `h3_conn.rs`'s small struct.
 
 use std::io;
 use std::net::SocketAddr;
@@ -76,8 +78,13 @@ const ARENA: usize = 1024 * 1024;
 const SOCKET_BUFFER: usize = 4 * 1024 * 1024;
 /// A connection's idle timeout.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
-/// Concurrent request streams a client may open.
-const MAX_REQUESTS: u32 = 100;
+/// Concurrent request streams a client may open, at most: each connection
+/// grants what its client uses (`h3_conn::stream_credit`), up to this.
+pub(super) const MAX_REQUESTS: u32 = 100;
+/// The request streams the handshake grants (`h3_conn::stream_credit` of
+/// one open): quinn keeps a recycled receive state on every stream id it
+/// has granted, and a grant is never taken back.
+pub(super) const INITIAL_REQUESTS: u32 = 18;
 /// Concurrent unidirectional streams a client may open: its control and
 /// QPACK streams, and a few spare for greasing streams (refused).
 const MAX_UNI: u32 = 8;
@@ -103,7 +110,7 @@ pub(super) fn server_config(tls: &rustls::ServerConfig) -> Result<ServerConfig, 
         .max_idle_timeout(Some(
             IdleTimeout::try_from(IDLE_TIMEOUT).expect("30 s is a valid idle timeout"),
         ))
-        .max_concurrent_bidi_streams(VarInt::from_u32(MAX_REQUESTS))
+        .max_concurrent_bidi_streams(VarInt::from_u32(INITIAL_REQUESTS))
         .max_concurrent_uni_streams(VarInt::from_u32(MAX_UNI))
         .stream_receive_window(VarInt::from_u32(STREAM_WINDOW))
         .receive_window(VarInt::from_u32(CONN_WINDOW))

@@ -19,6 +19,17 @@
 //! * An answered stream is kept until quinn says the client acknowledged
 //!   all of it (`StreamEvent::Finished`): a `goaway@N` connection closes
 //!   only then, since `Connection::close` abandons data not yet delivered.
+//! * Stream credit follows use: quinn-proto recycles a finished request
+//!   stream's receive state (its `Recv` and reassembly buffer, ~370
+//!   bytes) onto the stream id its credit grants next, and never frees
+//!   it, so a connection keeps one for every stream it may have open,
+//!   used or not. Granting 100 cost ~36 KiB a connection once a paced
+//!   client had sent 100 requests. The handshake grants
+//!   `h3::INITIAL_REQUESTS` (what one open stream gets); each connection
+//!   then grants twice the most it had open plus [`HEADROOM`]
+//!   ([`stream_credit`]), up to [`MAX_REQUESTS`], raised as soon as more
+//!   are open. A grant is never lowered: quinn would keep the recycled
+//!   states of the streams given back in its free list anyway.
 //! * An idle connection holds quinn's state and this struct with empty
 //!   vectors but for the client's two or three unidirectional streams.
 
@@ -32,6 +43,7 @@ use quinn_proto::{Connection, Dir, Event, ReadError, StreamEvent, StreamId, VarI
 
 use super::fault::Every;
 use super::h2_responses::{self, BAD_REQUEST, TOO_LARGE};
+use super::h3::MAX_REQUESTS;
 use super::outage::Schedule;
 use super::responses::Route;
 use super::{Degrade, Fault, FaultMode};
@@ -39,6 +51,16 @@ use crate::wire::h3::{self, Frame, FrameError, FrameReader, error, stream_type};
 
 /// The faults HTTP/3 acts out (`spawn` refuses the others with `--h3`).
 pub(super) const H3_FAULTS: [FaultMode; 2] = [FaultMode::Goaway, FaultMode::NeverAnswer];
+
+/// Request streams granted beyond twice the most a connection had open:
+/// room for a burst within a round trip before our MAX_STREAMS arrives.
+const HEADROOM: u32 = 16;
+
+/// The concurrent request streams a connection whose client had at most
+/// `peak` open at once is granted (at most what the handshake granted).
+fn stream_credit(peak: u32) -> u32 {
+    peak.saturating_mul(2).saturating_add(HEADROOM).min(MAX_REQUESTS)
+}
 
 /// A response due at `due` on stream `stream` of the connection with
 /// handle `handle` and serial `serial` (a handle is reused once its
@@ -240,6 +262,10 @@ pub(super) struct H3Conn {
     uni: Vec<Uni>,
     /// Request streams the client opened (for `goaway@N`).
     opened: u32,
+    /// The concurrent request streams granted since the handshake
+    /// ([`stream_credit`] of the most open; 0: none yet, the handshake's
+    /// `h3::INITIAL_REQUESTS` hold).
+    credit: u32,
     /// The stream id of the GOAWAY we sent: streams from it on are
     /// refused; the connection closes once those below are answered.
     goaway: Option<u64>,
@@ -259,6 +285,7 @@ impl H3Conn {
             requests: Vec::new(),
             uni: Vec::new(),
             opened: 0,
+            credit: 0,
             goaway: None,
             muted: false,
             closed: false,
@@ -340,6 +367,7 @@ impl H3Conn {
             return self.close(cx, error::STREAM_CREATION_ERROR);
         };
         self.control = Some(id);
+        self.grant(1);
         // A few bytes into a new stream's send buffer: always taken whole.
         let _ = self.conn.send_stream(id).write_chunks(&mut [cx.th.preamble.clone()]);
     }
@@ -376,9 +404,21 @@ impl H3Conn {
                 // next client-initiated bidirectional one.
                 self.send_goaway(cx, u64::from(id) + 4);
             }
+            self.grant(self.requests.len() as u32);
             // Its first bytes may have come with the frame that opened it.
             let i = self.requests.len() - 1;
             self.read_request(cx, i);
+        }
+    }
+
+    /// Grants the client the request streams [`stream_credit`] gives `open`
+    /// streams open at once, if that is more than it has (never less:
+    /// credit follows the peak); quinn sends the MAX_STREAMS.
+    fn grant(&mut self, open: u32) {
+        let credit = stream_credit(open);
+        if credit > self.credit {
+            self.credit = credit;
+            self.conn.set_max_concurrent_streams(Dir::Bi, VarInt::from_u32(credit));
         }
     }
 
@@ -656,4 +696,25 @@ fn feed_uni(kind: &mut UniKind, mut data: &[u8]) -> Result<(), u64> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::h3::INITIAL_REQUESTS;
+    use super::*;
+
+    /// A paced client (one stream open at a time) is granted a few
+    /// streams, not the handshake's 100: quinn keeps a recycled receive
+    /// state on every granted stream id. A client with more open is
+    /// granted twice that plus headroom, never more than the handshake.
+    #[test]
+    fn stream_credit_follows_the_most_open() {
+        assert_eq!(stream_credit(1), 2 + HEADROOM);
+        assert_eq!(stream_credit(1), INITIAL_REQUESTS);
+        assert!(stream_credit(1) < MAX_REQUESTS / 4);
+        assert_eq!(stream_credit(10), 20 + HEADROOM);
+        assert_eq!(stream_credit(50), MAX_REQUESTS);
+        assert_eq!(stream_credit(u32::MAX), MAX_REQUESTS);
+        assert!((0..200).all(|n| stream_credit(n + 1) >= stream_credit(n)));
+    }
 }
