@@ -56,7 +56,7 @@ use quinn_proto::{
 };
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::h3_conn::{Cx, H3Conn, H3Counters, Serving};
+use super::h3_conn::{Cx, H3Conn, H3Counters, INITIAL_REQUESTS, Serving};
 use super::{EVENTS, TargetConfig};
 use crate::Error;
 use crate::netio::{WAKER, set_int};
@@ -78,13 +78,6 @@ const ARENA: usize = 1024 * 1024;
 const SOCKET_BUFFER: usize = 4 * 1024 * 1024;
 /// A connection's idle timeout.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
-/// Concurrent request streams a client may open, at most: each connection
-/// grants what its client uses (`h3_conn::stream_credit`), up to this.
-pub(super) const MAX_REQUESTS: u32 = 100;
-/// The request streams the handshake grants (`h3_conn::stream_credit` of
-/// one open): quinn keeps a recycled receive state on every stream id it
-/// has granted, and a grant is never taken back.
-pub(super) const INITIAL_REQUESTS: u32 = 18;
 /// Concurrent unidirectional streams a client may open: its control and
 /// QPACK streams, and a few spare for greasing streams (refused).
 const MAX_UNI: u32 = 8;

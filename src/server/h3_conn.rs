@@ -25,7 +25,7 @@
 //!   it, so a connection keeps one for every stream it may have open,
 //!   used or not. Granting 100 cost ~36 KiB a connection once a paced
 //!   client had sent 100 requests. The handshake grants
-//!   `h3::INITIAL_REQUESTS` (what one open stream gets); each connection
+//!   [`INITIAL_REQUESTS`] (what one open stream gets); each connection
 //!   then grants twice the most it had open plus [`HEADROOM`]
 //!   ([`stream_credit`]), up to [`MAX_REQUESTS`], raised as soon as more
 //!   are open. A grant is never lowered: quinn would keep the recycled
@@ -43,7 +43,6 @@ use quinn_proto::{Connection, Dir, Event, ReadError, StreamEvent, StreamId, VarI
 
 use super::fault::Every;
 use super::h2_responses::{self, BAD_REQUEST, TOO_LARGE};
-use super::h3::MAX_REQUESTS;
 use super::outage::Schedule;
 use super::responses::Route;
 use super::{Degrade, Fault, FaultMode};
@@ -51,6 +50,14 @@ use crate::wire::h3::{self, Frame, FrameError, FrameReader, error, stream_type};
 
 /// The faults HTTP/3 acts out (`spawn` refuses the others with `--h3`).
 pub(super) const H3_FAULTS: [FaultMode; 2] = [FaultMode::Goaway, FaultMode::NeverAnswer];
+
+/// Concurrent request streams a client may open, at most: each connection
+/// grants what its client uses ([`stream_credit`]), up to this.
+pub(super) const MAX_REQUESTS: u32 = 100;
+/// The request streams the handshake grants ([`stream_credit`] of one
+/// open): quinn keeps a recycled receive state on every stream id it has
+/// granted, and a grant is never taken back.
+pub(super) const INITIAL_REQUESTS: u32 = 18;
 
 /// Request streams granted beyond twice the most a connection had open:
 /// room for a burst within a round trip before our MAX_STREAMS arrives.
@@ -264,7 +271,7 @@ pub(super) struct H3Conn {
     opened: u32,
     /// The concurrent request streams granted since the handshake
     /// ([`stream_credit`] of the most open; 0: none yet, the handshake's
-    /// `h3::INITIAL_REQUESTS` hold).
+    /// [`INITIAL_REQUESTS`] hold).
     credit: u32,
     /// The stream id of the GOAWAY we sent: streams from it on are
     /// refused; the connection closes once those below are answered.
@@ -700,7 +707,6 @@ fn feed_uni(kind: &mut UniKind, mut data: &[u8]) -> Result<(), u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::h3::INITIAL_REQUESTS;
     use super::*;
 
     /// A paced client (one stream open at a time) is granted a few
