@@ -10,7 +10,9 @@
 //! datagrams quinn made for one destination (a window's worth of a large
 //! body) goes as one message with `UDP_SEGMENT` (generic segmentation
 //! offload) where the kernel takes it; where it does not, the run is sent
-//! as separate datagrams from then on.
+//! as separate datagrams from then on. On the way in, a socket with
+//! `UDP_GRO` ([`enable_gro`]) has the kernel coalesce a sender's run into
+//! one read that says its segment size, split again before QUIC sees it.
 //!
 //! A datagram the socket will not take (its buffer full) is dropped, as
 //! the network may drop it: QUIC's loss recovery sends it again, and a
@@ -30,57 +32,110 @@ pub const SLOT: usize = 2048;
 /// `SOL_UDP`'s `UDP_SEGMENT` (linux/udp.h), not in every libc release.
 const UDP_SEGMENT: libc::c_int = 103;
 
+/// Bytes of one receive slot with GRO on: the kernel may coalesce a run
+/// of datagrams from one sender into one read of up to 64 KiB.
+const GRO_SLOT: usize = 64 * 1024;
+
+/// Slots read per `recvmmsg` with GRO on (each is a run, not a datagram).
+const GRO_BATCH: usize = 8;
+
+/// `SOL_UDP`'s `UDP_GRO` (linux/udp.h): the socket option, and the control
+/// message that gives a coalesced read's segment size.
+const UDP_GRO: libc::c_int = 104;
+
+/// Asks the kernel to coalesce runs of datagrams (generic receive
+/// offload); false where it will not (an old kernel).
+#[allow(unsafe_code)]
+pub fn enable_gro(socket: &impl AsRawFd) -> bool {
+    let on: libc::c_int = 1;
+    // SAFETY: a plain int option on a live socket.
+    let r = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_UDP,
+            UDP_GRO,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    r == 0
+}
+
 /// Receive buffers for one `recvmmsg`.
 pub struct RecvBatch {
+    /// Bytes of one slot, and slots read per call.
+    slot: usize,
+    count: usize,
     bufs: Box<[u8]>,
     addrs: Box<[libc::sockaddr_storage]>,
     lens: [usize; BATCH],
     addr_lens: [libc::socklen_t; BATCH],
+    /// A coalesced read's segment size (0: one datagram).
+    segs: [usize; BATCH],
 }
 
 impl Default for RecvBatch {
     fn default() -> RecvBatch {
-        RecvBatch::new()
+        RecvBatch::new(false)
     }
 }
 
 impl RecvBatch {
-    /// Room for [`BATCH`] datagrams of up to [`SLOT`] bytes.
-    pub fn new() -> RecvBatch {
+    /// Room for [`BATCH`] datagrams of up to [`SLOT`] bytes, or with `gro`
+    /// (a socket [`enable_gro`] succeeded on) for 8 coalesced runs of up to
+    /// 64 KiB.
+    pub fn new(gro: bool) -> RecvBatch {
+        let (slot, count) = if gro { (GRO_SLOT, GRO_BATCH) } else { (SLOT, BATCH) };
         RecvBatch {
-            bufs: vec![0; BATCH * SLOT].into_boxed_slice(),
-            addrs: vec![zeroed_storage(); BATCH].into_boxed_slice(),
+            slot,
+            count,
+            bufs: vec![0; count * slot].into_boxed_slice(),
+            addrs: vec![zeroed_storage(); count].into_boxed_slice(),
             lens: [0; BATCH],
             addr_lens: [0; BATCH],
+            segs: [0; BATCH],
         }
     }
 
-    /// Reads up to [`BATCH`] datagrams from `socket` (non-blocking): how
-    /// many, or the error (`WouldBlock` when none waits).
+    /// Slots one [`RecvBatch::recv`] fills at most: a read that filled
+    /// fewer left the socket drained.
+    pub fn capacity(&self) -> usize {
+        self.count
+    }
+
+    /// Reads up to [`RecvBatch::capacity`] slots from `socket`
+    /// (non-blocking): how many, or the error (`WouldBlock` when none
+    /// waits).
     #[allow(unsafe_code)]
     pub fn recv(&mut self, socket: &impl AsRawFd) -> io::Result<usize> {
         let mut iovs: [libc::iovec; BATCH] = [libc::iovec {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
         }; BATCH];
+        // Room for one UDP_GRO control message per slot.
+        let mut cmsgs = [[0u64; 4]; BATCH];
         // SAFETY: mmsghdr is plain data; every pointer in it is set below
         // before the call.
         let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
-        for i in 0..BATCH {
-            iovs[i].iov_base = self.bufs[i * SLOT..].as_mut_ptr().cast();
-            iovs[i].iov_len = SLOT;
-            msgs[i].msg_hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
-            msgs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            msgs[i].msg_hdr.msg_iov = &mut iovs[i];
-            msgs[i].msg_hdr.msg_iovlen = 1;
+        for i in 0..self.count {
+            iovs[i].iov_base = self.bufs[i * self.slot..].as_mut_ptr().cast();
+            iovs[i].iov_len = self.slot;
+            let h = &mut msgs[i].msg_hdr;
+            h.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
+            h.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_iov = &mut iovs[i];
+            h.msg_iovlen = 1;
+            h.msg_control = cmsgs[i].as_mut_ptr().cast();
+            h.msg_controllen = std::mem::size_of_val(&cmsgs[i]) as _;
         }
-        // SAFETY: `msgs` points at BATCH live iovecs, each at SLOT bytes of
-        // `bufs`, and at BATCH sockaddr_storage; all outlive the call.
+        // SAFETY: `msgs[..count]` point at live iovecs, each at `slot`
+        // bytes of `bufs`, at sockaddr_storage and at control buffers; all
+        // outlive the call.
         let n = unsafe {
             libc::recvmmsg(
                 socket.as_raw_fd(),
                 msgs.as_mut_ptr(),
-                BATCH as libc::c_uint,
+                self.count as libc::c_uint,
                 libc::MSG_DONTWAIT,
                 std::ptr::null_mut(),
             )
@@ -92,16 +147,38 @@ impl RecvBatch {
         for (i, m) in msgs[..n].iter().enumerate() {
             self.lens[i] = m.msg_len as usize;
             self.addr_lens[i] = m.msg_hdr.msg_namelen;
+            self.segs[i] = gro_segment(&m.msg_hdr);
         }
         Ok(n)
     }
 
-    /// Datagram `i` of the last [`RecvBatch::recv`] and who sent it (`None`
-    /// for an address family soakd does not speak).
-    pub fn get(&self, i: usize) -> (&[u8], Option<SocketAddr>) {
-        let bytes = &self.bufs[i * SLOT..i * SLOT + self.lens[i].min(SLOT)];
-        (bytes, from_storage(&self.addrs[i], self.addr_lens[i]))
+    /// Slot `i` of the last [`RecvBatch::recv`]: its bytes, who sent them
+    /// (`None` for an address family soakd does not speak), and the size
+    /// of each datagram in it when the kernel coalesced a run (0: the
+    /// bytes are one datagram).
+    pub fn get(&self, i: usize) -> (&[u8], Option<SocketAddr>, usize) {
+        let at = i * self.slot;
+        let bytes = &self.bufs[at..at + self.lens[i].min(self.slot)];
+        (bytes, from_storage(&self.addrs[i], self.addr_lens[i]), self.segs[i])
     }
+}
+
+/// The segment size a UDP_GRO control message of `h` gives, or 0.
+#[allow(unsafe_code)]
+fn gro_segment(h: &libc::msghdr) -> usize {
+    // SAFETY: the kernel wrote `msg_controllen` bytes of well-formed
+    // control messages into the buffer `h` points at; the macros walk them.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(h);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == UDP_GRO {
+                let v = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+                return usize::try_from(v).unwrap_or(0);
+            }
+            c = libc::CMSG_NXTHDR(h, c);
+        }
+    }
+    0
 }
 
 /// Datagrams waiting for the end of a wakeup, sent together.
@@ -342,15 +419,16 @@ mod tests {
         assert_eq!(sent, 500 + 950);
         assert!(out.is_empty());
         let mut got = Vec::new();
-        let mut batch = RecvBatch::new();
+        let mut batch = RecvBatch::new(false);
         rx.set_nonblocking(true).unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while got.len() < 9 && std::time::Instant::now() < deadline {
             match batch.recv(&rx) {
                 Ok(n) => {
                     for i in 0..n {
-                        let (b, from) = batch.get(i);
+                        let (b, from, seg) = batch.get(i);
                         assert_eq!(from, Some(tx.local_addr().unwrap()));
+                        assert_eq!(seg, 0, "no GRO asked for");
                         got.push(b.to_vec());
                     }
                 }
@@ -362,6 +440,47 @@ mod tests {
         assert_eq!(lens, [100, 100, 100, 100, 100, 300, 300, 300, 50]);
         assert_eq!(got[5], vec![10; 300]);
         assert_eq!(got[8], vec![13; 50]);
+    }
+
+    /// With GRO on, a GSO run sent over loopback arrives as one read that
+    /// says its segment size; single datagrams say 0.
+    #[test]
+    fn a_run_arrives_coalesced_with_gro() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        if !enable_gro(&rx) {
+            return;
+        }
+        let to = rx.local_addr().unwrap();
+        let mut out = SendBatch::default();
+        out.push(to, &[7; 100], None);
+        let run: Vec<u8> = (0..950u32).map(|i| (i / 300) as u8).collect();
+        out.push(to, &run, Some(300));
+        out.flush(&tx);
+        rx.set_nonblocking(true).unwrap();
+        let mut batch = RecvBatch::new(true);
+        let mut got = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while got.iter().map(|(b, _): &(Vec<u8>, usize)| b.len()).sum::<usize>() < 1050
+            && std::time::Instant::now() < deadline
+        {
+            match batch.recv(&rx) {
+                Ok(n) => (0..n).for_each(|i| {
+                    let (b, _, seg) = batch.get(i);
+                    got.push((b.to_vec(), seg));
+                }),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(got[0], (vec![7; 100], 0));
+        // The run: whole in one read with its segment size, or (a kernel
+        // that segments it on the way) as datagrams of that size.
+        let rest: Vec<u8> = got[1..].iter().flat_map(|(b, _)| b.clone()).collect();
+        assert_eq!(rest, run);
+        if got.len() == 2 {
+            assert_eq!(got[1].1, 300);
+        }
     }
 
     #[test]

@@ -89,7 +89,7 @@ impl Quic {
             endpoint: Endpoint::new(Arc::new(EndpointConfig::default()), None, true, None),
             sockets: Vec::new(),
             send: Vec::new(),
-            recv: Box::new(RecvBatch::new()),
+            recv: Box::new(RecvBatch::default()),
             owners: Vec::new(),
             tx: Vec::with_capacity(MAX_DATAGRAM * GSO_RUN),
             unread: None,
@@ -112,6 +112,12 @@ impl Quic {
         let _ = s.set_send_buffer_size(SOCKET_BUFFER);
         s.bind(&SocketAddr::new(local, 0).into())?;
         let mut udp = UdpSocket::from_std(s.into());
+        // Runs of datagrams coalesced by the kernel where it can (a large
+        // body's window arrives in a few reads); the batch grows its slots
+        // for them the first time.
+        if crate::netio::udp::enable_gro(&udp) && self.recv.capacity() == crate::netio::udp::BATCH {
+            *self.recv = RecvBatch::new(true);
+        }
         let i = self.sockets.len();
         registry.register(
             &mut udp,
@@ -202,42 +208,46 @@ impl Worker {
                 Err(_) => continue,
             };
             for d in 0..n {
-                let (bytes, from) = q.recv.get(d);
+                let (run, from, seg) = q.recv.get(d);
                 let Some(from) = from else { continue };
-                let len = bytes.len();
-                // A copy of its own: quinn may keep a received packet's
-                // bytes (stream data not yet read), and a slice of a shared
-                // buffer would keep the whole buffer alive with it: cut from
-                // 64 KiB arenas, 1,000 held connections pinned 7 MB.
-                let datagram = BytesMut::from(bytes);
-                q.tx.clear();
-                match q.endpoint.handle(at, from, None, None, datagram, &mut q.tx) {
-                    Some(DatagramEvent::ConnectionEvent(handle, ev)) => {
-                        let key = q.owners.get(handle.0).copied().unwrap_or(NO_SLOT);
-                        if let Some(c) = self.conns.get_mut(key as usize)
-                            && let Protocol::H3(h) = &mut c.proto
-                            && h.handle == handle
-                            && let Some(conn) = h.conn()
-                        {
-                            conn.handle_event(ev);
-                            h.heard(now);
-                            self.local[c.workload as usize].counters.bytes_received += len as u64;
-                            if !h.queued {
-                                h.queued = true;
-                                q.queue.push(key);
+                // A coalesced read is a run of datagrams of `seg` bytes
+                // (the last may be shorter): each goes to the endpoint.
+                for bytes in run.chunks(if seg == 0 { run.len().max(1) } else { seg }) {
+                    let len = bytes.len();
+                    // A copy of its own: quinn may keep a received packet's
+                    // bytes (stream data not yet read), and a slice of a shared
+                    // buffer would keep the whole buffer alive with it: cut from
+                    // 64 KiB arenas, 1,000 held connections pinned 7 MB.
+                    let datagram = BytesMut::from(bytes);
+                    q.tx.clear();
+                    match q.endpoint.handle(at, from, None, None, datagram, &mut q.tx) {
+                        Some(DatagramEvent::ConnectionEvent(handle, ev)) => {
+                            let key = q.owners.get(handle.0).copied().unwrap_or(NO_SLOT);
+                            if let Some(c) = self.conns.get_mut(key as usize)
+                                && let Protocol::H3(h) = &mut c.proto
+                                && h.handle == handle
+                                && let Some(conn) = h.conn()
+                            {
+                                conn.handle_event(ev);
+                                h.heard(now);
+                                self.local[c.workload as usize].counters.bytes_received += len as u64;
+                                if !h.queued {
+                                    h.queued = true;
+                                    q.queue.push(key);
+                                }
                             }
                         }
+                        // A stateless reset or version negotiation the endpoint
+                        // answers itself.
+                        Some(DatagramEvent::Response(t)) => {
+                            q.send[i].push(t.destination, &q.tx[..t.size], t.segment_size);
+                        }
+                        Some(DatagramEvent::NewConnection(_)) | None => {}
                     }
-                    // A stateless reset or version negotiation the endpoint
-                    // answers itself.
-                    Some(DatagramEvent::Response(t)) => {
-                        q.send[i].push(t.destination, &q.tx[..t.size], t.segment_size);
-                    }
-                    Some(DatagramEvent::NewConnection(_)) | None => {}
                 }
             }
             // A short batch: the socket was drained.
-            if n < crate::netio::udp::BATCH {
+            if n < q.recv.capacity() {
                 q.unread = None;
                 break;
             }
