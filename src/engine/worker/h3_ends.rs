@@ -4,7 +4,7 @@
 //! (a code's name, the peer's reason) logged once per code. One table for
 //! the HTTP/3 client's every end, so no failure is silent or named twice.
 
-use quinn_proto::{ConnectionError, VarInt};
+use quinn_proto::{ConnectionError, TransportErrorCode, VarInt};
 
 use crate::netio::log_once;
 use crate::stats::ErrorKind;
@@ -42,10 +42,10 @@ pub(super) fn lost_kind(reason: &ConnectionError, connected: bool) -> ErrorKind 
         ConnectionError::Reset => ErrorKind::QuicStatelessReset,
         ConnectionError::TimedOut if connected => ErrorKind::QuicIdleTimeout,
         ConnectionError::TimedOut => ErrorKind::ConnectTimeout,
-        ConnectionError::TransportError(e) => crypto_kind(u64::from(e.code), &e.reason, "soakd", connected),
+        ConnectionError::TransportError(e) => transport_kind(e.code, &e.reason, "soakd"),
         ConnectionError::ConnectionClosed(c) => {
             let reason = String::from_utf8_lossy(&c.reason);
-            crypto_kind(u64::from(c.error_code), &reason, "the server", connected)
+            transport_kind(c.error_code, &reason, "the server")
         }
         ConnectionError::ApplicationClosed(c) => {
             let code = c.error_code.into_inner();
@@ -70,9 +70,10 @@ const CERTIFICATE_ALERTS: [u64; 6] = [42, 43, 44, 45, 46, 48];
 /// A transport error's kind: QUIC carries a TLS alert as CRYPTO_ERROR
 /// 0x100 + alert (RFC 9001 §4.8), which is a TLS failure like one over
 /// TCP; anything else is a transport error by its code's name.
-fn crypto_kind(code: u64, reason: &str, by: &str, connected: bool) -> ErrorKind {
-    if (0x100..0x200).contains(&code) {
-        let alert = code - 0x100;
+fn transport_kind(code: TransportErrorCode, reason: &str, by: &str) -> ErrorKind {
+    let n = u64::from(code);
+    if (0x100..0x200).contains(&n) {
+        let alert = n - 0x100;
         let kind = if CERTIFICATE_ALERTS.contains(&alert) {
             ErrorKind::TlsCertificate
         } else {
@@ -83,9 +84,58 @@ fn crypto_kind(code: u64, reason: &str, by: &str, connected: bool) -> ErrorKind 
         });
         return kind;
     }
-    let _ = connected;
-    log_once(&format!("quic_transport_{code}"), || {
-        format!("QUIC: {by} closed the connection with transport error 0x{code:x}: {reason}")
+    // quinn's Debug of a code is its RFC 9000 §20.1 name.
+    log_once(&format!("quic_transport_{n}"), || {
+        format!("QUIC: {by} closed the connection with {code:?} (0x{n:x}): {reason}")
     });
     ErrorKind::QuicTransport
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quinn_proto::TransportError;
+
+    fn transport(code: TransportErrorCode) -> ConnectionError {
+        ConnectionError::TransportError(TransportError {
+            code,
+            frame: None,
+            reason: "test".into(),
+        })
+    }
+
+    #[test]
+    fn every_end_has_its_kind() {
+        // A certificate refused (bad_certificate, unknown_ca) is a
+        // certificate failure; another alert (no_application_protocol) a
+        // handshake one; other transport codes are transport errors.
+        assert_eq!(
+            lost_kind(&transport(TransportErrorCode::crypto(42)), false),
+            ErrorKind::TlsCertificate
+        );
+        assert_eq!(
+            lost_kind(&transport(TransportErrorCode::crypto(48)), false),
+            ErrorKind::TlsCertificate
+        );
+        assert_eq!(
+            lost_kind(&transport(TransportErrorCode::crypto(120)), false),
+            ErrorKind::TlsHandshake
+        );
+        assert_eq!(
+            lost_kind(&transport(TransportErrorCode::PROTOCOL_VIOLATION), true),
+            ErrorKind::QuicTransport
+        );
+        assert_eq!(lost_kind(&ConnectionError::TimedOut, true), ErrorKind::QuicIdleTimeout);
+        assert_eq!(lost_kind(&ConnectionError::TimedOut, false), ErrorKind::ConnectTimeout);
+        assert_eq!(lost_kind(&ConnectionError::Reset, true), ErrorKind::QuicStatelessReset);
+        assert_eq!(
+            lost_kind(&ConnectionError::VersionMismatch, false),
+            ErrorKind::QuicVersion
+        );
+        assert!(matches!(reset_end(VarInt::from_u32(0x10b)), StreamEnd::Rejected));
+        assert!(matches!(
+            reset_end(VarInt::from_u32(0x102)),
+            StreamEnd::Failed(ErrorKind::StreamReset)
+        ));
+    }
 }
