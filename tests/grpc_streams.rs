@@ -253,7 +253,14 @@ fn held_streams_ride_connection_ageing_as_restarts() {
         restarts >= 10 * rotations / 2,
         "{restarts} restarts for {rotations} rotations\n{s:#}"
     );
-    assert_eq!(s["opened"].as_u64().unwrap(), 100 + restarts, "{s:#}");
+    // Every stream opened after the first 100 is a restart coming back.
+    // A restart not yet reopened when the run stops (its connection closed
+    // in the last moments, not yet back) is at most one per lane.
+    let opened = s["opened"].as_u64().unwrap();
+    assert!(
+        opened <= 100 + restarts && 100 + restarts - opened <= 100,
+        "{opened} opened for {restarts} restarts\n{s:#}"
+    );
     // 100 streams × 10 pushes a second, less the reconnects' gaps.
     let got = s["messages_received"].as_u64().unwrap();
     assert!(got >= 8_000, "{got}");
