@@ -299,3 +299,104 @@ fn the_h3_dashboard_row_reads_soakd_in_prometheus() {
     let (status, stderr) = util::wait_with_timeout(child, 30);
     assert!(status.success(), "{stderr}");
 }
+
+/// Mutual TLS over QUIC: a target that requires client certificates
+/// (`--tls-client-ca`) refuses a client without one, a TLS failure and
+/// nothing answered, and serves one with `--cert`/`--key` a clean soak.
+#[test]
+fn client_certificates_over_quic() {
+    let pki = util::Pki::new();
+    let (cert, key) = pki.server();
+    let (client, client_key) = pki.issue("client", &["soakd-client"], (2020, 2100));
+    let ca = pki.ca();
+    let target = target(&["--tls-cert", &cert, "--tls-key", &key, "--tls-client-ca", &ca]);
+    let run = |extra: &[&str]| {
+        let url = target.https_url("/");
+        let mut args = vec![
+            "run",
+            &url,
+            "--http",
+            "3",
+            "--cacert",
+            &ca,
+            "-c",
+            "2",
+            "-i",
+            "100ms",
+            "-d",
+            "1500ms",
+            "--metrics-listen",
+            "off",
+        ];
+        args.extend_from_slice(extra);
+        soakd_report(&args, 60)
+    };
+    let without = run(&[]);
+    let kinds = errors(&without);
+    assert_eq!(kinds.len(), 1, "{kinds:?}\n{}", without.stderr);
+    assert_eq!(kinds[0].0, "tls_handshake", "{kinds:?}\n{}", without.stderr);
+    // Backoff, not a storm: 2 slots for 1.5 s.
+    assert!(kinds[0].1 < 30, "{kinds:?}");
+    assert_eq!(field(&without.report, "/responses/2xx"), 0);
+    assert!(without.stderr.contains("certificate"), "{}", without.stderr);
+
+    let with = run(&["--cert", &client, "--key", &client_key]);
+    assert_eq!(errors(&with), [], "{}", with.stderr);
+    let completed = field(&with.report, "/requests/completed");
+    assert!(completed >= 20, "{completed}");
+    assert_eq!(stop(&target).answered, completed);
+}
+
+/// A target killed and started again on its address with the same key:
+/// the new process has no state for the connections soakd held, and
+/// answers their next packets with stateless resets it can make because
+/// its reset key comes from the same private key (RFC 9000 §10.3). soakd
+/// counts one `quic_stateless_reset` per connection, nothing else, and
+/// reconnects: the soak goes on against the new process.
+#[test]
+fn a_restarted_target_resets_the_connections_it_lost() {
+    let pki = util::Pki::new();
+    let (cert, key) = pki.server();
+    let ca = pki.ca();
+    let mut first = target(&["--tls-cert", &cert, "--tls-key", &key]);
+    let addr = first.addr.clone();
+    let url = first.https_url("/");
+    let metrics = format!("127.0.0.1:{}", util::free_port());
+    let args: Vec<String> = [
+        "run",
+        &url,
+        "--http",
+        "3",
+        "--cacert",
+        &ca,
+        "-c",
+        "3",
+        "-i",
+        "100ms",
+        "-d",
+        "4s",
+        "--metrics-listen",
+        &metrics,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let run = std::thread::spawn(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        soakd_report(&args, 60)
+    });
+    let open = format!("soakd_connections{{target=\"{addr}\",state=\"open\"}}");
+    util::wait_until(
+        || util::scrape(&metrics).is_some_and(|m| m.get(&open) == Some(&3.0)),
+        Duration::from_secs(10),
+        "3 QUIC connections open (soakd's metrics)",
+    );
+    first.kill();
+    let second = util::BuiltinTarget::start_on(&addr, &["--tls", "--h3", "--tls-cert", &cert, "--tls-key", &key]);
+    let r = run.join().unwrap();
+    assert!(r.status.success(), "exit {}\n{}", r.status, r.stderr);
+    assert_eq!(errors(&r), [("quic_stateless_reset".to_string(), 3)], "{}", r.stderr);
+    assert_eq!(field(&r.report, "/connections/opened"), 6, "each connection made again");
+    assert_eq!(field(&r.report, "/connections/open_at_end"), 3);
+    assert!(stop(&second).answered > 0, "the soak went on against the new process");
+}

@@ -12,62 +12,8 @@ mod util;
 
 use std::time::{Duration, Instant};
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use util::*;
-
-/// A CA and what it signed, as PEM files in a temporary directory.
-struct Pki {
-    dir: TempDir,
-    ca_params: CertificateParams,
-    ca_key: KeyPair,
-}
-
-impl Pki {
-    fn new() -> Pki {
-        let dir = TempDir::new("pki");
-        let ca_key = KeyPair::generate().unwrap();
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.distinguished_name.push(DnType::CommonName, "soakd test CA");
-        ca_params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let ca = ca_params.self_signed(&ca_key).unwrap();
-        std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
-        Pki { dir, ca_params, ca_key }
-    }
-
-    fn ca(&self) -> String {
-        self.path("ca.pem")
-    }
-
-    fn path(&self, name: &str) -> String {
-        self.dir.path().join(name).display().to_string()
-    }
-
-    /// A certificate for `names` signed by the CA, valid from `from` to
-    /// `until` (years), written as NAME.pem and NAME.key.
-    fn issue(&self, name: &str, names: &[&str], years: (i32, i32)) -> (String, String) {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.not_before = rcgen::date_time_ymd(years.0, 1, 1);
-        params.not_after = rcgen::date_time_ymd(years.1, 1, 1);
-        let issuer = Issuer::from_params(&self.ca_params, &self.ca_key);
-        let cert = params.signed_by(&key, &issuer).unwrap();
-        let (c, k) = (self.path(&format!("{name}.pem")), self.path(&format!("{name}.key")));
-        std::fs::write(&c, cert.pem()).unwrap();
-        std::fs::write(&k, key.serialize_pem()).unwrap();
-        (c, k)
-    }
-
-    /// A server certificate for 127.0.0.1 and localhost, valid now.
-    fn server(&self) -> (String, String) {
-        self.issue("server", &["127.0.0.1", "localhost"], (2020, 2100))
-    }
-}
 
 /// nginx on TLS with `cert`/`key`, plus `extra` server directives.
 fn tls_nginx(cert: &str, key: &str, extra: &str) -> Nginx {

@@ -41,6 +41,7 @@ pub(super) fn demo(args: DemoArgs) -> Result<(), Error> {
         tls: tls.as_ref().map(|t| t.config.clone()),
         h2: args.h2,
         h3: args.h3,
+        reset_key: tls.as_ref().map(|t| t.reset_key),
         grpc: args.grpc.then_some(server::GrpcService {
             status: None,
             max_age: None,

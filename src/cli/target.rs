@@ -25,13 +25,6 @@ pub(super) fn target_tls(
 }
 
 pub(super) fn serve_target(args: TargetArgs) -> Result<(), Error> {
-    if args.h3 && args.tls_client_ca.is_some() {
-        // Not yet carried over to QUIC (untested there): refused rather
-        // than half-working.
-        return Err(Error::Usage(
-            "--tls-client-ca is not supported with --h3 yet: drop one of them".to_string(),
-        ));
-    }
     let tls = target_tls(
         args.tls,
         args.tls_cert.as_ref(),
@@ -46,6 +39,7 @@ pub(super) fn serve_target(args: TargetArgs) -> Result<(), Error> {
         tls: tls.as_ref().map(|t| t.config.clone()),
         h2: args.h2,
         h3: args.h3,
+        reset_key: tls.as_ref().map(|t| t.reset_key),
         grpc: args.grpc.then_some(server::GrpcService {
             status: args.grpc_status,
             max_age: args.max_connection_age,

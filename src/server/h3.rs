@@ -52,7 +52,8 @@ use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Token, Waker};
 use quinn_proto::crypto::rustls::QuicServerConfig;
 use quinn_proto::{
-    ConnectionHandle, DatagramEvent, Endpoint, EndpointConfig, IdleTimeout, ServerConfig, TransportConfig, VarInt,
+    ConnectionHandle, DatagramEvent, Endpoint, EndpointConfig, HashedConnectionIdGenerator, IdleTimeout, ServerConfig,
+    TransportConfig, VarInt,
 };
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -115,6 +116,39 @@ pub(super) fn server_config(tls: &rustls::ServerConfig) -> Result<ServerConfig, 
     Ok(config)
 }
 
+/// The endpoint's settings for a kept secret (`TargetConfig::reset_key`):
+/// stateless reset tokens keyed with it, and connection ids whose
+/// signature it keys too. Both must outlive a restart for the reset to
+/// happen: quinn answers a packet for a connection it does not know with
+/// a reset only when the connection id carries its own signature.
+fn endpoint_config(secret: &[u8; 32]) -> EndpointConfig {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
+    let tag = ring::hmac::sign(&key, b"connection ids");
+    let cid_key = u64::from_le_bytes(tag.as_ref()[..8].try_into().expect("a SHA-256 tag has 8 bytes"));
+    let mut config = EndpointConfig::new(Arc::new(ResetKey(key)));
+    config.cid_generator(move || Box::new(HashedConnectionIdGenerator::from_key(cid_key)));
+    config
+}
+
+/// The key stateless reset tokens are made with (`TargetConfig::reset_key`),
+/// as HMAC-SHA256 on ring, which soakd builds with either TLS provider
+/// (quinn-proto implements its trait only for its own provider's key).
+struct ResetKey(ring::hmac::Key);
+
+impl quinn_proto::crypto::HmacKey for ResetKey {
+    fn sign(&self, data: &[u8], out: &mut [u8]) {
+        out.copy_from_slice(ring::hmac::sign(&self.0, data).as_ref());
+    }
+
+    fn signature_len(&self) -> usize {
+        32
+    }
+
+    fn verify(&self, data: &[u8], signature: &[u8]) -> Result<(), quinn_proto::crypto::CryptoError> {
+        ring::hmac::verify(&self.0, data, signature).map_err(|_| quinn_proto::crypto::CryptoError)
+    }
+}
+
 /// Binds the UDP socket at `addr` (the TCP listener's, port resolved).
 /// Also says whether path MTU discovery may run (the socket sets the
 /// don't-fragment bit, so a probe too large is lost, not fragmented).
@@ -169,7 +203,11 @@ pub(super) fn start(
     poll.registry()
         .register(&mut socket, SOCKET, Interest::READABLE)
         .map_err(|e| Error::io("registering the target's UDP socket", e))?;
-    let endpoint = Endpoint::new(Arc::new(EndpointConfig::default()), Some(Arc::new(server)), mtud, None);
+    let endpoint_config = match cfg.reset_key {
+        Some(key) => endpoint_config(&key),
+        None => EndpointConfig::default(),
+    };
+    let endpoint = Endpoint::new(Arc::new(endpoint_config), Some(Arc::new(server)), mtud, None);
     let quic = Loop {
         poll,
         socket,

@@ -121,6 +121,11 @@ pub struct TargetConfig {
     /// Of the faults, `goaway@N` and `never-answer[@N]` act on it; with
     /// any other `spawn` fails, as it does with `--restart-every`.
     pub h3: bool,
+    /// The secret HTTP/3's stateless resets are keyed with (see
+    /// [`tls::ServerTls::reset_key`]); `None` makes one at random, and
+    /// connections left by an earlier process are then dropped silently
+    /// (their clients time out) rather than reset.
+    pub reset_key: Option<[u8; 32]>,
     /// Restarts and brownouts on a schedule (`--restart-every`,
     /// `--brownout-every`; see `outage.rs`); the default has none.
     pub outage: OutageSchedule,
@@ -144,6 +149,7 @@ impl Default for TargetConfig {
             h2: false,
             grpc: None,
             h3: false,
+            reset_key: None,
             outage: OutageSchedule::default(),
             reuse_port: false,
         }

@@ -25,6 +25,12 @@ pub struct ServerTls {
     pub cert_path: PathBuf,
     /// SHA-256 of the certificate's DER, hex.
     pub fingerprint: String,
+    /// The secret HTTP/3's stateless resets are keyed with (`--h3`),
+    /// derived from the private key: a target restarted with the same key
+    /// resets the connections its predecessor left, as a server that keeps
+    /// its reset key across restarts does (RFC 9000 §10.3), and a made-up
+    /// certificate brings a fresh one.
+    pub reset_key: [u8; 32],
 }
 
 /// A fresh self-signed certificate for the loopback names, written to
@@ -70,6 +76,7 @@ fn finish(
     client_ca: Option<&Path>,
 ) -> Result<ServerTls, Error> {
     let fingerprint = sha256_hex(chain[0].as_ref());
+    let reset_key = reset_key(key.secret_der());
     let provider = crate::plan::tls::provider();
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -100,7 +107,20 @@ fn finish(
         config: Arc::new(config),
         cert_path,
         fingerprint,
+        reset_key,
     })
+}
+
+/// A key of its own for stateless resets, from the private key's bytes:
+/// SHA-256 over a label and the key, so the private key is neither used
+/// for two purposes nor recoverable from the reset key.
+fn reset_key(private: &[u8]) -> [u8; 32] {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    ctx.update(b"soakd target: QUIC stateless reset key\0");
+    ctx.update(private);
+    let mut out = [0; 32];
+    out.copy_from_slice(ctx.finish().as_ref());
+    out
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {

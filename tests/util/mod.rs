@@ -988,6 +988,63 @@ pub fn soakd_report(args: &[&str], timeout_s: u64) -> RunResult {
     }
 }
 
+/// A CA and what it signed, as PEM files in a temporary directory.
+pub struct Pki {
+    dir: TempDir,
+    ca_params: rcgen::CertificateParams,
+    ca_key: rcgen::KeyPair,
+}
+
+impl Pki {
+    pub fn new() -> Pki {
+        let dir = TempDir::new("pki");
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "soakd test CA");
+        ca_params.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::CrlSign,
+            rcgen::KeyUsagePurpose::DigitalSignature,
+        ];
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
+        Pki { dir, ca_params, ca_key }
+    }
+
+    pub fn ca(&self) -> String {
+        self.path("ca.pem")
+    }
+
+    pub fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    /// A certificate for `names` signed by the CA, valid from `from` to
+    /// `until` (years), written as NAME.pem and NAME.key.
+    pub fn issue(&self, name: &str, names: &[&str], years: (i32, i32)) -> (String, String) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params =
+            rcgen::CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        params.distinguished_name.push(rcgen::DnType::CommonName, name);
+        params.not_before = rcgen::date_time_ymd(years.0, 1, 1);
+        params.not_after = rcgen::date_time_ymd(years.1, 1, 1);
+        let issuer = rcgen::Issuer::from_params(&self.ca_params, &self.ca_key);
+        let cert = params.signed_by(&key, &issuer).unwrap();
+        let (c, k) = (self.path(&format!("{name}.pem")), self.path(&format!("{name}.key")));
+        std::fs::write(&c, cert.pem()).unwrap();
+        std::fs::write(&k, key.serialize_pem()).unwrap();
+        (c, k)
+    }
+
+    /// A server certificate for 127.0.0.1 and localhost, valid now.
+    pub fn server(&self) -> (String, String) {
+        self.issue("server", &["127.0.0.1", "localhost"], (2020, 2100))
+    }
+}
+
 // ---------------------------------------------------------------------------
 // soakd's built-in target
 // ---------------------------------------------------------------------------
