@@ -269,6 +269,39 @@ fn zero_rtt_requests_on_resumed_connections() {
     assert_eq!(http["zero_rtt_rejected"], 0);
 }
 
+/// `--h3-0rtt` against a server that forgets its session tickets: each
+/// resumed connection's 0-RTT requests are rejected with the full
+/// handshake that follows, and soakd sends them again once it is done:
+/// nothing is lost, nothing is answered twice, none is an error.
+#[test]
+fn zero_rtt_requests_a_server_rejects_are_sent_again() {
+    let Some(peer) = Peer::start(&["forget-tickets"]) else {
+        return;
+    };
+    let r = run_h3(
+        &peer,
+        &["-c", "1", "-n", "50", "--max-requests-per-conn", "5", "--h3-0rtt", "on"],
+        60,
+    );
+    assert!(r.status.success(), "exit {}\n{}", r.status, r.stderr);
+    assert_eq!(errors(&r.report), vec![], "{}", r.stderr);
+    assert_eq!(u(&r.report, "/requests/completed"), 50);
+    assert_eq!(peer.stat("requests"), 50, "none was answered twice");
+    assert_eq!(peer.stat("resumed"), 0, "the server resumed no session");
+    assert_eq!(peer.stat("early_data"), 0);
+    let http = &r.report["workloads"][0]["http"];
+    assert_eq!(http["zero_rtt_accepted"], 0, "{http:#}");
+    // A new connection every 4-6 requests (the budget is jittered): each
+    // after the first holds a ticket, tries 0-RTT and is refused.
+    let rejected = http["zero_rtt_rejected"].as_u64().unwrap_or(0);
+    assert!(rejected >= 5, "{http:#}");
+    // Each refused handshake's one early request (`-c 1`, one stream) is
+    // sent again, but the last: the slot reconnects once its budget is
+    // spent, and that handshake has no request to carry.
+    let retried = http["retried"].as_u64().unwrap_or(0);
+    assert!(retried == rejected || retried + 1 == rejected, "{http:#}");
+}
+
 #[test]
 fn a_server_that_never_answers_is_a_timeout_not_a_hang() {
     let Some(peer) = Peer::start(&["silent"]) else {

@@ -27,6 +27,9 @@ Modes:
                   answers a request
   v2-only         speaks QUIC version 2 only (RFC 9369): a client that
                   offers version 1 gets a Version Negotiation packet
+  forget-tickets  issues session tickets that allow early data but never
+                  finds them again: a client that resumes and sends 0-RTT
+                  requests gets a full handshake, its 0-RTT data rejected
 """
 
 import asyncio
@@ -185,7 +188,9 @@ async def main():
         0,
         configuration=cfg,
         create_protocol=Server,
-        session_ticket_fetcher=lambda label: tickets.pop(label, None),
+        session_ticket_fetcher=(lambda label: None)
+        if MODE == "forget-tickets"
+        else (lambda label: tickets.pop(label, None)),
         session_ticket_handler=lambda t: tickets.__setitem__(t.ticket, t),
     )
     port = server._transport.get_extra_info("sockname")[1]
