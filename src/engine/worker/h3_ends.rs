@@ -27,10 +27,20 @@ pub(super) fn reset_end(code: VarInt) -> StreamEnd {
     if code == error::REQUEST_REJECTED {
         return StreamEnd::Rejected;
     }
-    let name = h3::error_name(code);
-    log_once(&format!("h3_reset_{name}"), || {
-        format!("HTTP/3: the server reset a request stream with {name} (0x{code:x})")
-    });
+    // A server may reset every stream: the process-wide `log_once` (a
+    // lock, a key formatted) is asked once per code and thread, not per
+    // reset; the thread's own record is one word of bits, one per name.
+    thread_local! {
+        static LOGGED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+    let known = h3::ErrorCode::from_u64(code);
+    let bit = 1u64 << (known as u32).min(63);
+    if LOGGED.with(|l| l.replace(l.get() | bit) & bit == 0) {
+        let name = known.name();
+        log_once(&format!("h3_reset_{name}"), || {
+            format!("HTTP/3: the server reset a request stream with {name} (0x{code:x})")
+        });
+    }
     StreamEnd::Failed(ErrorKind::StreamReset)
 }
 
