@@ -414,19 +414,33 @@ impl Worker {
             pos += used;
             match out {
                 Output::Taken => return !ready || self.settle(key, Output::Ready, now),
-                Output::Ready => ready = true,
-                // A request freed or handed back: its place may take the
-                // next one.
-                Output::Failed { .. } | Output::Retry(_) => {
-                    ready = true;
-                    self.settle(key, out, now);
-                }
                 out => {
-                    if !self.settle(key, out, now) {
+                    if !self.settle_deferred(key, out, now, &mut ready) {
                         return false;
                     }
                 }
             }
+        }
+    }
+
+    /// Acts on one answer while a loop drains the protocol's answers (to
+    /// bytes read, to QUIC datagrams): a place freed or handed back only
+    /// sets `ready`, so the loop issues and writes once at its end rather
+    /// than per answer. Returns false when the connection is gone.
+    pub(super) fn settle_deferred(&mut self, key: usize, out: Output, now: u64, ready: &mut bool) -> bool {
+        match out {
+            Output::Ready => {
+                *ready = true;
+                true
+            }
+            // A request freed or handed back: its place may take the next
+            // one.
+            Output::Failed { .. } | Output::Retry(_) => {
+                *ready = true;
+                self.settle(key, out, now);
+                true
+            }
+            out => self.settle(key, out, now),
         }
     }
 

@@ -310,13 +310,8 @@ impl Worker {
                         return false;
                     }
                 }
-                Output::Ready => ready = true,
-                Output::Failed { .. } | Output::Retry(_) => {
-                    ready = true;
-                    self.settle(key, out, now);
-                }
                 out => {
-                    if !self.settle(key, out, now) {
+                    if !self.settle_deferred(key, out, now, &mut ready) {
                         return false;
                     }
                 }
