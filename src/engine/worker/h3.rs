@@ -38,9 +38,9 @@ use quinn_proto::{ConnectionError, ConnectionHandle, Dir, Endpoint, Event, ReadE
 
 use super::exchange::{Cx, Ending, Inflight, Issued, Output, Response, Tally};
 use super::h3_ends::{StreamEnd, lost_kind, reset_end};
-use super::h3_response::{Lane, read_response};
+use super::h3_lanes::Lanes;
+use super::h3_response::read_response;
 use crate::netio::log_once;
-use crate::plan::CheckState;
 use crate::stats::ErrorKind;
 use crate::wire::h3::{self, Frame, FrameReader, H3Request, error, stream_type};
 
@@ -48,68 +48,6 @@ use crate::wire::h3::{self, Frame, FrameReader, H3Request, error, stream_type};
 /// instead of being sent again: a server that never processes it must not
 /// pull it round forever.
 const MAX_HANDED_BACK: u8 = 4;
-
-/// No entry (in [`ById`]).
-const NO_LANE: u16 = u16::MAX;
-
-/// A connection's entries by the index of their request streams, found in
-/// `O(1)`: place `index & mask` of a ring of at least twice as many places
-/// as entries holds the entry whose stream has that index. quinn numbers
-/// streams itself, so a new stream whose place is still held (by one that
-/// lived across many others) cannot be skipped as HTTP/2's are
-/// (`h2_streams.rs`): it stays `outside` the ring, and only while some
-/// entry is outside does a lookup that misses the ring search the entries.
-#[derive(Debug)]
-struct ById {
-    places: Vec<u16>,
-    outside: u16,
-}
-
-impl ById {
-    fn new(depth: usize) -> ById {
-        ById {
-            places: vec![NO_LANE; (2 * depth).next_power_of_two()],
-            outside: 0,
-        }
-    }
-
-    fn clear(&mut self) {
-        self.places.fill(NO_LANE);
-        self.outside = 0;
-    }
-
-    #[inline]
-    fn place(&self, index: u64) -> usize {
-        index as usize & (self.places.len() - 1)
-    }
-
-    /// The entry in `index`'s place (`NO_LANE`: none): the caller checks
-    /// that its stream is this one.
-    #[inline]
-    fn get(&self, index: u64) -> u16 {
-        self.places[self.place(index)]
-    }
-
-    /// Entry `e` takes the stream of index `index`.
-    fn insert(&mut self, index: u64, e: u16) {
-        let p = self.place(index);
-        if self.places[p] == NO_LANE {
-            self.places[p] = e;
-        } else {
-            self.outside += 1;
-        }
-    }
-
-    /// Entry `e`'s stream of index `index` ended.
-    fn remove(&mut self, index: u64, e: u16) {
-        let p = self.place(index);
-        if self.places[p] == e {
-            self.places[p] = NO_LANE;
-        } else {
-            self.outside -= 1;
-        }
-    }
-}
 
 /// Most of the server's unidirectional streams read at once: its control
 /// stream and QPACK's two, and room for a few it may grease with.
@@ -191,12 +129,8 @@ pub(super) struct H3 {
     pub(super) started: u64,
     /// A stream opened ahead for the next request (see the module doc).
     spare: Option<StreamId>,
-    /// Per in-flight entry.
-    lanes: Vec<Lane>,
-    /// The entries with no stream, a stack: taking one is a pop.
-    free: Vec<u16>,
-    /// The entries by their streams.
-    by_id: ById,
+    /// Per in-flight entry: its stream and response, found by stream.
+    lanes: Lanes,
     /// Entries in flight, in the order written (the first times out first).
     order: VecDeque<u16>,
     /// The server's GOAWAY id: no request goes out on this connection any
@@ -231,9 +165,7 @@ impl H3 {
             early: false,
             started: 0,
             spare: None,
-            lanes: (0..depth).map(|_| Lane::default()).collect(),
-            free: (0..depth as u16).rev().collect(),
-            by_id: ById::new(depth),
+            lanes: Lanes::new(depth),
             order: VecDeque::new(),
             goaway: None,
             peer_uni: Vec::new(),
@@ -332,19 +264,10 @@ impl H3 {
     /// Forgets the requests (the loop counted those in flight); the
     /// connection itself is the worker's to drop (`quic.rs`).
     pub(super) fn reset(&mut self) {
-        for l in &mut self.lanes {
-            l.id = None;
-            l.unsent = 0;
-            l.reader.reset();
-            l.status = 0;
-            l.check = CheckState::default();
-        }
+        self.lanes.reset();
         self.order.clear();
         self.handed.clear();
         self.failed.clear();
-        self.free.clear();
-        self.free.extend((0..self.lanes.len() as u16).rev());
-        self.by_id.clear();
     }
 
     /// Sends request `req` on the spare stream, taking a free entry.
@@ -352,22 +275,17 @@ impl H3 {
         let (Some(id), Some(conn)) = (self.spare.take(), self.conn.as_deref_mut()) else {
             return Issued::Refused(ErrorKind::SendStalled);
         };
-        let Some(e) = self.free.pop().map(usize::from) else {
+        let Some(e) = self.lanes.take(id).map(usize::from) else {
             self.spare = Some(id);
             return Issued::Refused(ErrorKind::SendStalled);
         };
-        self.by_id.insert(id.index(), e as u16);
         let frames = &self.rt.requests[req as usize].frames;
         let mut s = conn.send_stream(id);
         let n = s.write(frames).unwrap_or(0);
         if n == frames.len() {
             let _ = s.finish();
         }
-        let lane = &mut self.lanes[e];
-        lane.id = Some(id);
-        lane.unsent = (frames.len() - n) as u32;
-        lane.status = 0;
-        lane.check = CheckState::default();
+        self.lanes[e].unsent = (frames.len() - n) as u32;
         self.order.push_back(e as u16);
         self.spare = conn.streams().open(Dir::Bi);
         self.owed = true;
@@ -404,31 +322,15 @@ impl H3 {
     }
 
     fn free(&mut self, e: u16) {
-        let lane = &mut self.lanes[e as usize];
-        let id = lane.id.take();
-        lane.unsent = 0;
-        lane.reader.reset();
-        if let Some(id) = id {
-            self.by_id.remove(id.index(), e);
-            self.free.push(e);
-        }
+        self.lanes.release(e);
         // Usually the front: responses mostly come in the order written.
         if let Some(i) = self.order.iter().position(|&x| x == e) {
             self.order.remove(i);
         }
     }
 
-    /// The entry whose request is on stream `id`: `O(1)` but for streams
-    /// left outside the ring (see [`ById`]).
     fn lane_of(&self, id: StreamId) -> Option<u16> {
-        let e = self.by_id.get(id.index());
-        if e != NO_LANE && self.lanes[e as usize].id == Some(id) {
-            return Some(e);
-        }
-        if self.by_id.outside == 0 {
-            return None;
-        }
-        self.lanes.iter().position(|l| l.id == Some(id)).map(|e| e as u16)
+        self.lanes.of(id)
     }
 
     /// The next thing the loop must act on, after datagrams or a timeout
@@ -859,37 +761,5 @@ pub(super) fn timer_ns(start: Instant, at: Option<Instant>) -> u64 {
 pub(super) fn relayout(h: &H3, old: &[Inflight], new: &mut [Inflight]) {
     for &e in &h.order {
         new[e as usize] = old[e as usize];
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Two entries, a ring of 4 places: stream 1 lives while streams 2 to
-    /// 5 come and go, so stream 5 finds its place (1) held and stays
-    /// outside until one of the two ends; every place is free at the end.
-    #[test]
-    fn by_id_keeps_a_long_lived_stream_and_counts_what_is_outside() {
-        let mut ids = ById::new(2);
-        assert_eq!(ids.places.len(), 4);
-        ids.insert(1, 0);
-        for index in 2..=4 {
-            ids.insert(index, 1);
-            assert_eq!(ids.get(index), 1);
-            ids.remove(index, 1);
-        }
-        assert_eq!(ids.outside, 0);
-        ids.insert(5, 1);
-        assert_eq!(ids.outside, 1, "place 1 is stream 1's");
-        assert_eq!(ids.get(5), 0, "the caller sees stream 1's entry, not 5's, and searches");
-        ids.remove(1, 0);
-        assert_eq!(ids.get(1), NO_LANE);
-        ids.remove(5, 1);
-        assert_eq!(ids.outside, 0);
-        assert!(ids.places.iter().all(|&p| p == NO_LANE));
-        ids.insert(9, 0);
-        ids.clear();
-        assert_eq!(ids.get(9), NO_LANE);
     }
 }

@@ -33,6 +33,7 @@ mod h2;
 mod h2_streams;
 mod h3;
 mod h3_ends;
+mod h3_lanes;
 mod h3_response;
 mod http1;
 mod io;
