@@ -57,17 +57,22 @@ fn stop(target: &BuiltinTarget) -> Served {
 
 /// `soakd run https://ADDR/ --http 3 --cacert CERT EXTRA...` against it.
 fn run_h3(target: &BuiltinTarget, extra: &[&str]) -> RunResult {
-    let url = target.https_url("/");
     let cacert = target.cert.clone().expect("the target's certificate");
+    run_h3_on(&target.https_url("/"), &cacert, "off", extra)
+}
+
+/// `soakd run URL --http 3 --cacert CACERT --metrics-listen METRICS
+/// EXTRA...`.
+fn run_h3_on(url: &str, cacert: &str, metrics: &str, extra: &[&str]) -> RunResult {
     let mut args = vec![
         "run",
-        url.as_str(),
+        url,
         "--http",
         "3",
         "--cacert",
-        cacert.as_str(),
+        cacert,
         "--metrics-listen",
-        "off",
+        metrics,
     ];
     args.extend_from_slice(extra);
     soakd_report(&args, 60)
@@ -310,26 +315,11 @@ fn client_certificates_over_quic() {
     let (client, client_key) = pki.issue("client", &["soakd-client"], (2020, 2100));
     let ca = pki.ca();
     let target = target(&["--tls-cert", &cert, "--tls-key", &key, "--tls-client-ca", &ca]);
+    let url = target.https_url("/");
     let run = |extra: &[&str]| {
-        let url = target.https_url("/");
-        let mut args = vec![
-            "run",
-            &url,
-            "--http",
-            "3",
-            "--cacert",
-            &ca,
-            "-c",
-            "2",
-            "-i",
-            "100ms",
-            "-d",
-            "1500ms",
-            "--metrics-listen",
-            "off",
-        ];
+        let mut args = vec!["-c", "2", "-i", "100ms", "-d", "1500ms"];
         args.extend_from_slice(extra);
-        soakd_report(&args, 60)
+        run_h3_on(&url, &ca, "off", &args)
     };
     let without = run(&[]);
     let kinds = errors(&without);
@@ -362,29 +352,10 @@ fn a_restarted_target_resets_the_connections_it_lost() {
     let addr = first.addr.clone();
     let url = first.https_url("/");
     let metrics = format!("127.0.0.1:{}", util::free_port());
-    let args: Vec<String> = [
-        "run",
-        &url,
-        "--http",
-        "3",
-        "--cacert",
-        &ca,
-        "-c",
-        "3",
-        "-i",
-        "100ms",
-        "-d",
-        "4s",
-        "--metrics-listen",
-        &metrics,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let run = std::thread::spawn(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        soakd_report(&args, 60)
-    });
+    let run = {
+        let (ca, metrics) = (ca.clone(), metrics.clone());
+        std::thread::spawn(move || run_h3_on(&url, &ca, &metrics, &["-c", "3", "-i", "100ms", "-d", "4s"]))
+    };
     let open = format!("soakd_connections{{target=\"{addr}\",state=\"open\"}}");
     util::wait_until(
         || util::scrape(&metrics).is_some_and(|m| m.get(&open) == Some(&3.0)),
