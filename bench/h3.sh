@@ -23,8 +23,12 @@
 #   C. perf: `perf record -g` of soakd for PERF_SECS (10) s of one more run
 #      of B's HTTP/3 workload (its own run, so the profiler's cost is in
 #      none of B's figures): `perf report --no-children`, top symbols.
+#   D. floor: bench/quic_floor (quinn-proto with soakd's TLS and transport
+#      settings, nothing of soakd's) holding CONNS connections against a
+#      fresh target for FLOOR_HOLD (60) s: its VmRSS per connection, whole
+#      and added, beside soakd's from A. What QUIC costs before soakd.
 #
-# SKIP_A=1, SKIP_B=1, SKIP_C=1 skip a part. H3_NET (127.0.43) is the
+# SKIP_A=1, SKIP_B=1, SKIP_C=1, SKIP_D=1 skip a part. H3_NET (127.0.43) is the
 # loopback /24 its targets and source addresses live on; SOAKD=/path skips
 # the build; KEEP=DIR keeps the reports and logs.
 #
@@ -48,6 +52,8 @@ PERF_LIMIT=${PERF_LIMIT:-0.5}
 SKIP_A=${SKIP_A:-0}
 SKIP_B=${SKIP_B:-0}
 SKIP_C=${SKIP_C:-0}
+SKIP_D=${SKIP_D:-0}
+FLOOR_HOLD=${FLOOR_HOLD:-60}
 H3_NET=${H3_NET:-127.0.43}
 case $H3_NET in
 127.*.*) ;;
@@ -369,6 +375,24 @@ if [ "$SKIP_C" = 0 ]; then
     fi
 fi
 
+FLOOR_LINE="floor: skipped (SKIP_D=1)"
+if [ "$SKIP_D" = 0 ]; then
+    section "D. the floor: quic_floor holding $CONNS connections for ${FLOOR_HOLD}s"
+    cargo build --release --quiet --manifest-path "$ROOT/bench/quic_floor/Cargo.toml"
+    start_h3_target d-floor "$H3_NET.4" --tls --h3
+    "${PIN_C[@]}" "$ROOT/bench/quic_floor/target/release/quic_floor" "$ADDR" "$CERT" "$CONNS" "$FLOOR_HOLD" \
+        </dev/null >"$WORK/floor.out" 2>"$WORK/floor.err" || {
+        echo "quic_floor failed:" >&2
+        tail -20 "$WORK/floor.err" >&2
+        exit 1
+    }
+    stop_pid "$TARGET_PID"
+    cat "$WORK/floor.out"
+    # held N lost N rss_before B rss_after B per_connection_whole B per_connection_added B
+    read -r _ f_held _ f_lost _ _ _ _ _ f_whole _ f_added <"$WORK/floor.out"
+    FLOOR_LINE="quic_floor: $f_held held, $f_lost lost; VmRSS per connection $f_whole B whole, $f_added B added"
+fi
+
 section "results"
 echo "soakd $("$SOAKD" --version 2>/dev/null | head -1), $(nproc) CPUs, $PINNING, soakd -t $THREADS; $(uptime | sed 's/.*load/load/')"
 if [ "$SKIP_A" = 0 ]; then
@@ -413,3 +437,6 @@ fi
 echo
 echo "C. where soakd's time goes (--http 3, B's workload)"
 echo "$PERF_LINES"
+echo
+echo "D. the floor of a held QUIC connection ($CONNS, quinn-proto alone)"
+echo "$FLOOR_LINE"
