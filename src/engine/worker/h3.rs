@@ -121,6 +121,11 @@ pub(super) struct H3 {
     /// server (ns; 0: none), and when the next is due.
     ping_every: u64,
     next_ping: u64,
+    /// The keep-alive's grid, as a mask: a PING falls due on a multiple of
+    /// a power of two of ns, about a sixteenth of the interval (at most
+    /// ~1 s), so that the PINGs of idle connections due within one step
+    /// go out in one wakeup and one batch of sends, at most one step late.
+    ping_grid: u64,
     /// The handshake is done, or 0-RTT lets requests go before it is.
     connected: bool,
     /// Requests went out as 0-RTT data; the handshake is still to finish.
@@ -161,6 +166,7 @@ impl H3 {
             drained: false,
             ping_every: 0,
             next_ping: u64::MAX,
+            ping_grid: 0,
             connected: false,
             early: false,
             started: 0,
@@ -244,8 +250,15 @@ impl H3 {
     #[inline]
     pub(super) fn heard(&mut self, now: u64) {
         if self.ping_every != 0 {
-            self.next_ping = now + self.ping_every;
+            self.next_ping = self.ping_after(now);
         }
+    }
+
+    /// When the keep-alive is due if nothing is heard after `now`: the
+    /// interval on, rounded up to the grid.
+    #[inline]
+    fn ping_after(&self, now: u64) -> u64 {
+        (now + self.ping_every + self.ping_grid) & !self.ping_grid
     }
 
     /// The keep-alive is due at `now`: a PING goes out (acknowledged, it
@@ -257,7 +270,7 @@ impl H3 {
         {
             conn.ping();
             self.owed = true;
-            self.next_ping = now + self.ping_every;
+            self.next_ping = self.ping_after(now);
         }
     }
 
@@ -448,7 +461,8 @@ impl H3 {
                 Keepalive::Auto => negotiated_idle(conn, self.rt.idle_timeout).map_or(0, |idle| (idle / 2).max(1)),
             };
             if self.ping_every != 0 {
-                self.next_ping = now + self.ping_every;
+                self.ping_grid = ping_grid(self.ping_every);
+                self.next_ping = self.ping_after(now);
             }
         }
         Output::Opened
@@ -706,6 +720,14 @@ impl H3 {
 /// announced, where 0 means none (RFC 9000 §10.1). quinn-proto keeps the
 /// server's transport parameters to itself but will encode them, so the
 /// one parameter is read back from their encoding.
+/// The keep-alive grid's mask for PINGs every `every` ns (see
+/// `H3::ping_grid`): the largest power of two of ns not above a sixteenth
+/// of it, from 1 µs to 2^30 ns (~1.07 s), less one.
+fn ping_grid(every: u64) -> u64 {
+    let step = (every / 16).clamp(1 << 10, 1 << 30);
+    (1u64 << (63 - step.leading_zeros())) - 1
+}
+
 fn negotiated_idle(conn: &quinn_proto::Connection, ours: u64) -> Option<u64> {
     let theirs = conn
         .crypto_session()
@@ -761,5 +783,27 @@ pub(super) fn timer_ns(start: Instant, at: Option<Instant>) -> u64 {
 pub(super) fn relayout(h: &H3, old: &[Inflight], new: &mut [Inflight]) {
     for &e in &h.order {
         new[e as usize] = old[e as usize];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ping_grid;
+
+    /// A sixteenth of the interval, down to a power of two of ns, within
+    /// 1 µs and ~1 s: 15 s (half a 30 s idle timeout) steps by 537 ms.
+    #[test]
+    fn the_keepalive_grid_is_a_power_of_two_near_a_sixteenth() {
+        assert_eq!(ping_grid(15_000_000_000), (1 << 29) - 1);
+        assert_eq!(ping_grid(2_000_000_000), (1 << 26) - 1);
+        assert_eq!(ping_grid(1_000), (1 << 10) - 1);
+        assert_eq!(ping_grid(u64::MAX / 2), (1 << 30) - 1);
+        for every in [3_000_000u64, 999_999_999, 60_000_000_000] {
+            let step = ping_grid(every) + 1;
+            assert!(
+                step.is_power_of_two() && step <= (every / 16).max(1 << 10),
+                "{every}: {step}"
+            );
+        }
     }
 }
